@@ -1,0 +1,33 @@
+# The two commands: `make run` (the main job, writes results/) and `make test`.
+# Each creates .venv in the repository root when missing and installs what it needs
+# (CPU jax by default; for GPU/TPU install the matching jax wheel into .venv).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.codedjax-installed
+OUT ?= results
+
+.PHONY: run test install clean lint
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[models,plots,dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+run: $(STAMP)
+	$(PY) -m theory.demo --out $(OUT)/demo
+	$(PY) -m theory.verify --quick --out $(OUT)/theory
+	$(PY) -m models.coded_dcn --quick --out $(OUT)/coded_dcn
+	$(PY) -m theory.collect --out $(OUT)
+
+lint: $(STAMP)
+	$(PY) -m ruff check codedjax theory models benchmarks tests
+
+clean:
+	rm -rf $(VENV) $(OUT)

@@ -1,0 +1,102 @@
+"""Chebyshev points and the Chebyshev-Vandermonde matrix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._dtypes import check_floating, check_int
+
+
+def chebyshev_points(n: int, kind: int = 1, dtype: Any = None) -> jax.Array:
+    r"""Chebyshev points of the first or second kind on [-1, 1], in decreasing order.
+
+    .. math::
+        x_i = \cos\frac{(2i+1)\pi}{2n} \ (\text{kind } 1), \qquad
+        x_i = \cos\frac{i\pi}{n-1} \ (\text{kind } 2), \qquad i = 0, \dots, n-1.
+
+    First-kind points (roots of T_n) make the full Chebyshev-Vandermonde matrix exactly
+    orthogonal: T^T T = diag(n, n/2, ..., n/2). The points are computed in float64 on
+    the host through the sine form, so they are exactly symmetric, then cast.
+
+    Args:
+        n: number of points (>= 1; >= 2 for the second kind).
+        kind: 1 (Chebyshev-Gauss, default) or 2 (Chebyshev-Lobatto extrema).
+        dtype: floating dtype of the result (default: JAX's default float).
+
+    Returns:
+        [n] array of points.
+
+    Raises:
+        ValueError: for n < 1, kind 2 with n < 2, or kind not in {1, 2}.
+
+    Examples:
+        >>> chebyshev_points(3, kind=2).tolist()
+        [1.0, 0.0, -1.0]
+
+    References:
+        J. C. Mason and D. C. Handscomb, Chebyshev Polynomials, CRC, 2003, ch. 4.
+    """
+    n = check_int("chebyshev_points", "n", n, minimum=1)
+    if kind not in (1, 2):
+        raise ValueError(f"chebyshev_points: kind must be 1 or 2, got {kind!r}")
+    if kind == 1:
+        # cos((2i+1)pi/(2n)) = sin(pi (n-1-2i) / (2n))
+        x = np.sin(np.pi * (n - 1 - 2 * np.arange(n)) / (2.0 * n))
+    else:
+        if n < 2:
+            raise ValueError(
+                f"chebyshev_points: kind=2 needs n >= 2 points, got n={n}"
+            )
+        # cos(i pi/(n-1)) = sin(pi (n-1-2i) / (2(n-1)))
+        x = np.sin(np.pi * (n - 1 - 2 * np.arange(n)) / (2.0 * (n - 1)))
+    dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+    return jnp.asarray(x, dtype=dtype)
+
+
+def chebyshev_vandermonde(x: Any, num_coeffs: int) -> jax.Array:
+    r"""Chebyshev-Vandermonde matrix V[..., i, j] = T_j(x_i), j < num_coeffs.
+
+    Built by the three-term recurrence T_{j+1} = 2 x T_j - T_{j-1} in the dtype of
+    ``x`` (stable on [-1, 1]); equals ``numpy.polynomial.chebyshev.chebvander(x,
+    num_coeffs - 1)``.
+
+    Args:
+        x: [..., M] floating points.
+        num_coeffs: D, the number of columns (>= 1).
+
+    Returns:
+        [..., M, D] in the dtype of ``x``.
+
+    Raises:
+        TypeError: if ``x`` is not floating or num_coeffs is not an int.
+        ValueError: if num_coeffs < 1.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> chebyshev_vandermonde(jnp.array([0.5]), num_coeffs=3).tolist()
+        [[1.0, 0.5, -0.5]]
+    """
+    num_coeffs = check_int("chebyshev_vandermonde", "num_coeffs", num_coeffs, 1)
+    x = check_floating("chebyshev_vandermonde", "x", x)
+    cols = [jnp.ones_like(x)]
+    if num_coeffs > 1:
+        cols.append(x)
+    for _ in range(2, num_coeffs):
+        cols.append(2 * x * cols[-1] - cols[-2])
+    return jnp.stack(cols, axis=-1)
+
+
+def orthonormal_column_scale(num_points: int, num_coeffs: int, dtype: Any) -> jax.Array:
+    """Column scaling that makes the first-kind Chebyshev-Vandermonde orthonormal.
+
+    U = T diag(scale) with scale_0 = sqrt(1/M), scale_j = sqrt(2/M): U^T U = I exactly
+    at M first-kind points (the equilibrated matrix of DESIGN.md section 2). Scaling
+    columns does not change a least-squares fit, only the conditioning of its factors.
+    """
+    s = np.full(num_coeffs, np.sqrt(2.0 / num_points))
+    s[0] = np.sqrt(1.0 / num_points)
+    return jnp.asarray(s, dtype=dtype)

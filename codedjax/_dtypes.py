@@ -1,0 +1,202 @@
+"""Dtype policy and argument checks shared by every module of codedjax.
+
+Workers may answer in any floating dtype (bf16 and f16 simulate low-precision
+hardware); decoding accumulates in at least float32 and never runs a factorisation
+in bf16 or f16.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+_LOW_PRECISION = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+
+
+def accumulation_dtype(dtype: Any, accum_dtype: Any = None) -> jnp.dtype:
+    """The dtype decoding runs in for responses of ``dtype``.
+
+    float64 responses are decoded in float64; bfloat16, float16 and float32 responses in
+    float32. An explicit ``accum_dtype`` overrides the default but must be float32 or
+    float64.
+
+    Args:
+        dtype: dtype of the worker responses (any floating dtype).
+        accum_dtype: optional override (float32 or float64).
+
+    Returns:
+        The accumulation dtype.
+
+    Raises:
+        TypeError: if ``dtype`` is not floating or ``accum_dtype`` is bf16/f16.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> accumulation_dtype(jnp.bfloat16)
+        dtype('float32')
+    """
+    dt = jnp.dtype(dtype)
+    if not jnp.issubdtype(dt, jnp.floating):
+        raise TypeError(
+            f"accumulation_dtype: expected a floating dtype, got {dt}"
+        )
+    if accum_dtype is not None:
+        acc = jnp.dtype(accum_dtype)
+        if acc not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)):
+            raise TypeError(
+                "accumulation_dtype: accum_dtype must be float32 or float64 (no "
+                f"factorisation runs in low precision), got {acc}"
+            )
+        return acc
+    if dt == jnp.dtype(jnp.float64):
+        return dt
+    return jnp.dtype(jnp.float32)
+
+
+def unit_roundoff(dtype: Any) -> float:
+    """Unit roundoff u = eps / 2 of a floating dtype (bf16: 2**-8, f32: 2**-24)."""
+    return float(jnp.finfo(jnp.dtype(dtype)).eps) / 2.0
+
+
+def low_precision_worker(fn: Callable, dtype: Any = jnp.bfloat16) -> Callable:
+    """Wrap ``fn`` so that it runs like a worker computing in ``dtype``.
+
+    Every floating array leaf of the positional and keyword arguments (inputs *and*
+    parameters, any pytree, e.g. an ``nnx.State``) is rounded to ``dtype`` before the
+    call, so that jax.numpy arithmetic inside ``fn`` runs in ``dtype``. Matrix products
+    accumulate as the backend does for that dtype (on CPU, GPU and TPU a bf16 matmul
+    accumulates in float32 and rounds its result to bf16, as real bf16 hardware does).
+    The result is returned in whatever dtype ``fn`` produces (``dtype`` for
+    dtype-following code).
+
+    Args:
+        fn: the worker function.
+        dtype: a floating dtype, default bfloat16.
+
+    Returns:
+        The wrapped function.
+
+    Raises:
+        TypeError: if ``dtype`` is not a floating dtype.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> f = low_precision_worker(lambda w, x: w @ x, jnp.bfloat16)
+        >>> f(jnp.ones((2, 2)), jnp.ones(2)).dtype
+        dtype(bfloat16)
+    """
+    dt = jnp.dtype(dtype)
+    if not jnp.issubdtype(dt, jnp.floating):
+        raise TypeError(f"low_precision_worker: expected a floating dtype, got {dt}")
+
+    def cast(leaf):
+        if isinstance(leaf, (jax.Array, np.ndarray)) and jnp.issubdtype(
+            leaf.dtype, jnp.floating
+        ):
+            return jnp.asarray(leaf).astype(dt)
+        return leaf
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        args, kwargs = jax.tree_util.tree_map(cast, (args, kwargs))
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+# ----------------------------------------------------------------------------------
+# Argument checks. They look at static facts only (shapes, dtypes, Python ints), so
+# they work under jit; the value checks in `concrete_points` run only on concrete
+# arrays.
+
+
+def check_int(fname: str, name: str, value: Any, minimum: int | None = None) -> int:
+    """A Python int (not bool) at least ``minimum``; raise naming the function."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(
+            f"{fname}: {name} must be a Python int (a static argument), "
+            f"got {type(value).__name__} {value!r}"
+        )
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{fname}: {name} must be >= {minimum}, got {value}")
+    return value
+
+
+def check_floating(fname: str, name: str, x: Any) -> jax.Array:
+    """Convert to a jax array and require a floating dtype."""
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise TypeError(
+            f"{fname}: {name} must have a floating dtype, got {x.dtype}"
+        )
+    return x
+
+
+def check_vector(fname: str, name: str, x: Any, length: int | None = None) -> jax.Array:
+    """A floating 1-D array, optionally of a given length."""
+    x = check_floating(fname, name, x)
+    if x.ndim != 1:
+        raise ValueError(
+            f"{fname}: {name} must be 1-D, got shape {tuple(x.shape)}"
+        )
+    if length is not None and x.shape[0] != length:
+        raise ValueError(
+            f"{fname}: {name} must have length {length}, got {x.shape[0]}"
+        )
+    return x
+
+
+def check_mask(fname: str, mask: Any, num_workers: int, name: str = "mask") -> jax.Array:
+    """A boolean array whose last axis has ``num_workers`` entries."""
+    mask = jnp.asarray(mask)
+    if mask.dtype != jnp.bool_:
+        raise TypeError(f"{fname}: {name} must be boolean, got {mask.dtype}")
+    if mask.ndim < 1 or mask.shape[-1] != num_workers:
+        raise ValueError(
+            f"{fname}: {name} must have shape [..., {num_workers}] (one entry per "
+            f"worker), got {tuple(mask.shape)}"
+        )
+    return mask
+
+
+def is_concrete(x: Any) -> bool:
+    """True when ``x`` holds values (not a tracer inside jit/vmap)."""
+    return not isinstance(x, jax.core.Tracer)
+
+
+def concrete_points(fname: str, name: str, x: jax.Array) -> None:
+    """Reject non-finite or duplicate points when the values are known."""
+    if not is_concrete(x):
+        return
+    v = np.asarray(x, dtype=np.float64)
+    if not np.all(np.isfinite(v)):
+        bad = int(np.flatnonzero(~np.isfinite(v))[0])
+        raise ValueError(
+            f"{fname}: {name} must be finite, got {v[bad]} at index {bad}"
+        )
+    s = np.sort(v)
+    if s.size > 1 and np.any(np.diff(s) == 0):
+        dup = float(s[np.flatnonzero(np.diff(s) == 0)[0]])
+        raise ValueError(
+            f"{fname}: {name} must be distinct points, got the value {dup} twice"
+        )
+
+
+def points_valid(x: jax.Array) -> jax.Array:
+    """Traced check: all finite and pairwise distinct (for the ``ok`` flag)."""
+    finite = jnp.all(jnp.isfinite(x))
+    n = x.shape[0]
+    same = x[:, None] == x[None, :]
+    distinct = ~jnp.any(same & ~jnp.eye(n, dtype=bool))
+    return finite & distinct
+
+
+def finite_rows(y: jax.Array) -> jax.Array:
+    """[M] bool: rows of y [M, ...] with every entry finite."""
+    return jnp.all(jnp.isfinite(y.reshape(y.shape[0], -1)), axis=1)

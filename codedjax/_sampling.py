@@ -1,0 +1,348 @@
+"""Straggler models: uniform N-of-M masks, latency-driven arrivals, worst-case sets."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._dtypes import check_int, check_vector
+
+
+def _check_key(fname: str, key: Any) -> None:
+    if not isinstance(key, jax.Array) or not (
+        jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+        or (key.dtype == jnp.uint32 and key.shape[-1:] == (2,))
+    ):
+        raise TypeError(
+            f"{fname}: key must be a PRNG key from jax.random.key, got "
+            f"{type(key).__name__} {getattr(key, 'dtype', '')}"
+        )
+
+
+def _check_shape(fname: str, shape: Any) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(s) for s in shape)
+    except TypeError as err:
+        raise TypeError(f"{fname}: shape must be a tuple of ints, got {shape!r}") from err
+    if any(s < 0 for s in shape):
+        raise ValueError(f"{fname}: shape must be non-negative, got {shape}")
+    return shape
+
+
+def sample_masks(
+    key: jax.Array, num_workers: int, num_responses: int, shape: tuple[int, ...] = ()
+) -> jax.Array:
+    """Uniformly random responding sets: exactly N of the M workers, every subset
+    equally likely.
+
+    The rank of i.i.d. uniforms is a uniform random permutation; the N workers of
+    lowest rank respond. Ties are broken by a stable sort, so every row has exactly
+    N True entries. Works under ``jax.vmap`` over keys.
+
+    Args:
+        key: a typed PRNG key (``jax.random.key``).
+        num_workers: M >= 1.
+        num_responses: N with 0 <= N <= M.
+        shape: leading batch shape.
+
+    Returns:
+        bool [*shape, M].
+
+    Raises:
+        ValueError: N > M, M < 1 or N < 0. TypeError: key is not a PRNG key.
+
+    Examples:
+        >>> import jax, codedjax as cj
+        >>> m = cj.sample_masks(jax.random.key(0), num_workers=5, num_responses=3,
+        ...                     shape=(2,))
+        >>> m.shape, m.sum(-1).tolist()
+        ((2, 5), [3, 3])
+    """
+    fname = "sample_masks"
+    _check_key(fname, key)
+    m = check_int(fname, "num_workers", num_workers, minimum=1)
+    n = check_int(fname, "num_responses", num_responses, minimum=0)
+    if n > m:
+        raise ValueError(
+            f"{fname}: num_responses (N) must be at most num_workers (M={m}), got {n}"
+        )
+    shape = _check_shape(fname, shape)
+    return _sample_masks(key, m, n, shape)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _sample_masks(key, m, n, shape):
+    u = jax.random.uniform(key, shape + (m,))
+    rank = jnp.argsort(jnp.argsort(u, axis=-1, stable=True), axis=-1, stable=True)
+    return rank < n
+
+
+class Arrivals(NamedTuple):
+    """First-N arrivals of a latency model.
+
+    Attributes:
+        mask: bool [..., M], the N workers that answered first.
+        order: int32 [..., M], all workers in arrival order (first entry first).
+        time: [...] the time at which the N-th response arrived.
+        latencies: [..., M] the sampled per-worker latencies.
+    """
+
+    mask: jax.Array
+    order: jax.Array
+    time: jax.Array
+    latencies: jax.Array
+
+
+def first_arrivals(latencies: Any, *, num_responses: int) -> Arrivals:
+    """The mask of the first N arrivals, the arrival order and the N-th arrival time.
+
+    Args:
+        latencies: [..., M] per-worker response times.
+        num_responses: N with 1 <= N <= M.
+
+    Returns:
+        Arrivals(mask, order, time, latencies).
+
+    Raises:
+        ValueError: N outside [1, M] or latencies not floating with M >= 1.
+
+    Examples:
+        >>> import jax.numpy as jnp, codedjax as cj
+        >>> a = cj.first_arrivals(jnp.array([3.0, 1.0, 2.0]), num_responses=2)
+        >>> a.mask.tolist(), a.order.tolist(), float(a.time)
+        ([False, True, True], [1, 2, 0], 2.0)
+    """
+    fname = "first_arrivals"
+    lat = jnp.asarray(latencies)
+    if not jnp.issubdtype(lat.dtype, jnp.floating) or lat.ndim < 1:
+        raise ValueError(
+            f"{fname}: latencies must be a floating array [..., M], got shape "
+            f"{tuple(lat.shape)} dtype {lat.dtype}"
+        )
+    m = lat.shape[-1]
+    n = check_int(fname, "num_responses", num_responses, minimum=1)
+    if n > m:
+        raise ValueError(
+            f"{fname}: num_responses (N) must be at most M={m}, got {n}"
+        )
+    return _first_arrivals(lat, n)
+
+
+@functools.partial(jax.jit, static_argnums=(1,))
+def _first_arrivals(lat, n):
+    order = jnp.argsort(lat, axis=-1, stable=True).astype(jnp.int32)
+    rank = jnp.argsort(order, axis=-1, stable=True)
+    mask = rank < n
+    time = jnp.take_along_axis(lat, order[..., n - 1 : n], axis=-1)[..., 0]
+    return Arrivals(mask, order, time, lat)
+
+
+def sample_arrivals(
+    key: jax.Array,
+    *,
+    num_workers: int,
+    num_responses: int,
+    model: str = "shifted_exponential",
+    shape: tuple[int, ...] = (),
+    shift: float = 1.0,
+    rate: float = 1.0,
+    scale: float = 1.0,
+    tail_index: float = 2.0,
+) -> Arrivals:
+    r"""Per-worker latencies from a straggler model, and the first N arrivals.
+
+    - ``"shifted_exponential"``: T_i = shift + Exp(rate), the standard model of
+      coded-computing papers (Lee et al. 2018).
+    - ``"pareto"``: T_i = scale * U^{-1/tail_index}, heavy-tailed stragglers
+      (P(T > t) = (scale / t)^tail_index for t >= scale).
+    - ``"uniform"``: i.i.d. uniform latencies, i.e. a uniformly random arrival order
+      (the same responder law as :func:`sample_masks`).
+
+    Workers are i.i.d., so the arrival order is a uniformly random permutation and
+    the mask is uniform over N-subsets in every model; the models differ in ``time``.
+
+    Args:
+        key: typed PRNG key.
+        num_workers: M. num_responses: N (1..M).
+        model: "shifted_exponential", "pareto" or "uniform".
+        shape: leading batch shape.
+        shift, rate: shifted-exponential parameters (shift >= 0, rate > 0).
+        scale, tail_index: Pareto parameters (> 0).
+
+    Returns:
+        Arrivals(mask [*shape, M], order [*shape, M], time [*shape], latencies).
+
+    Raises:
+        ValueError: unknown model, bad parameters, N outside [1, M].
+
+    Examples:
+        >>> import jax, codedjax as cj
+        >>> a = cj.sample_arrivals(jax.random.key(0), num_workers=6, num_responses=4)
+        >>> int(a.mask.sum()), a.order.shape
+        (4, (6,))
+
+    References:
+        K. Lee et al., Speeding up distributed machine learning using codes,
+        IEEE Trans. Inf. Theory 64(3), 2018, arXiv:1512.02673.
+    """
+    fname = "sample_arrivals"
+    _check_key(fname, key)
+    m = check_int(fname, "num_workers", num_workers, minimum=1)
+    shape = _check_shape(fname, shape)
+    if model == "shifted_exponential":
+        if not (shift >= 0 and rate > 0):
+            raise ValueError(
+                f"{fname}: need shift >= 0 and rate > 0, got shift={shift}, "
+                f"rate={rate}"
+            )
+        lat = shift + jax.random.exponential(key, shape + (m,)) / rate
+    elif model == "pareto":
+        if not (scale > 0 and tail_index > 0):
+            raise ValueError(
+                f"{fname}: need scale > 0 and tail_index > 0, got scale={scale}, "
+                f"tail_index={tail_index}"
+            )
+        u = jax.random.uniform(key, shape + (m,), minval=jnp.finfo(jnp.float32).tiny)
+        lat = scale * u ** (-1.0 / tail_index)
+    elif model == "uniform":
+        lat = jax.random.uniform(key, shape + (m,))
+    else:
+        raise ValueError(
+            f"{fname}: model must be 'shifted_exponential', 'pareto' or 'uniform', "
+            f"got {model!r}"
+        )
+    return first_arrivals(lat, num_responses=num_responses)
+
+
+class WorstCase(NamedTuple):
+    """Result of :func:`worst_case_mask`.
+
+    Attributes:
+        mask: numpy bool [M], the responding set found.
+        cond: its condition number (float64, equilibrated Chebyshev-Vandermonde).
+        exhaustive: True when every responding set of size N was examined.
+        num_examined: how many responding sets were evaluated.
+    """
+
+    mask: np.ndarray
+    cond: float
+    exhaustive: bool
+    num_examined: int
+
+
+def _cond_rows(u: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """cond of u[rows] for a batch of row-index sets keep [B, N] (float64)."""
+    sv = np.linalg.svd(u[keep], compute_uv=False)
+    with np.errstate(divide="ignore"):
+        return np.where(sv[:, -1] > 0, sv[:, 0] / sv[:, -1], np.inf)
+
+
+def worst_case_mask(
+    alpha: Any,
+    *,
+    num_coeffs: int,
+    num_responses: int,
+    max_candidates: int = 1_000_000,
+    chunk: int = 20_000,
+) -> WorstCase:
+    """The responding set of size N that maximises the decoding condition number.
+
+    Exhaustive over all C(M, N) sets when there are at most ``max_candidates``
+    (evaluated in float64 on the host, in chunks of batched SVDs). Beyond that, a
+    greedy search removes one worker at a time (the removal that raises the condition
+    number most) and then improves the set by single swaps until no swap helps; the
+    result is a lower bound on the true worst case (``exhaustive`` False).
+
+    Args:
+        alpha: [M] worker points.
+        num_coeffs: D. num_responses: N with D <= N <= M.
+        max_candidates: largest number of sets searched exhaustively (1e6).
+        chunk: sets per batched SVD.
+
+    Returns:
+        WorstCase(mask, cond, exhaustive, num_examined).
+
+    Raises:
+        ValueError: if N < D or N > M.
+
+    Examples:
+        >>> import codedjax as cj
+        >>> w = cj.worst_case_mask(cj.chebyshev_points(8), num_coeffs=3,
+        ...                        num_responses=6)
+        >>> w.exhaustive, int(w.mask.sum())
+        (True, 6)
+
+    References:
+        M. Fahim and V. R. Cadambe, Numerically stable polynomially coded computing,
+        arXiv:1903.08326 (worst case over all subsets of a Chebyshev grid).
+    """
+    fname = "worst_case_mask"
+    alpha = check_vector(fname, "alpha", alpha)
+    x = np.asarray(alpha, dtype=np.float64)
+    m = x.shape[0]
+    d = check_int(fname, "num_coeffs", num_coeffs, minimum=1)
+    n = check_int(fname, "num_responses", num_responses, minimum=1)
+    if not d <= n <= m:
+        raise ValueError(
+            f"{fname}: need num_coeffs (D={d}) <= num_responses <= M={m}, got "
+            f"num_responses={n}"
+        )
+    scale = np.full(d, np.sqrt(2.0 / m))
+    scale[0] = np.sqrt(1.0 / m)
+    u = np.polynomial.chebyshev.chebvander(x, d - 1) * scale
+    total = math.comb(m, n)
+    if total <= max_candidates:
+        best, best_keep = -1.0, None
+        it = itertools.combinations(range(m), n)
+        examined = 0
+        while True:
+            block = np.array(list(itertools.islice(it, chunk)), dtype=np.int64)
+            if block.size == 0:
+                break
+            block = block.reshape(-1, n)
+            c = _cond_rows(u, block)
+            examined += block.shape[0]
+            i = int(np.argmax(c))
+            if c[i] > best:
+                best, best_keep = float(c[i]), block[i]
+        mask = np.zeros(m, bool)
+        mask[best_keep] = True
+        return WorstCase(mask, best, True, examined)
+    # greedy removal, then single-swap local search
+    keep = np.ones(m, bool)
+    examined = 0
+    for _ in range(m - n):
+        cand = np.flatnonzero(keep)
+        sets = np.array([np.flatnonzero(keep & (np.arange(m) != j)) for j in cand])
+        c = _cond_rows(u, sets)
+        examined += len(cand)
+        keep[cand[int(np.argmax(c))]] = False
+    best = float(_cond_rows(u, np.flatnonzero(keep)[None])[0])
+    improved = True
+    while improved:
+        improved = False
+        ins, outs = np.flatnonzero(keep), np.flatnonzero(~keep)
+        sets = []
+        for i in ins:
+            for o in outs:
+                s = keep.copy()
+                s[i], s[o] = False, True
+                sets.append(np.flatnonzero(s))
+        if not sets:
+            break
+        sets = np.array(sets)
+        c = _cond_rows(u, sets)
+        examined += len(sets)
+        j = int(np.argmax(c))
+        if c[j] > best * (1 + 1e-12):
+            best = float(c[j])
+            keep = np.zeros(m, bool)
+            keep[sets[j]] = True
+            improved = True
+    return WorstCase(keep, best, False, examined)

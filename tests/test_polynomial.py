@@ -1,0 +1,400 @@
+"""Lagrange encoding and the threshold / ChebyLS decoders (issue: foundation).
+
+Oracles: numpy.linalg.lstsq and numpy's chebvander in float64. Known truths: encode a
+polynomial, drop workers, recover it. Tolerances scale with the unit roundoff of the
+working dtype and with the condition number the decoder reports.
+"""
+
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpy.polynomial import chebyshev as npcheb
+
+import codedjax as cj
+
+K, M, DEG = 8, 40, 3
+D = DEG * (K - 1) + 1  # 22
+
+
+def _points():
+    return cj.chebyshev_points(M), cj.chebyshev_points(K)
+
+
+def cubic(x):
+    """A degree-3 elementwise polynomial (any dtype)."""
+    return x * x * x - 0.5 * x * x + 0.25 * x - 1.0
+
+
+# ----------------------------------------------------------------------------------
+# encoding
+
+
+def test_recovery_threshold():
+    assert cj.recovery_threshold(8, 3) == 22
+    assert cj.recovery_threshold(num_inputs=1, degree=5) == 1
+    with pytest.raises(ValueError, match="recovery_threshold: num_inputs"):
+        cj.recovery_threshold(0, 3)
+
+
+def test_lagrange_encode_interpolates_and_matches_numpy(x64, np_rng):
+    alpha, beta = _points()
+    x = np_rng.standard_normal((K, 3, 2))
+    enc = np.asarray(cj.lagrange_encode(jnp.asarray(x), beta, alpha))
+    assert enc.shape == (M, 3, 2)
+    # oracle: the interpolating polynomial through (beta_k, x_k), via numpy chebfit
+    coef = npcheb.chebfit(np.asarray(beta), x.reshape(K, -1), K - 1)
+    ref = npcheb.chebval(np.asarray(alpha), coef).T.reshape(M, 3, 2)
+    np.testing.assert_allclose(enc, ref, atol=1e-12 * np.abs(x).max())
+    # known truth: evaluating at the data points returns the inputs exactly
+    back = np.asarray(cj.lagrange_encode(jnp.asarray(x), beta, beta))
+    np.testing.assert_array_equal(back, x)
+
+
+def test_lagrange_encode_dtypes():
+    alpha, beta = _points()
+    for dt, acc in [(jnp.bfloat16, jnp.float32), (jnp.float16, jnp.float32),
+                    (jnp.float32, jnp.float32)]:
+        out = cj.lagrange_encode(jnp.ones((K, 2), dt), beta, alpha)
+        assert out.dtype == acc
+        # partition of unity: constant inputs encode to the constant
+        np.testing.assert_allclose(np.asarray(out), 1.0, atol=8 * cj.unit_roundoff(acc))
+
+
+def test_lagrange_encode_errors():
+    alpha, beta = _points()
+    with pytest.raises(ValueError, match=r"lagrange_encode: beta must have length 7, got 8"):
+        cj.lagrange_encode(jnp.ones((7, 2)), beta, alpha)
+    dup = beta.at[1].set(beta[0])
+    with pytest.raises(ValueError, match="lagrange_encode: beta must be distinct"):
+        cj.lagrange_encode(jnp.ones((K, 2)), dup, alpha)
+    with pytest.raises(ValueError, match="lagrange_encode: alpha must be finite"):
+        cj.lagrange_encode(jnp.ones((K, 2)), beta, alpha.at[3].set(jnp.nan))
+
+
+# ----------------------------------------------------------------------------------
+# exact arithmetic: float64 responses of a degree-3 function
+
+
+def test_chebyls_float64_exact_for_every_n(x64, key, np_rng):
+    alpha, beta = _points()
+    x = jnp.asarray(np_rng.standard_normal((K, 5)))
+    y = cubic(cj.lagrange_encode(x, beta, alpha))
+    truth = np.asarray(cubic(x))
+    tb = npcheb.chebvander(np.asarray(beta), D - 1)
+    scale = np.r_[np.sqrt(1 / M), np.full(D - 1, np.sqrt(2 / M))]
+    for n in range(D, M + 1):
+        masks = cj.sample_masks(jax.random.fold_in(key, n), num_workers=M,
+                                num_responses=n, shape=(8,))
+        r = cj.chebyls_decode_batched(y, masks, alpha, beta, num_coeffs=D)
+        assert r.value.dtype == jnp.float64 and bool(jnp.all(r.ok))
+        assert np.all(np.asarray(r.num_used) == n)
+        values, conds = np.asarray(r.value), np.asarray(r.cond)
+        for i, mask in enumerate(np.asarray(masks)):
+            got, cond = values[i], float(conds[i])
+            rel = np.linalg.norm(got - truth) / np.linalg.norm(truth)
+            assert rel < 1e-13 * cond, (n, rel, cond)
+            if n >= 26:
+                assert rel < 1e-10, (n, rel, cond)
+            # numpy oracle on the same rows
+            ts = npcheb.chebvander(np.asarray(alpha)[mask], D - 1)
+            c, *_ = np.linalg.lstsq(ts, np.asarray(y)[mask], rcond=None)
+            ref = tb @ c
+            assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-13 * cond
+            # the reported cond is that of the equilibrated rows used
+            assert cond == pytest.approx(np.linalg.cond(ts * scale), rel=1e-8)
+    # the single-mask entry point agrees with the batched one
+    one = cj.chebyls_decode(y, masks[0], alpha, beta, num_coeffs=D)
+    np.testing.assert_allclose(np.asarray(one.value), np.asarray(r.value[0]),
+                               atol=1e-13 * float(one.cond))
+
+
+def test_threshold_float64_square_solve(x64, key, np_rng):
+    alpha, beta = _points()
+    x = jnp.asarray(np_rng.standard_normal((K, 4)))
+    y = cubic(cj.lagrange_encode(x, beta, alpha))
+    arr = cj.sample_arrivals(key, num_workers=M, num_responses=30, model="uniform")
+    r = cj.threshold_decode(y, arr.mask, alpha, beta, num_coeffs=D, order=arr.order)
+    assert int(r.num_used) == D
+    first = np.asarray(arr.order)[:D]
+    ts = npcheb.chebvander(np.asarray(alpha)[np.sort(first)], D - 1)
+    c = np.linalg.solve(ts, np.asarray(y)[np.sort(first)])
+    ref = npcheb.chebvander(np.asarray(beta), D - 1) @ c
+    err = np.linalg.norm(np.asarray(r.value) - ref) / np.linalg.norm(ref)
+    assert err < 1e-13 * float(r.cond)
+
+
+# ----------------------------------------------------------------------------------
+# bf16 workers on a DCNv2-style cross tower
+
+
+def _cross_params(key, n=16, layers=2):
+    ks = jax.random.split(key, 2 * layers + 1)
+    ws = [jax.random.normal(ks[2 * i], (n, n)) / np.sqrt(n) for i in range(layers)]
+    bs = [0.1 * jax.random.normal(ks[2 * i + 1], (n,)) for i in range(layers)]
+    head = jax.random.normal(ks[-1], (n,)) / np.sqrt(n)
+    return {"w": ws, "b": bs, "head": head}
+
+
+def cross_tower(params, x0):
+    """x_{l+1} = x0 * (W_l x_l + b_l) + x_l, then a linear head: degree L+1 = 3."""
+    xl = x0
+    for w, b in zip(params["w"], params["b"], strict=True):
+        xl = x0 * (xl @ w.T + b[None, :]) + xl
+    return xl @ params["head"]
+
+
+def _rel_err(value, truth):
+    return np.linalg.norm(value - truth, axis=-1) / np.linalg.norm(truth)
+
+
+def test_bf16_workers_chebyls_beats_threshold():
+    """Issue targets: ChebyLS median <= 1e-2 at N = 30 and <= 5e-3 at N = 40; the
+    threshold decoder (first D in a random arrival order) >= 10x worse at N = 30.
+
+    Errors vary with the random tower (its output scale sets the bf16 floor), so the
+    medians pool 4 independent towers x 200 masks per N (literal seed 0, not tuned).
+    """
+    alpha, beta = _points()
+    worker = cj.low_precision_worker(cross_tower, jnp.bfloat16)
+    n_towers, n_masks = 4, 200
+    errs = {(s, n): [] for s in ("ls", "thr", "spread") for n in (30, 40)}
+    floors = []
+    for t in range(n_towers):
+        kp, kx, km = jax.random.split(jax.random.key(t), 3)
+        params = _cross_params(kp)
+        x = jax.random.normal(kx, (K, 16))
+        with jax.enable_x64(True):
+            p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64),
+                                         params)
+            truth = np.asarray(cross_tower(p64, jnp.asarray(x, jnp.float64)))
+        y = worker(params, cj.lagrange_encode(x, beta, alpha))  # bf16 workers
+        assert y.dtype == jnp.bfloat16
+        uncoded = np.asarray(worker(params, x), np.float64)
+        floors.append(np.linalg.norm(uncoded - truth) / np.linalg.norm(truth))
+        for n in (30, 40):
+            arr = cj.sample_arrivals(jax.random.fold_in(km, n), num_workers=M,
+                                     num_responses=n, model="uniform",
+                                     shape=(n_masks,))
+            ls = cj.chebyls_decode_batched(y, arr.mask, alpha, beta, num_coeffs=D)
+            assert ls.value.dtype == jnp.float32 and bool(jnp.all(ls.ok))
+            thr = jax.vmap(lambda mk, od: cj.threshold_decode(
+                y, mk, alpha, beta, num_coeffs=D, order=od))(arr.mask, arr.order)
+            spread = jax.vmap(lambda mk: cj.threshold_decode(
+                y, mk, alpha, beta, num_coeffs=D,
+                order=cj.spread_order(mk, num_coeffs=D)))(arr.mask)
+            for name, r in (("ls", ls), ("thr", thr), ("spread", spread)):
+                errs[name, n].append(_rel_err(np.asarray(r.value, np.float64), truth))
+    med = {k: float(np.median(np.concatenate(v))) for k, v in errs.items()}
+    floor = float(np.median(floors))
+    print("median rel err:", {k: f"{v:.3g}" for k, v in med.items()},
+          f"uncoded bf16 {floor:.3g}")
+    assert 1e-3 < floor < 2e-2  # bf16 really is in play
+    assert med["ls", 30] <= 1e-2
+    assert med["ls", 40] <= 5e-3
+    assert med["ls", 40] <= floor  # the more the merrier: LS averages worker noise
+    assert med["thr", 30] >= 10 * med["ls", 30]
+    # the evenly spread square system narrows the gap but does not close it
+    assert med["ls", 30] < med["spread", 30] < med["thr", 30]
+
+
+# ----------------------------------------------------------------------------------
+# transforms: jit equals eager, vmap equals a loop, no recompilation across masks
+
+
+def _setup(key, n=30, batch=5):
+    alpha, beta = _points()
+    x = jax.random.normal(key, (K, 3))
+    y = cubic(cj.lagrange_encode(x, beta, alpha))
+    masks = cj.sample_masks(jax.random.fold_in(key, 1), num_workers=M,
+                            num_responses=n, shape=(batch,))
+    return alpha, beta, y, masks
+
+
+def test_jit_equals_eager_and_vmap_equals_loop(key):
+    alpha, beta, y, masks = _setup(key)
+    masks = list(masks)
+    eager = [cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D) for mk in masks]
+    jitted = jax.jit(lambda yy, mk: cj.chebyls_decode(yy, mk, alpha, beta,
+                                                      num_coeffs=D))
+    stacked = jnp.stack(masks)
+    vm = jax.vmap(lambda mk: cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D))(
+        stacked)
+    bat = cj.chebyls_decode_batched(y, stacked, alpha, beta, num_coeffs=D)
+    vm, bat = jax.tree_util.tree_map(np.asarray, (vm, bat))
+    for i, e in enumerate(eager):
+        j = jitted(y, masks[i])
+        tol = 64 * cj.unit_roundoff(jnp.float32) * float(e.cond) * np.abs(e.value).max()
+        for other in (j.value, vm.value[i], bat.value[i]):
+            np.testing.assert_allclose(np.asarray(other), np.asarray(e.value), atol=tol)
+        assert bool(vm.ok[i]) == bool(e.ok) == bool(bat.ok[i])
+        np.testing.assert_allclose(float(bat.cond[i]), float(e.cond), rtol=1e-3)
+
+
+def test_batched_with_per_mask_payloads(key):
+    alpha, beta, y, masks = _setup(key)
+    ys = jnp.stack([y * (i + 1.0) for i in range(masks.shape[0])])
+    bat = np.asarray(cj.chebyls_decode_batched(ys, masks, alpha, beta,
+                                               num_coeffs=D).value)
+    for i, (yi, mk) in enumerate(zip(list(ys), list(masks), strict=True)):
+        one = cj.chebyls_decode(yi, mk, alpha, beta, num_coeffs=D)
+        np.testing.assert_allclose(bat[i], np.asarray(one.value),
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_new_masks_do_not_recompile(key, caplog):
+    alpha, beta, y, masks = _setup(key, batch=4)
+    masks = list(masks)  # slice outside the logged region
+    order = jnp.arange(M)
+    with jax.log_compiles(True), caplog.at_level(logging.WARNING, logger="jax"):
+        for i, mk in enumerate(masks):
+            if i == 1:
+                caplog.clear()  # the first call compiles; later masks must not
+            cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D).value.block_until_ready()
+            cj.threshold_decode(y, mk, alpha, beta, num_coeffs=D, order=order)
+        msgs = [r.getMessage() for r in caplog.records]
+    assert not [m for m in msgs if "Compiling" in m and "decode" in m], msgs
+
+
+# ----------------------------------------------------------------------------------
+# precision policy
+
+
+@pytest.mark.parametrize("dt,acc", [(jnp.bfloat16, jnp.float32),
+                                    (jnp.float16, jnp.float32),
+                                    (jnp.float32, jnp.float32)])
+def test_accumulation_dtype(key, dt, acc):
+    alpha, beta, y, masks = _setup(key, n=M)
+    r = cj.chebyls_decode(y.astype(dt), masks[0], alpha, beta, num_coeffs=D)
+    assert r.value.dtype == acc and r.cond.dtype == acc
+    # with all workers (cond = 1) the decode error is at most the input rounding
+    truth = cj.chebyls_decode(y, masks[0], alpha, beta, num_coeffs=D).value
+    err = float(jnp.max(jnp.abs(r.value - truth)) / jnp.max(jnp.abs(truth)))
+    assert err < 8 * cj.unit_roundoff(dt)
+
+
+def test_float64_accumulation_and_override(x64, key):
+    alpha, beta, y, masks = _setup(key)
+    assert cj.chebyls_decode(y, masks[0], alpha, beta, num_coeffs=D).value.dtype == \
+        jnp.float64
+    r = cj.chebyls_decode(y.astype(jnp.bfloat16), masks[0], alpha, beta,
+                          num_coeffs=D, accum_dtype=jnp.float64)
+    assert r.value.dtype == jnp.float64
+    with pytest.raises(TypeError, match="accum_dtype must be float32 or float64"):
+        cj.chebyls_decode(y, masks[0], alpha, beta, num_coeffs=D,
+                          accum_dtype=jnp.bfloat16)
+
+
+def test_low_precision_worker_rounds_parameters_and_inputs(key):
+    w = jax.random.normal(key, (16, 16))
+    x = jax.random.normal(jax.random.fold_in(key, 1), (16,))
+    f = cj.low_precision_worker(lambda a, b: jnp.tanh(a @ b), jnp.bfloat16)
+    out = f(w, x)
+    assert out.dtype == jnp.bfloat16
+    ref = jnp.tanh(w @ x)
+    err = float(jnp.max(jnp.abs(out.astype(jnp.float32) - ref)))
+    assert 0 < err < 64 * cj.unit_roundoff(jnp.bfloat16)
+    with pytest.raises(TypeError, match="low_precision_worker"):
+        cj.low_precision_worker(jnp.tanh, jnp.int32)
+
+
+# ----------------------------------------------------------------------------------
+# bad input and value-dependent trouble
+
+
+def test_static_errors_name_function_expected_and_actual():
+    alpha, beta = _points()
+    y = jnp.ones((M, 2))
+    mask = jnp.ones(M, bool)
+    with pytest.raises(ValueError, match=r"chebyls_decode: alpha must have length 40, got 39"):
+        cj.chebyls_decode(y, mask, alpha[:-1], beta, num_coeffs=D)
+    with pytest.raises(ValueError, match=r"chebyls_decode: mask must have shape \[\.\.\., 40\]"):
+        cj.chebyls_decode(y, mask[:-1], alpha, beta, num_coeffs=D)
+    with pytest.raises(ValueError, match=r"num_coeffs \(D\) must be at most the number "
+                                          r"of workers M=40, got 41"):
+        cj.chebyls_decode(y, mask, alpha, beta, num_coeffs=41)
+    with pytest.raises(ValueError, match=r"threshold_decode: num_coeffs"):
+        cj.threshold_decode(y, mask, alpha, beta, num_coeffs=41, order=jnp.arange(M))
+    with pytest.raises(ValueError, match="threshold_decode: order must be a 1-D integer"):
+        cj.threshold_decode(y, mask, alpha, beta, num_coeffs=D, order=jnp.ones(M))
+    with pytest.raises(TypeError, match="chebyls_decode: mask must be boolean"):
+        cj.chebyls_decode(y, jnp.ones(M), alpha, beta, num_coeffs=D)
+    with pytest.raises(TypeError, match="num_coeffs must be a Python int"):
+        cj.chebyls_decode(y, mask, alpha, beta, num_coeffs=22.0)
+    with pytest.raises(ValueError, match=r"chebyls_decode_batched: masks must have shape \[B, M\]"):
+        cj.chebyls_decode_batched(y, mask, alpha, beta, num_coeffs=D)
+
+
+def test_duplicate_and_nonfinite_points():
+    alpha, beta = _points()
+    y = jnp.ones((M, 2))
+    mask = jnp.ones(M, bool)
+    dup = alpha.at[5].set(alpha[4])
+    with pytest.raises(ValueError, match="chebyls_decode: alpha must be distinct"):
+        cj.chebyls_decode(y, mask, dup, beta, num_coeffs=D)
+    with pytest.raises(ValueError, match="chebyls_decode: beta must be finite"):
+        cj.chebyls_decode(y, mask, alpha, beta.at[0].set(jnp.inf), num_coeffs=D)
+    # under jit the points are traced: reported through ok, never NaN
+    f = jax.jit(lambda a, b: cj.chebyls_decode(y, mask, a, b, num_coeffs=D))
+    for a, b in [(dup, beta), (alpha, beta.at[0].set(jnp.inf)),
+                 (alpha.at[0].set(jnp.nan), beta)]:
+        r = f(a, b)
+        assert not bool(r.ok)
+        assert not bool(jnp.any(jnp.isnan(r.value)))
+
+
+def test_too_few_responders_under_jit(key):
+    alpha, beta, y, _ = _setup(key)
+    f = jax.jit(lambda mk: cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D))
+    for n in (0, 1, D - 1):
+        mk = cj.sample_masks(jax.random.fold_in(key, n), num_workers=M,
+                             num_responses=n)
+        r = f(mk)
+        assert not bool(r.ok) and int(r.num_used) == n
+        assert bool(jnp.all(r.value == 0))  # documented: zeros, no Inf/NaN
+        assert float(r.cond) == np.inf
+    r = f(cj.sample_masks(key, num_workers=M, num_responses=D))
+    assert int(r.num_used) == D and bool(jnp.all(jnp.isfinite(r.value)))
+
+
+@pytest.mark.parametrize("bad", [jnp.nan, jnp.inf, -jnp.inf])
+def test_faulty_worker_is_treated_as_missing(key, bad):
+    alpha, beta, y, masks = _setup(key, n=M)
+    mask = masks[0]
+    clean = cj.chebyls_decode(y, mask.at[7].set(False), alpha, beta, num_coeffs=D)
+    poisoned = cj.chebyls_decode(y.at[7, 1].set(bad), mask, alpha, beta, num_coeffs=D)
+    assert bool(poisoned.ok) and int(poisoned.num_used) == M - 1
+    np.testing.assert_array_equal(np.asarray(poisoned.value), np.asarray(clean.value))
+    # ok says whether D finite responses remained
+    ybad = y.at[: M - D + 1].set(bad)
+    r = cj.chebyls_decode(ybad, mask, alpha, beta, num_coeffs=D)
+    assert not bool(r.ok) and int(r.num_used) == D - 1
+    assert bool(jnp.all(jnp.isfinite(r.value)))
+    order = jax.random.permutation(key, M)  # a random arrival order
+    thr = cj.threshold_decode(y.at[order[3]].set(bad), mask, alpha, beta,
+                              num_coeffs=D, order=order)
+    assert bool(thr.ok) and int(thr.num_used) == D
+    assert bool(jnp.all(jnp.isfinite(thr.value)))
+
+
+def test_decoding_matrix_noise_gain(x64):
+    alpha, beta = _points()
+    a = cj.chebyls_decoding_matrix(jnp.ones(M, bool), alpha, beta, num_coeffs=D,
+                                   accum_dtype=jnp.float64)
+    # all 40 first-kind points: A = T_b T^+ with T^T T diagonal -> closed form
+    t = npcheb.chebvander(np.asarray(alpha), D - 1)
+    ref = npcheb.chebvander(np.asarray(beta), D - 1) @ np.linalg.pinv(t)
+    np.testing.assert_allclose(np.asarray(a.value), ref, atol=1e-13)
+    gain = np.sum(np.asarray(a.value) ** 2) / K
+    assert gain == pytest.approx(0.55, abs=0.01)  # theory notes 6: 0.55 at N = M
+
+
+def test_spread_order_picks_even_ranks():
+    mask = jnp.array([True, False, True, True, False, True, True, True])
+    order = np.asarray(cj.spread_order(mask, num_coeffs=3))
+    resp = np.flatnonzero(np.asarray(mask))  # ranks 0..5
+    assert sorted(order[:3].tolist()) == resp[[0, 2, 5]].tolist()  # round(0, 2.5, 5)
+    assert sorted(order.tolist()) == list(range(8))
+    assert not np.asarray(mask)[order[-2:]].any()
