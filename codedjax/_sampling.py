@@ -73,14 +73,15 @@ def sample_masks(
             f"{fname}: num_responses (N) must be at most num_workers (M={m}), got {n}"
         )
     shape = _check_shape(fname, shape)
-    return _sample_masks(key, m, n, shape)
+    # N is passed as data: one compiled program serves every N (same shapes)
+    return _sample_masks(key, jnp.asarray(n, jnp.int32), m, shape)
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2, 3))
-def _sample_masks(key, m, n, shape):
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _sample_masks(key, n, m, shape):
     u = jax.random.uniform(key, shape + (m,))
     rank = jnp.argsort(jnp.argsort(u, axis=-1, stable=True), axis=-1, stable=True)
-    return rank < n
+    return rank < n.astype(rank.dtype)
 
 
 class Arrivals(NamedTuple):
@@ -131,15 +132,17 @@ def first_arrivals(latencies: Any, *, num_responses: int) -> Arrivals:
         raise ValueError(
             f"{fname}: num_responses (N) must be at most M={m}, got {n}"
         )
-    return _first_arrivals(lat, n)
+    return _first_arrivals(lat, jnp.asarray(n, jnp.int32))
 
 
-@functools.partial(jax.jit, static_argnums=(1,))
+@jax.jit
 def _first_arrivals(lat, n):
     order = jnp.argsort(lat, axis=-1, stable=True).astype(jnp.int32)
     rank = jnp.argsort(order, axis=-1, stable=True)
-    mask = rank < n
-    time = jnp.take_along_axis(lat, order[..., n - 1 : n], axis=-1)[..., 0]
+    mask = rank < n.astype(rank.dtype)
+    nth = jnp.broadcast_to(n - 1, order.shape[:-1] + (1,))
+    time = jnp.take_along_axis(lat, jnp.take_along_axis(order, nth, axis=-1),
+                               axis=-1)[..., 0]
     return Arrivals(mask, order, time, lat)
 
 

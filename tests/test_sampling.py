@@ -132,3 +132,19 @@ def test_worst_case_greedy_beyond_budget(x64, key):
 def test_worst_case_errors():
     with pytest.raises(ValueError, match=r"worst_case_mask: need num_coeffs \(D=5\)"):
         cj.worst_case_mask(cj.chebyshev_points(8), num_coeffs=5, num_responses=4)
+
+
+def test_one_program_serves_every_n(key, caplog):
+    import logging
+
+    cj.sample_masks(key, num_workers=12, num_responses=3, shape=(4,))
+    cj.sample_arrivals(key, num_workers=12, num_responses=3, shape=(4,))
+    with jax.log_compiles(True), caplog.at_level(logging.WARNING, logger="jax"):
+        caplog.clear()
+        for n in range(4, 12):
+            m = cj.sample_masks(key, num_workers=12, num_responses=n, shape=(4,))
+            a = cj.sample_arrivals(key, num_workers=12, num_responses=n, shape=(4,))
+        msgs = [r.getMessage() for r in caplog.records]
+    assert not [x for x in msgs if "Compiling" in x and "_sample_masks" in x], msgs
+    assert not [x for x in msgs if "Compiling" in x and "_first_arrivals" in x], msgs
+    assert np.all(np.asarray(m).sum(-1) == 11) and np.all(np.asarray(a.mask).sum(-1) == 11)

@@ -1,0 +1,339 @@
+"""The NeRCC experiment on a shrunken grid with a tiny model: end to end, known truths,
+the tuning property, and bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import codedjax as cj
+from models import nercc_experiment as ne
+from models.mnist import load_mnist
+
+EPS32 = float(jnp.finfo(jnp.float32).eps)
+
+# K = 4, M = 8 (c = 2 fits exactly, so RepApprox runs with E = 0 extra servers) and
+# S in {0, 2}: every test below uses these shapes, so the programs compile once.
+TINY = ne.ExperimentConfig(
+    models=("lenet5",),
+    num_inputs=(4,),
+    worker_factors=(2,),
+    straggler_fractions=(0.0, 0.25),
+    num_test=40,
+    num_val=24,
+    test_masks=6,
+    val_masks=6,
+    smoothing_grid=(0.0, 1e-3, 1e-1),
+    replication=2,
+)
+
+
+@pytest.fixture(scope="module")
+def split():
+    return load_mnist()
+
+
+@pytest.fixture(scope="module")
+def tiny_model(split):
+    """A briefly trained tiny classifier: 64 fixed random tanh features of the
+    pixels, and a linear head fitted by least squares to one-hot labels on 1,500
+    training digits (float64 numpy). Returns a batched jitted fn and its test
+    accuracy."""
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((784, 64)) / math.sqrt(784.0) * 3.0
+    x = split.train_x[:1500].reshape(1500, -1).astype(np.float64)
+    feats = np.tanh(x @ w1)
+    feats = np.concatenate([feats, np.ones((1500, 1))], axis=1)
+    onehot = np.eye(10)[split.train_y[:1500]]
+    head = np.linalg.lstsq(feats, onehot, rcond=None)[0]
+    w1j = jnp.asarray(w1, jnp.float32)
+    hw, hb = jnp.asarray(head[:-1], jnp.float32), jnp.asarray(head[-1], jnp.float32)
+
+    @jax.jit
+    def fn(images):
+        flat = images.reshape(images.shape[0], -1).astype(jnp.float32)
+        return jnp.tanh(flat @ w1j) @ hw + hb[None, :]
+
+    acc = float(np.mean(np.asarray(fn(split.test_x)).argmax(-1) == split.test_y))
+    return fn, acc
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory, split, tiny_model):
+    fn, acc = tiny_model
+    out = tmp_path_factory.mktemp("nercc")
+    # module-scoped fixtures run outside conftest's per-test strict mode: set it here
+    with jax.numpy_dtype_promotion("strict"), jax.numpy_rank_promotion("raise"):
+        summary = ne.run_experiment(
+            TINY,
+            out,
+            split=split,
+            model_fns={"tiny": (fn, {"test_accuracy": acc})},
+            command="pytest",
+            log=None,
+        )
+    return out, summary
+
+
+def test_end_to_end_writes_files_with_required_keys(experiment, tiny_model):
+    out, summary = experiment
+    assert tiny_model[1] > 0.5  # the tiny model has learned something
+    on_disk = json.loads((out / "summary.json").read_text())
+    rows = on_disk["rows"]
+    # 2 cells (S = 0, 2) x 3 schemes (M = 8 = K c, so RepApprox runs)
+    assert len(rows) == 6
+    assert {(r["S"], r["scheme"]) for r in rows} == {
+        (s, x) for s in (0, 2) for x in ne.SCHEMES
+    }
+    for r in rows:
+        for key in (
+            "model",
+            "scheme",
+            "K",
+            "M",
+            "S",
+            "mse",
+            "rel_acc",
+            "nmse",
+            "mse_se",
+            "rel_acc_se",
+            "ok_fraction",
+        ):
+            assert key in r, key
+        assert r["model"] == "tiny" and r["K"] == 4 and r["M"] == 8
+        assert r["ok_fraction"] == 1.0
+        assert math.isfinite(r["mse"]) and r["mse"] >= 0
+        assert 0 < r["rel_acc"] < 2
+    nercc = [r for r in rows if r["scheme"] == "nercc"]
+    for r in nercc:
+        assert r["encoder_smoothing"] in TINY.smoothing_grid
+        assert r["decoder_smoothing"] in TINY.smoothing_grid
+    comp = on_disk["comparison"]["tiny"]
+    assert comp["cells"] == 2 and 0 <= comp["nercc_below_bacc"] <= 2
+    report = (out / "report.md").read_text()
+    assert "## Closing note" in report and "| M | S | MSE BACC |" in report
+    assert "NeRCC's MSE is below BACC's in" in report
+    for name in ("mse_tiny.png", "rel_acc_tiny.png"):
+        data = (out / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
+
+
+def test_repapprox_without_stragglers_is_exact(experiment, split, tiny_model):
+    """c = 2, S = 0: every replica answers, so every query is its replica's output,
+    copied bit for bit. The replica ran the model in a batch of another size than
+    the uncoded reference, which may change float32 summation order only: the
+    error is bounded by the 784-term dot-product rounding, 784 eps32 relative."""
+    fn, _ = tiny_model
+    _, summary = experiment
+    (row,) = [r for r in summary["rows"] if r["scheme"] == "repapprox" and r["S"] == 0]
+    assert row["exact_fraction"] == 1.0
+    scale = float(np.mean(np.asarray(fn(split.test_x[:40])) ** 2))
+    assert row["mse"] <= (784 * EPS32) ** 2 * scale
+    assert row["rel_acc"] == 1.0
+
+
+def test_tuned_nercc_not_worse_than_zero_smoothing_on_validation(
+    experiment, split, tiny_model
+):
+    """The search includes (0, 0), so the chosen pair's validation MSE is at most
+    the MSE of plain interpolation on the same validation data and masks. The (0, 0)
+    MSE is recomputed here independently: nercc_encode / nercc_decode per group and
+    per mask, the masks rebuilt from the cell's key."""
+    fn, _ = tiny_model
+    _, summary = experiment
+    k, m = 4, 8
+    for row in [r for r in summary["rows"] if r["scheme"] == "nercc"]:
+        s, n = row["S"], row["N"]
+        _, key_val = jax.random.split(ne.cell_key(TINY.seed, k, m, s))
+        masks = ne.uniform_masks(key_val, n, num_workers=m, shape=(TINY.val_masks,))
+        v = TINY.num_val // k
+        xv = jnp.asarray(split.val_x[: v * k]).reshape(v, k, 28, 28, 1)
+        beta = cj.chebyshev_points(k, kind=1)
+        alpha = cj.chebyshev_points(m, kind=2)
+        errs, conds = [], []
+        for g in range(v):
+            truth = fn(xv[g])
+            y = fn(cj.nercc_encode(xv[g], beta, alpha, smoothing=0.0))
+            for t in range(TINY.val_masks):
+                r = cj.nercc_decode(y, masks[t], alpha, beta, smoothing=0.0)
+                assert bool(r.ok)
+                errs.append(float(jnp.mean((r.value - truth) ** 2)))
+                conds.append(float(r.cond))
+        mse00 = float(np.mean(errs))
+        # float32 rounding of two code paths for the same quantity: relative error
+        # of order (number of summed terms M) * eps32 * (decoder's Lebesgue constant)
+        tol = m * EPS32 * max(conds) * 4
+        assert row["val_mse_at_zero"] == pytest.approx(mse00, rel=tol)
+        assert row["val_mse"] <= mse00 * (1 + tol)
+
+
+def test_linear_data_and_model_are_recovered_by_nercc(split):
+    """Known truth: when the K queries lie on a line in beta (X_k = A + beta_k D) and
+    the model is affine, f(u(z)) is affine in z for every smoothing value (a natural
+    spline reproduces lines), so NeRCC decodes exactly up to float32 rounding.
+    Berrut reproduces a line only through an even number of nodes (its weights
+    (-1)^i then sum to 0): with K = 4 the encoder is exact, but with S = 1 the
+    decoder interpolates N = 7 nodes and BACC is not."""
+    k, m = 4, 8
+    beta = np.asarray(cj.chebyshev_points(k, kind=1), np.float64)
+    rng = np.random.default_rng(1)
+    b = 10
+    a_img = rng.uniform(0.3, 0.7, (b, 1, 28, 28, 1))
+    d_img = rng.uniform(-0.3, 0.3, (b, 1, 28, 28, 1))
+    x = (a_img + beta[None, :, None, None, None] * d_img).astype(np.float32)
+    x = x.reshape(b * k, 28, 28, 1)
+    labels = np.arange(b * k) % 10
+    w = jnp.asarray(rng.standard_normal((784, 10)) / 28.0, jnp.float32)
+
+    def fn(images):
+        return images.reshape(images.shape[0], -1) @ w
+
+    rows = ne.run_cell(
+        fn, x, labels, x, num_inputs=k, num_workers=m, num_stragglers=1, config=TINY
+    )
+    by = {r["scheme"]: r for r in rows}
+    scale = float(np.mean(np.asarray(fn(jnp.asarray(x))) ** 2))
+    # rounding: 784-term products and M-term codes in float32, times a factor 10
+    # for the encoder's and decoder's Lebesgue constants (about 1 to 5 at K = 4,
+    # M = 8)
+    tol = (784 + m) * EPS32 * 10
+    assert by["nercc"]["mse"] <= (tol**2) * scale
+    assert by["bacc"]["mse"] > 100 * (tol**2) * scale  # far above rounding
+
+
+def test_uniform_masks_match_sample_masks_and_compile_once():
+    key = jax.random.key(7)
+    shape = (TINY.test_masks,)  # M = 8 and T as in the experiment: compiled already
+    for n in (2, 7):
+        got = ne.uniform_masks(key, n, num_workers=8, shape=shape)
+        ref = cj.sample_masks(key, num_workers=8, num_responses=n, shape=shape)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(ref))
+        assert np.all(np.asarray(got).sum(-1) == n)
+    before = ne.uniform_masks._cache_size()
+    assert before >= 1
+    ne.uniform_masks(key, 3, num_workers=8, shape=shape)
+    assert ne.uniform_masks._cache_size() == before  # N is traced: no recompilation
+
+
+@pytest.mark.parametrize(
+    "scheme, lam", [("bacc", 0.0), ("nercc", 0.0), ("nercc", 1e-3)]
+)
+def test_padded_decoding_matrices_equal_the_library(scheme, lam):
+    k, m = 4, 8
+    beta = cj.chebyshev_points(k, kind=1)
+    alpha = cj.chebyshev_points(m, kind=2)
+    masks = ne.uniform_masks(jax.random.key(3), 5, num_workers=m, shape=(6,))
+    a, ok = ne.decoding_matrices(
+        scheme, masks, alpha, beta, smoothing=lam, pad_to=(12, 40)
+    )
+    assert a.shape == (6, k, m) and bool(jnp.all(ok))
+    for t in range(6):
+        if scheme == "bacc":
+            ref = cj.berrut_decoding_matrix(masks[t], alpha, beta)
+        else:
+            ref = cj.nercc_decoding_matrix(masks[t], alpha, beta, smoothing=lam)
+        tol = m * EPS32 * float(ref.cond)
+        np.testing.assert_allclose(
+            np.asarray(a[t]), np.asarray(ref.value), rtol=0, atol=tol
+        )
+
+
+def test_compare_schemes_counts():
+    rows = []
+    for s, (b, n) in enumerate([(1.0, 0.5), (2.0, 3.0), (4.0, 1.0)]):
+        for scheme, mse in (("bacc", b), ("nercc", n)):
+            rows.append(
+                {
+                    "model": "x",
+                    "K": 2,
+                    "M": 4,
+                    "S": s,
+                    "scheme": scheme,
+                    "mse": mse,
+                    "mse_se": 0.1,
+                    "rel_acc": 1.0,
+                }
+            )
+    c = ne.compare_schemes(rows, "x")
+    assert c["cells"] == 3 and c["nercc_below_bacc"] == 2
+    assert c["nercc_below_bacc_by_2se"] == 2
+    assert c["mean_mse_ratio"] == pytest.approx((0.5 + 1.5 + 0.25) / 3)
+    assert c["max_mse_ratio"] == 1.5
+
+
+def test_straggler_counts():
+    assert ne.straggler_counts(20, (0.0, 0.1, 0.2, 0.3, 0.4)) == [0, 2, 4, 6, 8]
+    assert ne.straggler_counts(3, (0.0, 0.34, 0.9)) == [0, 1]  # N >= 2 kept
+
+
+# ------------------------------------------------------------------------ bad input
+
+
+def _cell(split, fn=None, **kw):
+    args = dict(num_inputs=4, num_workers=8, num_stragglers=2, config=TINY)
+    args.update(kw)
+    test_x = args.pop("test_x", split.test_x[:40])
+    val_x = args.pop("val_x", split.val_x[:24])
+    test_y = args.pop("test_y", split.test_y[: len(test_x)])
+    return ne.run_cell(fn or (lambda z: z), test_x, test_y, val_x, **args)
+
+
+def test_bad_image_shapes(split):
+    with pytest.raises(ValueError, match=r"run_cell: test_x must have shape"):
+        _cell(split, test_x=split.test_x[:40, :, :, 0])
+    with pytest.raises(ValueError, match=r"run_cell: val_x must have shape"):
+        _cell(split, val_x=np.zeros((24, 28, 28, 3), np.float32))
+    with pytest.raises(ValueError, match=r"run_cell: test_y must have shape"):
+        _cell(split, test_y=split.test_y[:3])
+
+
+def test_k_larger_than_test_images(split):
+    with pytest.raises(
+        ValueError,
+        match=r"run_cell: K \(num_inputs\) = 4 is larger "
+        r"than the number of test images 3",
+    ):
+        _cell(split, test_x=split.test_x[:3])
+    with pytest.raises(ValueError, match=r"K = 20 is larger than num_test"):
+        ne.ExperimentConfig(num_inputs=(20,), num_test=10)
+
+
+def test_s_not_below_m(split):
+    with pytest.raises(
+        ValueError,
+        match=r"S \(num_stragglers\) must satisfy 0 <= S "
+        r"< M = 8, got 8",
+    ):
+        _cell(split, num_stragglers=8)
+    with pytest.raises(ValueError, match=r"S \(num_stragglers\) = 7 leaves N = M - S"):
+        _cell(split, num_stragglers=7)
+    with pytest.raises(ValueError, match=r"straggler_fractions \(S/M\) must lie in"):
+        ne.ExperimentConfig(straggler_fractions=(0.0, 1.0))
+    with pytest.raises(TypeError, match=r"run_cell: S must be an int"):
+        _cell(split, num_stragglers=2.0)
+
+
+def test_unknown_scheme_and_model(split):
+    with pytest.raises(ValueError, match=r"run_cell: schemes must be in"):
+        _cell(split, schemes=("lcc",))
+    with pytest.raises(ValueError, match=r"ExperimentConfig: models must be in"):
+        ne.ExperimentConfig(models=("resnet",))
+
+
+def test_main_maps_quick_to_the_quick_config(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake(config, out, *, command):
+        seen.update(config=config, out=out, command=command)
+
+    monkeypatch.setattr(ne, "run_experiment", fake)
+    assert ne.main(["--quick", "--out", str(tmp_path), "--models", "lenet5"]) == 0
+    assert seen["config"] == ne.quick_config(models=("lenet5",))
+    assert "--quick" in seen["command"]
+    assert ne.main(["--out", str(tmp_path)]) == 0
+    assert seen["config"] == ne.ExperimentConfig()
