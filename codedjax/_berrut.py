@@ -1,0 +1,349 @@
+"""Berrut rational interpolation and Berrut approximated coded computing (BACC).
+
+The Berrut interpolant through sorted distinct nodes x_0 < ... < x_{n-1} is
+
+    r(z) = sum_i [(-1)^i / (z - x_i)] y_i / sum_i [(-1)^i / (z - x_i)],
+
+the d = 0 member of the Floater-Hormann family: it interpolates, and has no real poles
+for any set of distinct nodes. The alternating signs follow the *sorted* order of the
+nodes, so the decoder ranks the distinct responding nodes with array operations
+(pairwise comparisons over a fixed-shape mask), and one compiled program serves every
+straggler pattern. The decoding matrix is built by a program that sees only the mask
+and the points; a second, cheap program applies it, so payloads of any shape reuse it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._chebyshev import chebyshev_points
+from ._dtypes import (
+    accumulation_dtype,
+    check_floating,
+    check_int,
+    check_mask,
+    check_vector,
+    concrete_points,
+    is_concrete,
+)
+from ._nodes import distinct_representatives, finite_selection
+from ._polynomial import DecodeResult
+
+_HI = jax.lax.Precision.HIGHEST
+
+
+# ----------------------------------------------------------------------------------
+# kernels (shared with _nercc and _repapprox)
+
+
+def berrut_matrix(nodes: jax.Array, sel: jax.Array, z: jax.Array):
+    """Berrut basis over the distinct selected nodes, evaluated at z.
+
+    B[q, i] = [(-1)^{r_i} / (z_q - x_i)] / sum_j [(-1)^{r_j} / (z_q - x_j)] for the
+    representatives i (rank r_i), 0 for every other worker. Each term is scaled by the
+    distance to the nearest node, so no term exceeds 1 in magnitude (no overflow for
+    z close to a node); where z_q equals a node the row is the unit vector of that
+    node's representative (no 0/0).
+
+    Returns:
+        (B [Q, M], hit bool [Q], hit_idx int32 [Q], count int32).
+    """
+    dt = nodes.dtype
+    rep, rank, count = distinct_representatives(nodes, sel)
+    sign = jnp.where(rank % 2 == 0, jnp.ones((), dt), -jnp.ones((), dt))
+    dz = z[:, None] - nodes[None, :]
+    adz = jnp.where(rep[None, :], jnp.abs(dz), jnp.asarray(jnp.inf, dt))
+    dmin = jnp.min(adz, axis=1)
+    hit_idx = jnp.argmin(adz, axis=1).astype(jnp.int32)
+    hit = dmin == 0
+    scale = jnp.where(jnp.isfinite(dmin) & ~hit, dmin, jnp.ones_like(dmin))
+    safe = jnp.where(rep[None, :] & (dz != 0), dz, jnp.ones_like(dz))
+    t = jnp.where(rep[None, :], sign[None, :] * (scale[:, None] / safe),
+                  jnp.zeros_like(dz))
+    den = jnp.sum(t, axis=1, keepdims=True)
+    den = jnp.where(den == 0, jnp.ones_like(den), den)
+    b = t / den
+    cols = jnp.arange(nodes.shape[0], dtype=jnp.int32)
+    unit = (cols[None, :] == hit_idx[:, None]).astype(dt)
+    b = jnp.where(hit[:, None], unit, b)
+    b = jnp.where(count > 0, b, jnp.zeros_like(b))
+    return b, hit & (count > 0), hit_idx, count
+
+
+def apply_with_hits(b, hit, hit_idx, y, sel, acc):
+    """value [Q, ...] = B @ y, with rows at a node copied from that node's response.
+
+    Rows of unselected workers are zeroed before the product so that 0 * NaN cannot
+    appear (decoders select finite rows only; an encoder's non-finite input is
+    propagated, not hidden); rows where the evaluation point is a node take the
+    representative's response itself (bit for bit, in ``acc``), not a computed sum.
+    """
+    flat = y.reshape(y.shape[0], -1).astype(acc)
+    flat = jnp.where(sel[:, None], flat, jnp.zeros_like(flat))
+    out = jnp.matmul(b, flat, precision=_HI)
+    out = jnp.where(hit[:, None], flat[hit_idx], out)
+    return out.reshape((b.shape[0],) + y.shape[1:])
+
+
+def lebesgue(b: jax.Array) -> jax.Array:
+    """Infinity norm of a decoding matrix (max row sum of |B|)."""
+    return jnp.max(jnp.sum(jnp.abs(b), axis=1), initial=0.0)
+
+
+# ----------------------------------------------------------------------------------
+# public API
+
+
+def bacc_points(num_inputs: int, num_workers: int, *, dtype: Any = None):
+    """Default BACC points: first-kind data points, second-kind worker points.
+
+    Args:
+        num_inputs: K >= 1, the number of data points beta.
+        num_workers: M >= 2, the number of worker points alpha.
+        dtype: floating dtype (default: JAX's default float).
+
+    Returns:
+        (beta [K], alpha [M]), both in decreasing order as
+        :func:`chebyshev_points` returns them.
+
+    Raises:
+        ValueError: K < 1 or M < 2. TypeError: non-int sizes.
+
+    Examples:
+        >>> import codedjax as cj
+        >>> beta, alpha = cj.bacc_points(2, 3)
+        >>> alpha.tolist()
+        [1.0, 0.0, -1.0]
+
+    References:
+        T. Jahani-Nezhad and M. A. Maddah-Ali, Berrut approximated coded computing,
+        arXiv:2009.08327.
+    """
+    k = check_int("bacc_points", "num_inputs", num_inputs, minimum=1)
+    m = check_int("bacc_points", "num_workers", num_workers, minimum=2)
+    return (chebyshev_points(k, kind=1, dtype=dtype),
+            chebyshev_points(m, kind=2, dtype=dtype))
+
+
+def _finite_points(fname: str, name: str, x: jax.Array) -> None:
+    if not is_concrete(x):
+        return
+    v = np.asarray(x, dtype=np.float64)
+    if not np.all(np.isfinite(v)):
+        bad = int(np.flatnonzero(~np.isfinite(v))[0])
+        raise ValueError(f"{fname}: {name} must be finite, got {v[bad]} at index {bad}")
+
+
+def berrut_encode(x: Any, beta: Any, alpha: Any) -> jax.Array:
+    r"""BACC encoding: worker i receives u(alpha_i), the Berrut interpolant of x.
+
+    .. math::
+        u(z) = \sum_{j} \frac{(-1)^j / (z - \beta_{(j)})}
+                             {\sum_{l} (-1)^l / (z - \beta_{(l)})} X_{(j)},
+
+    with the signs following the sorted order of the data points (any order of
+    ``beta`` may be given; :func:`chebyshev_points` returns decreasing points). At a
+    worker point equal to a data point the worker receives that input exactly (bit
+    for bit in the accumulation dtype).
+
+    Args:
+        x: [K, ...] inputs, any floating dtype.
+        beta: [K] distinct finite data points (default choice: first kind).
+        alpha: [M] finite worker points (default choice: second kind; may repeat).
+
+    Returns:
+        [M, ...] coded inputs in the accumulation dtype of ``x`` (float32 for
+        bf16/f16/f32, float64 for float64).
+
+    Raises:
+        ValueError: on shapes that disagree, duplicate or non-finite concrete beta,
+            non-finite concrete alpha.
+        TypeError: non-floating inputs.
+
+    Examples:
+        >>> import jax.numpy as jnp, codedjax as cj
+        >>> beta, alpha = cj.bacc_points(3, 5)
+        >>> u = cj.berrut_encode(jnp.ones((3, 2)), beta, alpha)
+        >>> u.shape, bool(jnp.allclose(u, 1.0))
+        ((5, 2), True)
+
+    References:
+        J.-P. Berrut, Rational functions for guaranteed and experimentally
+        well-conditioned global interpolation, Comput. Math. Appl. 15(1), 1988;
+        T. Jahani-Nezhad and M. A. Maddah-Ali, Berrut approximated coded computing,
+        arXiv:2009.08327.
+    """
+    fname = "berrut_encode"
+    x = check_floating(fname, "x", x)
+    if x.ndim < 1:
+        raise ValueError(f"{fname}: x must have shape [K, ...], got a scalar")
+    beta = check_vector(fname, "beta", beta, length=x.shape[0])
+    alpha = check_vector(fname, "alpha", alpha)
+    concrete_points(fname, "beta", beta)
+    _finite_points(fname, "alpha", alpha)
+    acc = accumulation_dtype(x.dtype)
+    # the basis depends on the points only (one compilation per K, M); the product
+    # with the inputs is a separate, cheap program for every payload shape
+    b, hit, idx, _ = encode_plan(beta.astype(acc), alpha.astype(acc))
+    sel = jnp.ones((x.shape[0],), bool)
+    return apply_plan(b, hit, idx, x.astype(acc), sel)
+
+
+@jax.jit
+def encode_plan(beta, alpha):
+    return berrut_matrix(beta, jnp.ones(beta.shape, bool), alpha)
+
+
+@jax.jit
+def apply_plan(b, hit, idx, y, sel):
+    return apply_with_hits(b, hit, idx, y, sel, y.dtype)
+
+
+def _check_decode(fname, y, mask, alpha, beta, accum_dtype):
+    y = check_floating(fname, "y", y)
+    if y.ndim < 1:
+        raise ValueError(f"{fname}: y must have shape [M, ...], got a scalar")
+    m = y.shape[0]
+    alpha = check_vector(fname, "alpha", alpha, length=m)
+    mask = check_mask(fname, mask, m)
+    if mask.ndim != 1:
+        raise ValueError(
+            f"{fname}: mask must have shape [M] = [{m}], got {tuple(mask.shape)} "
+            "(use jax.vmap for many masks)"
+        )
+    beta = check_vector(fname, "beta", beta)
+    _finite_points(fname, "alpha", alpha)
+    _finite_points(fname, "beta", beta)
+    acc = accumulation_dtype(y.dtype, accum_dtype)
+    return y, mask, alpha.astype(acc), beta.astype(acc), acc
+
+
+def berrut_decode(
+    y: Any, mask: Any, alpha: Any, beta: Any, *, accum_dtype: Any = None
+) -> DecodeResult:
+    r"""BACC decoding: the Berrut interpolant of the responses, evaluated at beta.
+
+    .. math::
+        \hat f(X_k) = r(\beta_k), \qquad
+        r(z) = \frac{\sum_i (-1)^i y_{(i)} / (z - \tilde\alpha_i)}
+                    {\sum_i (-1)^i / (z - \tilde\alpha_i)},
+
+    over the distinct responding nodes sorted increasingly,
+    :math:`\tilde\alpha_0 < \dots < \tilde\alpha_{n-1}` (signs by rank, not by worker
+    index). Several responders at the same node are merged into one node: the
+    responder of lowest worker index is taken (so exact replicas stay exact; no
+    averaging). A response holding NaN or Inf is treated as missing. Where
+    :math:`\beta_k` equals a responding node, the result is that node's response
+    itself, bit for bit in the accumulation dtype (no 0/0).
+
+    Args:
+        y: [M, ...] worker responses, any floating dtype.
+        mask: bool [M], True for the workers that responded.
+        alpha: [M] finite worker points (default choice: second kind; may repeat).
+        beta: [K] finite evaluation (data) points (default choice: first kind).
+        accum_dtype: float32 or float64; default float32 for bf16/f16/f32
+            responses, float64 for float64.
+
+    Returns:
+        DecodeResult: ``value`` [K, ...] in the accumulation dtype (zeros when no
+        finite response arrived); ``ok`` False when no finite response arrived or the
+        result is not finite; ``cond`` the infinity norm of the decoding matrix (the
+        Lebesgue constant of the interpolant at beta; inf when ``ok`` is False for
+        lack of responses); ``num_used`` the number of distinct responding nodes.
+
+    Raises:
+        ValueError: shapes that disagree, a mask that is not [M], non-finite concrete
+            points.
+        TypeError: non-floating y or a non-boolean mask.
+
+    Examples:
+        >>> import jax, codedjax as cj
+        >>> beta, alpha = cj.bacc_points(4, 20)
+        >>> mask = cj.sample_masks(jax.random.key(0), num_workers=20, num_responses=15)
+        >>> r = cj.berrut_decode(alpha[:, None] ** 2, mask, alpha, beta)
+        >>> bool(r.ok), int(r.num_used), r.value.shape
+        (True, 15, (4, 1))
+
+    References:
+        T. Jahani-Nezhad and M. A. Maddah-Ali, Berrut approximated coded computing,
+        arXiv:2009.08327; M. S. Floater and K. Hormann, Barycentric rational
+        interpolation with no poles and high rates of approximation, Numer. Math.
+        107, 2007.
+    """
+    y, mask, alpha, beta, acc = _check_decode(
+        "berrut_decode", y, mask, alpha, beta, accum_dtype
+    )
+    # cast first (exact, keeps NaN/Inf), so one program serves every worker dtype;
+    # the decoding matrix is built by a program that does not see the payload
+    # shape, and applied by a cheap one
+    y = y.astype(acc)
+    sel = finite_selection(y, mask)
+    plan = _decode_plan(sel, alpha, beta)
+    return _decode_finish(plan, y, sel)
+
+
+@jax.jit
+def _decode_plan(sel, alpha, beta):
+    b, hit, idx, count = berrut_matrix(alpha, sel, beta)
+    usable = (count > 0) & jnp.all(jnp.isfinite(beta))
+    cond = jnp.where(count > 0, lebesgue(b), jnp.asarray(jnp.inf, b.dtype))
+    return b, hit, idx, count, usable, cond
+
+
+@jax.jit
+def _decode_finish(plan, y, sel):
+    b, hit, idx, count, usable, cond = plan
+    value = apply_with_hits(b, hit, idx, y, sel, y.dtype)
+    ok = usable & jnp.all(jnp.isfinite(value))
+    value = jnp.where(ok, value, jnp.zeros_like(value))
+    return DecodeResult(value, ok, cond, count)
+
+
+def berrut_decoding_matrix(
+    mask: Any, alpha: Any, beta: Any, *, accum_dtype: Any = jnp.float32
+) -> DecodeResult:
+    r"""The BACC decoding matrix B [K, M] for one mask (columns of unused workers 0).
+
+    ``B @ y`` equals :func:`berrut_decode` (up to rounding; the decoder copies node
+    values exactly where beta_k is a node). ``||B||_inf`` is the Lebesgue constant at
+    beta and ``||B||_F^2 / K`` the per-output noise gain for independent worker noise.
+
+    Args:
+        mask: bool [M]. alpha: [M] worker points. beta: [K] data points.
+        accum_dtype: float32 (default) or float64.
+
+    Returns:
+        DecodeResult with ``value`` = B [K, M] and ``ok``, ``cond``, ``num_used`` as
+        in :func:`berrut_decode`.
+
+    Raises:
+        ValueError, TypeError: as :func:`berrut_decode`.
+
+    Examples:
+        >>> import jax.numpy as jnp, codedjax as cj
+        >>> beta, alpha = cj.bacc_points(2, 6)
+        >>> b = cj.berrut_decoding_matrix(jnp.ones(6, bool), alpha, beta).value
+        >>> b.shape, bool(jnp.allclose(b.sum(1), 1.0))
+        ((2, 6), True)
+
+    References:
+        T. Jahani-Nezhad and M. A. Maddah-Ali, arXiv:2009.08327.
+    """
+    fname = "berrut_decoding_matrix"
+    alpha = check_vector(fname, "alpha", alpha)
+    acc = accumulation_dtype(jnp.float32, accum_dtype)
+    y = jnp.zeros((alpha.shape[0],), acc)
+    y, mask, alpha, beta, acc = _check_decode(fname, y, mask, alpha, beta, accum_dtype)
+    return _berrut_matrix_public(mask, alpha, beta)
+
+
+@jax.jit
+def _berrut_matrix_public(mask, alpha, beta):
+    b, _, _, count = berrut_matrix(alpha, mask, beta)
+    ok = (count > 0) & jnp.all(jnp.isfinite(b)) & jnp.all(jnp.isfinite(beta))
+    cond = jnp.where(count > 0, lebesgue(b), jnp.asarray(jnp.inf, b.dtype))
+    return DecodeResult(jnp.where(ok, b, jnp.zeros_like(b)), ok, cond, count)

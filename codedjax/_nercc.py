@@ -1,0 +1,697 @@
+"""NeRCC: natural cubic smoothing splines as linear smoothers, and their joint tuning.
+
+The smoothing spline through (t_i, y_i), i = 1..n, t increasing,
+
+    g = argmin_{g in W^{2,2}} sum_i (y_i - g(t_i))^2 + lam * int g''(s)^2 ds,
+
+is a natural cubic spline with knots at the t_i (Reinsch 1967). With h_i = t_{i+1} -
+t_i, Q the n x (n-2) second-difference matrix and R the (n-2) x (n-2) tridiagonal
+matrix of the Reinsch form, the second derivatives at the interior knots solve
+
+    (R + lam Q^T Q) gamma = Q^T y,    and the fitted values are g = y - lam Q gamma
+
+(gamma_1 = gamma_n = 0). For lam = 0 this is the natural interpolating spline, with
+no special case. The matrix R + lam Q^T Q squares the conditioning of Q (entries ~
+1/h), so the fitted values are formed instead from the orthogonal factor of
+[L^T; sqrt(lam) Q] (R = L L^T), as the residual projector of a least-squares problem,
+and gamma from R gamma = Q^T g; this is accurate to O(M^2 u) even for clustered knots
+and large lam, where scipy's banded solve loses up to ~1e-10. Both g and gamma are
+linear in y, so the whole fit-and-evaluate map is a matrix, built once per
+(mask, lam) and applied to any payload by matmul.
+
+Missing workers: the responding nodes are compacted to the front (by rank, with
+pairwise comparisons on a fixed shape), the Reinsch system is built on them with
+identity rows for the unused slots, and the columns are mapped back, so one compiled
+program serves every mask and the result is exactly the fit through the responders
+only (zero-weight knots are never used: with lam = 0 they would make the system
+singular).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.linalg import cho_solve
+
+from ._chebyshev import chebyshev_points
+from ._dtypes import (
+    accumulation_dtype,
+    check_floating,
+    check_int,
+    check_mask,
+    check_vector,
+    concrete_points,
+    is_concrete,
+)
+from ._nodes import distinct_representatives, finite_selection
+from ._polynomial import DecodeResult
+from ._sampling import sample_masks
+
+_HI = jax.lax.Precision.HIGHEST
+
+#: Default smoothing grid of :func:`tune_nercc` (always includes 0, interpolation).
+DEFAULT_SMOOTHING_GRID = (0.0, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+
+
+# ----------------------------------------------------------------------------------
+# kernel
+
+
+def spline_matrix(nodes: jax.Array, sel: jax.Array, z: jax.Array, lam: jax.Array):
+    """Natural cubic smoothing spline through the distinct selected nodes, at z.
+
+    Several selected workers at one node are merged (the one of lowest index is
+    taken, as in the Berrut decoder).
+
+    Args:
+        nodes: [M] points (may repeat). sel: bool [M]. z: [Q] evaluation points.
+        lam: scalar smoothing weight >= 0 (scipy's ``lam``).
+
+    Returns:
+        (A [Q, M] with g(z) = A @ y and zero columns for unused workers, count int32
+        number of distinct selected nodes). Outside the knot range g continues
+        linearly (natural boundary conditions).
+    """
+    dt = nodes.dtype
+    m = nodes.shape[0]
+    rep, rank, count = distinct_representatives(nodes, sel)
+    idx = jnp.arange(m, dtype=jnp.int32)
+    valid = idx < count
+    # compaction: position p < count holds the representative of rank p
+    back = (idx[:, None] == rank[None, :]) & rep[None, :]  # [m (compact), m (worker)]
+    t = jnp.sum(jnp.where(back, nodes[None, :], jnp.zeros_like(nodes)[None, :]), axis=1)
+    last = jnp.sum(jnp.where(idx == count - 1, t, jnp.zeros_like(t)))
+    t = jnp.where(valid, t, last + (idx - count + 1).astype(dt))  # padded, increasing
+    h = t[1:] - t[:-1]  # [m-1]
+    hv = idx[:-1] + 1 < count  # valid intervals
+    h = jnp.where(hv, h, jnp.ones_like(h))
+    ones = jnp.ones((), dt)
+
+    # interior knots j = 1..m-2 <-> columns c = j-1 (static sparsity patterns)
+    colv = idx[1:-1] + 1 < count
+    hl, hr = h[:-1], h[1:]
+    rr = np.arange(m)[:, None]
+    cc = np.arange(m - 2)[None, :]
+    q = (jnp.asarray(rr == cc, dt) * (ones / hl)[None, :]
+         + jnp.asarray(rr == cc + 1, dt) * (-ones / hl - ones / hr)[None, :]
+         + jnp.asarray(rr == cc + 2, dt) * (ones / hr)[None, :])
+    q = jnp.where(colv[None, :], q, jnp.zeros_like(q))  # [m, m-2]
+    diag = jnp.where(colv, (hl + hr) / 3, ones)
+    off = jnp.where(colv[:-1] & colv[1:], hr[:-1] / 6, jnp.zeros_like(hr[:-1]))
+    off = jnp.concatenate([off, jnp.zeros((1,), dt)])  # off[c] couples c and c+1
+    ci = np.arange(m - 2)
+    r = (jnp.asarray(ci[:, None] == ci[None, :], dt) * diag[:, None]
+         + jnp.asarray(ci[:, None] + 1 == ci[None, :], dt) * off[:, None]
+         + jnp.asarray(ci[:, None] == ci[None, :] + 1, dt) * off[None, :])
+    if m > 2:
+        # Fitted values g = S y with S = I - lam Q (R + lam Q^T Q)^{-1} Q^T. The
+        # middle factor is a normal-equations matrix (it squares the conditioning
+        # of Q, whose entries grow like 1/h), so S is formed from the orthogonal
+        # factor of B = [L^T; sqrt(lam) Q], R = L L^T, instead:
+        # S = I - U U^T with U the last M rows of the Q-factor of B (the residual
+        # projector of a least-squares problem, accurate even for clustered
+        # knots). The knot second derivatives follow from the fitted values
+        # through the well-conditioned tridiagonal R: R gamma = Q^T g.
+        low = jnp.linalg.cholesky(r)
+        root = jnp.sqrt(jnp.maximum(lam, jnp.zeros_like(lam)))
+        stacked = jnp.concatenate([low.T, root * q], axis=0)
+        qb, _ = jnp.linalg.qr(stacked)
+        u = qb[m - 2:]  # [m, m-2]
+        fit = jnp.eye(m, dtype=dt) - jnp.matmul(u, u.T, precision=_HI)
+        qtf = jnp.matmul(q.T, fit, precision=_HI)
+        g = cho_solve((low, True), qtf)  # gamma at interior knots, [m-2, m]
+    else:
+        fit = jnp.eye(m, dtype=dt)  # two knots: the straight line through them
+        g = jnp.zeros((0, m), dt)
+    zero = jnp.zeros((1, m), dt)
+    gam = jnp.concatenate([zero, g, zero], axis=0)  # [m, m], rows beyond count zero
+
+    # evaluation: rows picked by one-hot selectors (exact: a single 1 per row)
+    n1 = jnp.clip(count - 1, 1, m - 1)  # index of the last knot (>= 1)
+    i = jnp.sum(t[None, :] <= z[:, None], axis=1, dtype=jnp.int32) - 1
+    i = jnp.clip(i, 0, n1 - 1)
+    pick = jnp.concatenate([(idx[None, :] == i[:, None]),
+                            (idx[None, :] == i[:, None] + 1)], axis=0).astype(dt)
+    ends = jnp.stack([idx == 0, idx == 1, idx == n1 - 1, idx == n1]).astype(dt)
+    sel_all = jnp.concatenate([pick, ends], axis=0)  # [2Q + 4, m]
+    both = jnp.matmul(sel_all, jnp.concatenate([fit, gam, t[:, None]], axis=1),
+                      precision=_HI)
+    nq = z.shape[0]
+    f_rows, g_rows, t_rows = both[:, :m], both[:, m:2 * m], both[:, 2 * m]
+    fit_i, fit_i1 = f_rows[:nq], f_rows[nq:2 * nq]
+    gam_i, gam_i1 = g_rows[:nq], g_rows[nq:2 * nq]
+    ti, ti1 = t_rows[:nq], t_rows[nq:2 * nq]
+    t0, t1_, tb, tn = (t_rows[2 * nq + k] for k in range(4))
+    f0, f1, fb, fn = (f_rows[2 * nq + k] for k in range(4))
+    g1, gb = g_rows[2 * nq + 1], g_rows[2 * nq + 2]
+    aa = (z - ti)[:, None]
+    bb = (ti1 - z)[:, None]
+    hh = (ti1 - ti)[:, None]
+    inside = ((aa * fit_i1 + bb * fit_i) / hh
+              - aa * bb / 6 * ((1 + aa / hh) * gam_i1 + (1 + bb / hh) * gam_i))
+    h0, hn = t1_ - t0, tn - tb
+    d_left = (f1 - f0) / h0 - h0 * g1 / 6
+    d_right = (fn - fb) / hn + hn * gb / 6
+    left = f0[None, :] + (z - t0)[:, None] * d_left[None, :]
+    right = fn[None, :] + (z - tn)[:, None] * d_right[None, :]
+    e = jnp.where((z < t0)[:, None], left,
+                  jnp.where((z > tn)[:, None], right, inside))
+    out = jnp.matmul(e, back.astype(dt), precision=_HI)  # columns back to workers
+    out = jnp.where(count >= 2, out, jnp.zeros_like(out))
+    return out, count
+
+
+def _apply(a, y, sel, acc):
+    flat = y.reshape(y.shape[0], -1).astype(acc)
+    flat = jnp.where(sel[:, None], flat, jnp.zeros_like(flat))  # sel: finite rows
+    out = jnp.matmul(a, flat, precision=_HI)
+    return out.reshape((a.shape[0],) + y.shape[1:])
+
+
+def _check_smoothing(fname: str, smoothing: Any, acc) -> jax.Array:
+    lam = jnp.asarray(smoothing)
+    if lam.ndim != 0:
+        raise ValueError(
+            f"{fname}: smoothing must be a scalar, got shape {tuple(lam.shape)}"
+        )
+    if not (jnp.issubdtype(lam.dtype, jnp.floating)
+            or jnp.issubdtype(lam.dtype, jnp.integer)):
+        raise TypeError(f"{fname}: smoothing must be a real number, got {lam.dtype}")
+    if is_concrete(lam):
+        v = float(lam)
+        if not (math.isfinite(v) and v >= 0):
+            raise ValueError(
+                f"{fname}: smoothing must be a finite number >= 0, got {v}"
+            )
+    return lam.astype(acc)
+
+
+# ----------------------------------------------------------------------------------
+# public API
+
+
+def nercc_encode(
+    x: Any, beta: Any, alpha: Any, *, smoothing: Any = 0.0
+) -> jax.Array:
+    r"""NeRCC encoding: the smoothing spline through (beta_k, X_k), sampled at alpha.
+
+    .. math::
+        u = \arg\min_{u \in W^{2,2}} \sum_k \lVert u(\beta_k) - X_k \rVert^2
+            + \lambda_e \int u''(s)^2\,ds, \qquad \tilde X_i = u(\alpha_i),
+
+    per coordinate of X, i.e. ``scipy.interpolate.make_smoothing_spline(beta, X,
+    lam=smoothing)``; ``smoothing = 0`` gives the natural cubic interpolating spline.
+    Outside the range of beta the spline continues linearly. Computed as one [M, K]
+    matrix (Reinsch form) applied by matmul, in the accumulation dtype.
+
+    Args:
+        x: [K, ...] inputs (K >= 2), any floating dtype.
+        beta: [K] distinct finite data points (any order).
+        alpha: [M] finite worker points.
+        smoothing: lambda_e >= 0, scipy's ``lam`` (a Python float or a scalar
+            array; may be traced).
+
+    Returns:
+        [M, ...] coded inputs in the accumulation dtype of ``x``.
+
+    Raises:
+        ValueError: K < 2, shapes that disagree, duplicate or non-finite concrete
+            points, negative or non-finite concrete smoothing.
+        TypeError: non-floating inputs.
+
+    Examples:
+        >>> import jax.numpy as jnp, codedjax as cj
+        >>> beta, alpha = cj.bacc_points(4, 7)
+        >>> u = cj.nercc_encode(3 * beta[:, None] + 1, beta, alpha, smoothing=0.1)
+        >>> bool(jnp.allclose(u[:, 0], 3 * alpha + 1, atol=1e-5))   # lines are kept
+        True
+
+    References:
+        P. Moradi, B. Tahmasebi and M. A. Maddah-Ali, NeRCC: nested-regression coded
+        computing for resilient distributed prediction serving systems,
+        arXiv:2402.04377; C. H. Reinsch, Smoothing by spline functions, Numer. Math.
+        10, 1967.
+    """
+    fname = "nercc_encode"
+    x = check_floating(fname, "x", x)
+    if x.ndim < 1:
+        raise ValueError(f"{fname}: x must have shape [K, ...], got a scalar")
+    if x.shape[0] < 2:
+        raise ValueError(
+            f"{fname}: x must hold at least K = 2 inputs (a spline needs 2 knots), "
+            f"got K = {x.shape[0]}"
+        )
+    beta = check_vector(fname, "beta", beta, length=x.shape[0])
+    alpha = check_vector(fname, "alpha", alpha)
+    concrete_points(fname, "beta", beta)
+    _finite(fname, "alpha", alpha)
+    acc = accumulation_dtype(x.dtype)
+    lam = _check_smoothing(fname, smoothing, acc)
+    e = _encoding_matrix(beta.astype(acc), alpha.astype(acc), lam)  # [M, K]
+    return _matmul_rows(e, x.astype(acc))
+
+
+@jax.jit
+def _matmul_rows(a, x):
+    """[R, K] @ x [K, ...] -> [R, ...] at full precision."""
+    out = jnp.matmul(a, x.reshape(x.shape[0], -1), precision=_HI)
+    return out.reshape((a.shape[0],) + x.shape[1:])
+
+
+def nercc_encoding_matrix(
+    beta: Any, alpha: Any, *, smoothing: Any = 0.0, accum_dtype: Any = jnp.float32
+) -> jax.Array:
+    """The NeRCC encoding matrix E [M, K]: ``nercc_encode(x) == E @ x``.
+
+    Args:
+        beta: [K] distinct data points (K >= 2). alpha: [M] worker points.
+        smoothing: lambda_e >= 0. accum_dtype: float32 (default) or float64.
+
+    Returns:
+        [M, K] in ``accum_dtype``.
+
+    Raises:
+        ValueError, TypeError: as :func:`nercc_encode`.
+
+    Examples:
+        >>> import codedjax as cj
+        >>> beta, alpha = cj.bacc_points(4, 6)
+        >>> cj.nercc_encoding_matrix(beta, alpha).shape
+        (6, 4)
+    """
+    fname = "nercc_encoding_matrix"
+    acc = accumulation_dtype(jnp.float32, accum_dtype)
+    beta = check_vector(fname, "beta", beta)
+    if beta.shape[0] < 2:
+        raise ValueError(f"{fname}: beta must hold at least 2 points, got "
+                         f"{beta.shape[0]}")
+    alpha = check_vector(fname, "alpha", alpha)
+    concrete_points(fname, "beta", beta)
+    _finite(fname, "alpha", alpha)
+    lam = _check_smoothing(fname, smoothing, acc)
+    return _encoding_matrix(beta.astype(acc), alpha.astype(acc), lam)
+
+
+@jax.jit
+def _encoding_matrix(beta, alpha, lam):
+    return spline_matrix(beta, jnp.ones(beta.shape, bool), alpha, lam)[0]
+
+
+def _finite(fname, name, x):
+    if is_concrete(x):
+        v = np.asarray(x, dtype=np.float64)
+        if not np.all(np.isfinite(v)):
+            bad = int(np.flatnonzero(~np.isfinite(v))[0])
+            raise ValueError(
+                f"{fname}: {name} must be finite, got {v[bad]} at index {bad}"
+            )
+
+
+def _check_decode(fname, y, mask, alpha, beta, smoothing, accum_dtype):
+    y = check_floating(fname, "y", y)
+    if y.ndim < 1 or y.shape[0] < 2:
+        raise ValueError(
+            f"{fname}: y must have shape [M, ...] with M >= 2 workers (a spline needs "
+            f"2 knots), got {tuple(y.shape)}"
+        )
+    m = y.shape[0]
+    alpha = check_vector(fname, "alpha", alpha, length=m)
+    mask = check_mask(fname, mask, m)
+    if mask.ndim != 1:
+        raise ValueError(
+            f"{fname}: mask must have shape [M] = [{m}], got {tuple(mask.shape)} "
+            "(use jax.vmap for many masks)"
+        )
+    beta = check_vector(fname, "beta", beta)
+    _finite(fname, "alpha", alpha)
+    _finite(fname, "beta", beta)
+    acc = accumulation_dtype(y.dtype, accum_dtype)
+    lam = _check_smoothing(fname, smoothing, acc)
+    return y, mask, alpha.astype(acc), beta.astype(acc), lam, acc
+
+
+def _count_distinct_concrete(y, mask, alpha) -> int | None:
+    if not (is_concrete(y) and is_concrete(mask) and is_concrete(alpha)):
+        return None
+    yy = np.asarray(y)
+    if yy.dtype not in (np.float32, np.float64):
+        yy = yy.astype(np.float32)  # bf16/f16: exact, keeps NaN/Inf
+    fin = np.all(np.isfinite(yy.reshape(yy.shape[0], -1)), axis=1)
+    a = np.asarray(alpha, dtype=np.float64)
+    sel = np.asarray(mask) & fin & np.isfinite(a)
+    return int(np.unique(a[sel]).size)
+
+
+def nercc_decode(
+    y: Any,
+    mask: Any,
+    alpha: Any,
+    beta: Any,
+    *,
+    smoothing: Any = 0.0,
+    accum_dtype: Any = None,
+) -> DecodeResult:
+    r"""NeRCC decoding: the smoothing spline through the responses, evaluated at beta.
+
+    .. math::
+        g = \arg\min_{g \in W^{2,2}} \sum_{i \in S} \lVert g(\alpha_i) - y_i
+            \rVert^2 + \lambda_d \int g''(s)^2\,ds, \qquad \hat f(X_k) = g(\beta_k),
+
+    i.e. ``scipy.interpolate.make_smoothing_spline(alpha_S, y_S, lam=smoothing)``
+    over the sorted distinct responding nodes (several responders at one node are
+    merged: the one of lowest worker index is taken); ``smoothing = 0`` is the natural
+    cubic interpolating spline. Outside the range of the responding nodes the spline
+    continues linearly. A response holding NaN or Inf is treated as missing.
+
+    Args:
+        y: [M, ...] responses, any floating dtype.
+        mask: bool [M] responders.
+        alpha: [M] finite worker points. beta: [K] finite data points.
+        smoothing: lambda_d >= 0, scipy's ``lam`` (Python float or scalar array;
+            may be traced).
+        accum_dtype: float32 or float64 (default: float32 for bf16/f16/f32,
+            float64 for float64).
+
+    Returns:
+        DecodeResult: ``value`` [K, ...] in the accumulation dtype (zeros when not
+        ``ok``); ``ok`` False with fewer than 2 distinct finite responding nodes
+        (possible only under jit), a negative traced smoothing, or a non-finite
+        result; ``cond`` the infinity norm of the decoding matrix (inf when not
+        ``ok``); ``num_used`` the number of distinct responding nodes.
+
+    Raises:
+        ValueError: fewer than 2 distinct finite responding nodes in a concrete
+            mask, negative or non-finite concrete smoothing, shapes that disagree,
+            non-finite concrete points.
+        TypeError: non-floating y, non-boolean mask.
+
+    Examples:
+        >>> import jax, codedjax as cj
+        >>> beta, alpha = cj.bacc_points(4, 20)
+        >>> mask = cj.sample_masks(jax.random.key(0), num_workers=20, num_responses=15)
+        >>> r = cj.nercc_decode(alpha[:, None] ** 2, mask, alpha, beta, smoothing=0.0)
+        >>> bool(r.ok), bool(jax.numpy.allclose(r.value[:, 0], beta ** 2, atol=1e-2))
+        (True, True)
+
+    References:
+        P. Moradi, B. Tahmasebi and M. A. Maddah-Ali, arXiv:2402.04377; P. Moradi
+        and M. A. Maddah-Ali, LeTCC, arXiv:2406.00300; C. H. Reinsch, Numer. Math.
+        10, 1967.
+    """
+    fname = "nercc_decode"
+    y, mask, alpha, beta, lam, acc = _check_decode(
+        fname, y, mask, alpha, beta, smoothing, accum_dtype
+    )
+    n = _count_distinct_concrete(y, mask, alpha)
+    if n is not None and n < 2:
+        raise ValueError(
+            f"{fname}: mask must select at least 2 distinct worker points with "
+            f"finite responses (a spline needs 2 knots), got {n}"
+        )
+    # cast first (exact, keeps NaN/Inf), so one program serves every worker dtype;
+    # the decoding matrix is built without seeing the payload shape
+    y = y.astype(acc)
+    sel = finite_selection(y, mask)
+    return _decode_finish(_decoding_matrix(sel, alpha, beta, lam), y, sel)
+
+
+@jax.jit
+def _decode_finish(res, y, sel):
+    value = _apply(res.value, y, sel, y.dtype)
+    ok = res.ok & jnp.all(jnp.isfinite(value))
+    value = jnp.where(ok, value, jnp.zeros_like(value))
+    cond = jnp.where(ok, res.cond, jnp.asarray(jnp.inf, y.dtype))
+    return DecodeResult(value, ok, cond, res.num_used)
+
+
+def nercc_decoding_matrix(
+    mask: Any,
+    alpha: Any,
+    beta: Any,
+    *,
+    smoothing: Any = 0.0,
+    accum_dtype: Any = jnp.float32,
+) -> DecodeResult:
+    """The NeRCC decoding matrix A [K, M] for one mask (zero columns for unused).
+
+    Args:
+        mask: bool [M]. alpha: [M]. beta: [K]. smoothing: lambda_d >= 0.
+        accum_dtype: float32 (default) or float64.
+
+    Returns:
+        DecodeResult with ``value`` = A [K, M]; ``ok``, ``cond``, ``num_used`` as in
+        :func:`nercc_decode` (no ValueError for too few responders: ``ok`` False).
+
+    Raises:
+        ValueError, TypeError: static argument errors as :func:`nercc_decode`.
+
+    Examples:
+        >>> import jax.numpy as jnp, codedjax as cj
+        >>> beta, alpha = cj.bacc_points(3, 8)
+        >>> cj.nercc_decoding_matrix(jnp.ones(8, bool), alpha, beta).value.shape
+        (3, 8)
+    """
+    fname = "nercc_decoding_matrix"
+    alpha = check_vector(fname, "alpha", alpha)
+    acc = accumulation_dtype(jnp.float32, accum_dtype)
+    y = jnp.zeros((alpha.shape[0],), acc)
+    _, mask, alpha, beta, lam, acc = _check_decode(
+        fname, y, mask, alpha, beta, smoothing, accum_dtype
+    )
+    return _decoding_matrix(mask, alpha, beta, lam)
+
+
+@jax.jit
+def _decoding_matrix(mask, alpha, beta, lam):
+    a, count = spline_matrix(alpha, mask, beta, lam)
+    ok = (count >= 2) & (lam >= 0) & jnp.all(jnp.isfinite(a))
+    cond = jnp.where(ok, jnp.max(jnp.sum(jnp.abs(a), axis=1), initial=0.0),
+                     jnp.asarray(jnp.inf, a.dtype))
+    return DecodeResult(jnp.where(ok, a, jnp.zeros_like(a)), ok, cond, count)
+
+
+# ----------------------------------------------------------------------------------
+# joint tuning
+
+
+class NerccTuning(NamedTuple):
+    """Record of :func:`tune_nercc`.
+
+    Attributes:
+        encoder_smoothing: chosen lambda_e (a Python float).
+        decoder_smoothing: chosen lambda_d (a Python float).
+        mse: validation MSE of the decoded predictions at the chosen pair.
+        grid_mse: numpy [Le, Ld], the validation MSE of every pair.
+        encoder_grid: numpy [Le], the lambda_e values tried (sorted, with 0).
+        decoder_grid: numpy [Ld], the lambda_d values tried (sorted, with 0).
+        num_masks: number of straggler patterns averaged over.
+        num_responses: N, responders per pattern (None for user masks of varying
+            size).
+    """
+
+    encoder_smoothing: float
+    decoder_smoothing: float
+    mse: float
+    grid_mse: np.ndarray
+    encoder_grid: np.ndarray
+    decoder_grid: np.ndarray
+    num_masks: int
+    num_responses: int | None
+
+
+def _grid(fname: str, name: str, grid: Sequence[float]) -> np.ndarray:
+    g = np.asarray(grid, dtype=np.float64).reshape(-1)
+    if g.size == 0 or not np.all(np.isfinite(g)) or np.any(g < 0):
+        raise ValueError(
+            f"{fname}: {name} must be a non-empty sequence of finite numbers >= 0, "
+            f"got {list(np.asarray(grid).reshape(-1))}"
+        )
+    return np.unique(np.concatenate([[0.0], g]))
+
+
+@jax.jit
+def _grid_decoders(masks, alpha, beta, lams):
+    """[Ld, T, K, M] decoding matrices and ok [Ld, T] for every (lam_d, mask)."""
+
+    def one(mk, lam):
+        a, count = spline_matrix(alpha, mk, beta, lam)
+        return a, count >= 2
+
+    return jax.vmap(jax.vmap(one, in_axes=(0, None)), in_axes=(None, 0))(masks, lams)
+
+
+@jax.jit
+def _grid_mse(dec, ok, y, truth):
+    """MSE [Ld] of decoded predictions for every decoder value, averaged over masks.
+
+    dec [Ld, T, K, M], ok [Ld, T], y [V, M, F], truth [V, K, F]. A scan over Ld
+    keeps the memory at one [T, V, K, F] error array.
+    """
+
+    def one_lam(args):
+        a, good = args  # [T, K, M], [T]
+        err = jnp.einsum("tkm,vmf->tvkf", a, y, precision=_HI) - truth[None]
+        per_mask = jnp.mean(err * err, axis=(1, 2, 3))
+        per_mask = jnp.where(good, per_mask, jnp.asarray(jnp.inf, y.dtype))
+        return jnp.mean(per_mask)
+
+    return jax.lax.map(one_lam, (dec, ok))
+
+
+def tune_nercc(
+    key: jax.Array,
+    fn: Callable[[jax.Array], jax.Array],
+    x_val: Any,
+    *,
+    num_workers: int,
+    num_responses: int | None = None,
+    beta: Any = None,
+    alpha: Any = None,
+    grid: Sequence[float] = DEFAULT_SMOOTHING_GRID,
+    decoder_grid: Sequence[float] | None = None,
+    num_masks: int = 64,
+    masks: Any = None,
+    progress: bool = False,
+) -> NerccTuning:
+    r"""Choose NeRCC's (encoder, decoder) smoothing jointly on validation data.
+
+    For every lambda_e of the grid the validation inputs are encoded, the model is
+    run once on all coded inputs (one batched call of ``fn``), and the predictions
+    are decoded with every lambda_d of the grid under every straggler pattern; the
+    pair with the smallest mean squared error against the uncoded predictions
+    ``fn(x)`` is chosen:
+
+    .. math::
+        (\lambda_e, \lambda_d) = \arg\min \frac{1}{T V K} \sum_{t, v, k}
+        \lVert \hat f_{\lambda_e, \lambda_d, S_t}(X_{v,k}) - f(X_{v,k})
+        \rVert^2 / F.
+
+    The decoding matrices depend only on (mask, lambda_d) and are built once and
+    reused for every lambda_e. Both grids always include 0 (interpolation).
+
+    Args:
+        key: typed PRNG key for the straggler patterns (unused when ``masks`` is
+            given).
+        fn: the model, batched: [B, ...] -> [B, ...] (called eagerly, once per
+            lambda_e, on B = V * M coded inputs; wrap it with
+            :func:`low_precision_worker` to simulate low-precision workers).
+        x_val: [V, K, ...] validation inputs: V groups of the K queries coded
+            together.
+        num_workers: M (static).
+        num_responses: N responders per pattern (uniform straggler model, patterns
+            from :func:`sample_masks`); not needed when ``masks`` is given.
+        beta: [K] data points (default first-kind Chebyshev).
+        alpha: [M] worker points (default second-kind Chebyshev).
+        grid: smoothing values tried for both stages (0 is added).
+        decoder_grid: optional separate grid for lambda_d.
+        num_masks: T, number of random patterns (ignored when ``masks`` is given).
+        masks: optional bool [T, M] patterns of any straggler model (e.g. the
+            ``mask`` of :func:`sample_arrivals`).
+        progress: show a progress bar over the encoder grid (needs tqdm).
+
+    Returns:
+        NerccTuning with the chosen pair, its MSE and the whole MSE grid.
+
+    Raises:
+        ValueError: bad grids (negative, non-finite, empty), x_val not [V, K, ...]
+            with K >= 2, N < 2, neither num_responses nor masks, masks not [T, M],
+            an ``fn`` output whose leading axis is not the batch.
+        TypeError: non-floating x_val, non-int sizes, bad key.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp, codedjax as cj
+        >>> x = jax.random.normal(jax.random.key(0), (4, 5, 3))
+        >>> t = cj.tune_nercc(jax.random.key(1), jnp.tanh, x, num_workers=12,
+        ...                   num_responses=9, grid=(1e-3,), num_masks=8)
+        >>> t.grid_mse.shape, t.encoder_grid.tolist()
+        ((2, 2), [0.0, 0.001])
+
+    References:
+        P. Moradi, B. Tahmasebi and M. A. Maddah-Ali, NeRCC: nested-regression coded
+        computing for resilient distributed prediction serving systems,
+        arXiv:2402.04377.
+    """
+    fname = "tune_nercc"
+    m = check_int(fname, "num_workers", num_workers, minimum=2)
+    x_val = check_floating(fname, "x_val", x_val)
+    if x_val.ndim < 2 or x_val.shape[1] < 2:
+        raise ValueError(
+            f"{fname}: x_val must have shape [V, K, ...] with K >= 2, got "
+            f"{tuple(x_val.shape)}"
+        )
+    v, k = x_val.shape[:2]
+    acc = accumulation_dtype(x_val.dtype)
+    enc_grid = _grid(fname, "grid", grid)
+    dec_grid = _grid(fname, "decoder_grid", grid if decoder_grid is None
+                     else decoder_grid)
+    beta = (chebyshev_points(k, kind=1, dtype=acc) if beta is None
+            else check_vector(fname, "beta", beta, length=k))
+    alpha = (chebyshev_points(m, kind=2, dtype=acc) if alpha is None
+             else check_vector(fname, "alpha", alpha, length=m))
+    concrete_points(fname, "beta", beta)
+    _finite(fname, "alpha", alpha)
+    beta, alpha = beta.astype(acc), alpha.astype(acc)
+    if masks is None:
+        if num_responses is None:
+            raise ValueError(f"{fname}: give num_responses (N) or masks, got neither")
+        n = check_int(fname, "num_responses", num_responses, minimum=2)
+        t = check_int(fname, "num_masks", num_masks, minimum=1)
+        masks = sample_masks(key, m, n, shape=(t,))
+    else:
+        masks = check_mask(fname, masks, m, name="masks")
+        if masks.ndim != 2:
+            raise ValueError(
+                f"{fname}: masks must have shape [T, M] = [T, {m}], got "
+                f"{tuple(masks.shape)}"
+            )
+        sizes = np.unique(np.asarray(masks.sum(-1)))
+        n = int(sizes[0]) if sizes.size == 1 else None
+    t = masks.shape[0]
+
+    x_flat = x_val.astype(acc).reshape(v, k, -1)
+    truth = _call(fname, fn, x_val.reshape((v * k,) + x_val.shape[2:]), v * k)
+    truth = truth.astype(acc).reshape(v, k, -1)
+
+    dec, ok = _grid_decoders(masks, alpha, beta, jnp.asarray(dec_grid, acc))
+    rows = []
+    it = enc_grid
+    if progress:
+        from tqdm.auto import tqdm  # optional dependency, only when asked
+
+        it = tqdm(enc_grid, desc="tune_nercc (encoder grid)")
+    for lam_e in it:
+        e = _encoding_matrix(beta, alpha, jnp.asarray(lam_e, acc))  # [M, K]
+        coded = jnp.einsum("mk,vkf->vmf", e, x_flat, precision=_HI)
+        coded = coded.reshape((v * m,) + x_val.shape[2:])
+        y = _call(fname, fn, coded, v * m).astype(acc).reshape(v, m, -1)
+        rows.append(np.asarray(_grid_mse(dec, ok, y, truth), dtype=np.float64))
+    grid_mse = np.stack(rows)
+    score = np.where(np.isfinite(grid_mse), grid_mse, np.inf)
+    ie, id_ = np.unravel_index(int(np.argmin(score)), score.shape)
+    return NerccTuning(
+        encoder_smoothing=float(enc_grid[ie]),
+        decoder_smoothing=float(dec_grid[id_]),
+        mse=float(grid_mse[ie, id_]),
+        grid_mse=grid_mse,
+        encoder_grid=enc_grid,
+        decoder_grid=dec_grid,
+        num_masks=t,
+        num_responses=n,
+    )
+
+
+def _call(fname, fn, x, batch):
+    out = jnp.asarray(fn(x))
+    if out.ndim < 1 or out.shape[0] != batch:
+        raise ValueError(
+            f"{fname}: fn must map [B, ...] to [B, ...] (batched model), got output "
+            f"shape {tuple(out.shape)} for B = {batch}"
+        )
+    if not jnp.issubdtype(out.dtype, jnp.floating):
+        raise TypeError(f"{fname}: fn must return a floating array, got {out.dtype}")
+    return out

@@ -1,0 +1,100 @@
+"""The public name set is pinned, and imports run one way (CONVENTIONS.md)."""
+
+import ast
+import pathlib
+import sys
+
+import codedjax as cj
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+PUBLIC = {
+    "__version__",
+    # precision
+    "accumulation_dtype", "low_precision_worker", "unit_roundoff",
+    # points and bases
+    "chebyshev_points", "chebyshev_vandermonde",
+    # straggler models
+    "Arrivals", "WorstCase", "first_arrivals", "sample_arrivals", "sample_masks",
+    "worst_case_mask",
+    # polynomial codes
+    "DecodeResult", "chebyls_decode", "chebyls_decode_batched",
+    "chebyls_decoding_matrix", "lagrange_encode", "recovery_threshold",
+    "spread_order", "threshold_decode",
+    # approximate codes
+    "bacc_points", "berrut_decode", "berrut_decoding_matrix", "berrut_encode",
+    "NerccTuning", "nercc_decode", "nercc_decoding_matrix", "nercc_encode",
+    "nercc_encoding_matrix", "tune_nercc",
+    "RepApproxLayout", "RepApproxResult", "repapprox_decode", "repapprox_encode",
+    "repapprox_layout",
+    "exact_recovery_probability", "recovery_probability_bound",
+    "recovery_probability_union",
+    # bounds (a public submodule)
+    "bounds",
+}
+
+# Layering inside the library: a module may import only modules of lower rank.
+RANK = {
+    "_dtypes": 0,
+    "_chebyshev": 1,
+    "_sampling": 2, "_lsq": 2, "_nodes": 2,
+    "_polynomial": 3,
+    "_berrut": 4, "_nercc": 4,
+    "_repapprox": 5,
+    "bounds": 6,
+    "__init__": 7,
+}
+ALLOWED_THIRD_PARTY = {"jax", "jaxlib", "numpy", "scipy"}
+
+
+def _public_names():
+    return {n for n in dir(cj) if not n.startswith("_") or n == "__version__"} - {
+        # submodules appear as attributes once imported
+        name for name in dir(cj)
+        if type(getattr(cj, name)).__name__ == "module" and name != "bounds"
+    }
+
+
+def test_public_name_set_is_pinned():
+    names = _public_names()
+    missing = PUBLIC - names
+    assert not missing, f"public names missing: {sorted(missing)}"
+    extra = names - PUBLIC
+    assert not extra, f"unpinned public names: {sorted(extra)}"
+
+
+def _imports(path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield 0, a.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.module:
+                yield node.level, node.module
+            else:  # from . import name
+                for a in node.names:
+                    yield node.level, a.name
+
+
+def test_library_imports_only_jax_numpy_scipy_and_lower_layers():
+    for path in sorted((ROOT / "codedjax").glob("*.py")):
+        me = path.stem
+        assert me in RANK, f"{path.name} has no layer in RANK"
+        for level, mod in _imports(path):
+            top = mod.split(".")[0]
+            if level == 0:
+                assert top in ALLOWED_THIRD_PARTY or top in sys.stdlib_module_names \
+                    or top == "__future__", f"{path.name} imports {mod}"
+                assert top != "codedjax", f"{path.name} imports itself absolutely"
+            else:
+                assert top in RANK, f"{path.name} imports .{mod}"
+                assert RANK[top] < RANK[me], f"{path.name} imports .{mod} (upward)"
+
+
+def test_consumers_use_public_names_only():
+    for folder in ("theory", "models", "benchmarks", "tests"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for level, mod in _imports(path):
+                if level == 0 and mod.startswith("codedjax."):
+                    assert mod == "codedjax.bounds", f"{path} imports {mod}"
