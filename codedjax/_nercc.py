@@ -556,7 +556,7 @@ def tune_nercc(
     decoder_grid: Sequence[float] | None = None,
     num_masks: int = 64,
     masks: Any = None,
-    progress: bool = False,
+    progress: Callable | None = None,
 ) -> NerccTuning:
     r"""Choose NeRCC's (encoder, decoder) smoothing jointly on validation data.
 
@@ -592,7 +592,9 @@ def tune_nercc(
         num_masks: T, number of random patterns (ignored when ``masks`` is given).
         masks: optional bool [T, M] patterns of any straggler model (e.g. the
             ``mask`` of :func:`sample_arrivals`).
-        progress: show a progress bar over the encoder grid (needs tqdm).
+        progress: optional callable that wraps an iterable to show progress over
+            the encoder grid, e.g. ``tqdm.tqdm`` (the library itself depends on no
+            progress-bar package).
 
     Returns:
         NerccTuning with the chosen pair, its MSE and the whole MSE grid.
@@ -660,10 +662,13 @@ def tune_nercc(
     dec, ok = _grid_decoders(masks, alpha, beta, jnp.asarray(dec_grid, acc))
     rows = []
     it = enc_grid
-    if progress:
-        from tqdm.auto import tqdm  # optional dependency, only when asked
-
-        it = tqdm(enc_grid, desc="tune_nercc (encoder grid)")
+    if progress is not None and progress is not False:
+        if not callable(progress):
+            raise TypeError(
+                f"{fname}: progress must be a callable wrapping an iterable (e.g. "
+                f"tqdm.tqdm) or None, got {type(progress).__name__}"
+            )
+        it = progress(enc_grid)
     for lam_e in it:
         e = _encoding_matrix(beta, alpha, jnp.asarray(lam_e, acc))  # [M, K]
         coded = jnp.einsum("mk,vkf->vmf", e, x_flat, precision=_HI)
