@@ -1,0 +1,203 @@
+"""The one benchmark harness: compile separately, check, then time against baselines.
+
+Every case builds its inputs once; the harness jits the codedjax function, times the
+compilation on its own, checks the result against a float64 reference BEFORE timing
+(a wrong fast answer is a failure, not a result), warms up, and takes the median of
+repeats with ``block_until_ready``. Each baseline (numpy, float64) runs on the same
+inputs in the same process, is checked the same way, and is timed the same way; speed
+is reported only as the ratio baseline / codedjax. A float32 matmul rate measured in
+the same run turns each case's operation count into an arithmetic floor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@dataclasses.dataclass
+class Built:
+    """A case's inputs and checks, built once.
+
+    Attributes:
+        fn: the codedjax computation, a function of ``args`` (jitted by the harness).
+        args: its inputs (device arrays).
+        check: maps an output (numpy) to error statistics; must contain ``"ok"``
+            (the output meets the case's accuracy requirement) and ``"max_err"``.
+        baselines: name -> zero-argument function returning the baseline's output
+            (numpy), checked with ``check`` too.
+        flops: operations one call performs (for the arithmetic floor), or None.
+        extra: anything else to record (e.g. throughput units).
+    """
+
+    fn: Callable
+    args: tuple
+    check: Callable[[np.ndarray], dict]
+    baselines: dict[str, Callable[[], Any]]
+    flops: float | None = None
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """A benchmark case: a name holding every parameter, and a builder."""
+
+    name: str
+    group: str
+    build: Callable[[], Built]
+
+
+def time_call(fn: Callable[[], Any], *, repeats: int, min_seconds: float) -> float:
+    """Median wall time of ``fn()`` (which must block until its result is ready).
+
+    One warm-up call, then at least ``repeats`` timed calls and more until
+    ``min_seconds`` have been spent (at most 10 * repeats).
+    """
+    fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < repeats or (
+        time.perf_counter() - start < min_seconds and len(times) < 10 * repeats
+    ):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _block(x):
+    return jax.block_until_ready(x)
+
+
+def matmul_rate(n: int = 1024, *, repeats: int = 5) -> float:
+    """float32 matmul operations per second on the default device (same run)."""
+    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
+    f = jax.jit(lambda x: jnp.matmul(x, x, precision=jax.lax.Precision.HIGHEST))
+    _block(f(a))
+    t = time_call(lambda: _block(f(a)), repeats=repeats, min_seconds=0.2)
+    return 2.0 * n**3 / t
+
+
+def environment() -> dict:
+    """Backend, device kind, versions and git revision for every record."""
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+            timeout=5, cwd=os.path.dirname(os.path.abspath(__file__)),
+        ).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        rev = "unknown"
+    dev = jax.devices()[0]
+    return {
+        "backend": jax.default_backend(),
+        "device_kind": dev.device_kind,
+        "num_devices": jax.device_count(),
+        "jax_version": jax.__version__,
+        "numpy_version": np.__version__,
+        "python": platform.python_version(),
+        "git_revision": rev,
+    }
+
+
+def run_case(case: Case, *, repeats: int, min_seconds: float, rate: float,
+             env: dict) -> dict:
+    """Compile, check, time one case and its baselines; return its record."""
+    built = case.build()
+    jitted = jax.jit(built.fn)
+    t0 = time.perf_counter()
+    compiled = jitted.lower(*built.args).compile()
+    compile_s = time.perf_counter() - t0
+    out = np.asarray(jax.device_get(_block(compiled(*built.args))))
+    check = built.check(out)
+    record: dict[str, Any] = {
+        "case": case.name, "group": case.group, "compile_s": compile_s,
+        **{f"codedjax_{k}": v for k, v in check.items()},
+    }
+    if not check["ok"]:
+        record["median_s"] = None
+        record["error"] = "codedjax output failed its accuracy check; not timed"
+        return {**record, **env}
+    median = time_call(lambda: _block(compiled(*built.args)), repeats=repeats,
+                       min_seconds=min_seconds)
+    record["median_s"] = median
+    if built.flops is not None:
+        record["flops"] = built.flops
+        record["floor_s"] = built.flops / rate
+        record["fraction_of_floor"] = record["floor_s"] / median
+    for name, base in built.baselines.items():
+        b_out = np.asarray(base())
+        b_check = built.check(b_out)
+        t = time_call(base, repeats=max(1, repeats // 2), min_seconds=min_seconds)
+        record[f"{name}_s"] = t
+        record[f"{name}_max_err"] = b_check["max_err"]
+        record[f"ratio_vs_{name}"] = t / median
+    record.update(built.extra)
+    return {**record, **env}
+
+
+def write_jsonl(records: list[dict], path: str) -> None:
+    with open(path, "w") as f:
+        for r in records:
+            f.write(json.dumps(r, default=float) + "\n")
+
+
+def _fmt(v, spec=".3g"):
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "NO"
+    if isinstance(v, (int, float)):
+        return format(v, spec)
+    return str(v)
+
+
+def report_markdown(records: list[dict], env: dict, rate: float) -> str:
+    """The report table: time, ratio to each baseline, errors, arithmetic floor."""
+    lines = [
+        "# Benchmarks",
+        "",
+        f"backend `{env['backend']}`, device `{env['device_kind']}` "
+        f"(x{env['num_devices']}), jax {env['jax_version']}, numpy "
+        f"{env['numpy_version']}, git `{env['git_revision']}`; float32 matmul rate "
+        f"measured in this run: {rate / 1e9:.1f} GFLOP/s.",
+        "",
+        "Speed is the ratio baseline time / codedjax time on the same inputs in the "
+        "same run (> 1: codedjax faster). Errors are against the float64 reference.",
+        "",
+        "| case | codedjax (ms) | compile (s) | accurate | max err | ratios | "
+        "baseline max err | floor (ms) | % of floor |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        ratios = ", ".join(
+            f"{k.removeprefix('ratio_vs_')} {_fmt(v, '.2f')}x"
+            for k, v in r.items() if k.startswith("ratio_vs_")
+        )
+        berr = ", ".join(
+            f"{k.removesuffix('_max_err')} {_fmt(v, '.1e')}"
+            for k, v in r.items()
+            if k.endswith("_max_err") and not k.startswith("codedjax")
+        )
+        ms = None if r.get("median_s") is None else 1e3 * r["median_s"]
+        floor = None if r.get("floor_s") is None else 1e3 * r["floor_s"]
+        pct = None if r.get("fraction_of_floor") is None else 100 * r["fraction_of_floor"]
+        lines.append(
+            f"| `{r['case']}` | {_fmt(ms)} | {_fmt(r['compile_s'], '.2f')} | "
+            f"{_fmt(r.get('codedjax_ok'))} | {_fmt(r.get('codedjax_max_err'), '.1e')} | "
+            f"{ratios or '-'} | {berr or '-'} | {_fmt(floor)} | {_fmt(pct, '.1f')} |"
+        )
+    extras = [r for r in records if r.get("note")]
+    if extras:
+        lines += ["", "Notes:", ""] + [f"- `{r['case']}`: {r['note']}" for r in extras]
+    return "\n".join(lines) + "\n"

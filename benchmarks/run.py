@@ -1,0 +1,72 @@
+"""Run the benchmark cases and write JSON lines, a report and a printed table.
+
+    python -m benchmarks.run [--quick] [--only PATTERN] --out DIR
+
+Runs unchanged on CPU, GPU and TPU (install the matching jax wheel). Each case's
+accuracy is checked against a float64 reference before it is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import fnmatch
+import os
+import sys
+
+from .cases import cases
+from .harness import environment, matmul_rate, report_markdown, run_case, write_jsonl
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchConfig:
+    quick: bool = False
+    only: str | None = None
+    repeats: int = 5
+    min_seconds: float = 0.5
+    out: str = "results/benchmarks"
+
+
+def run(config: BenchConfig, *, case_list=None) -> list[dict]:
+    """Run the selected cases; write ``results.jsonl`` and ``report.md``."""
+    selected = case_list if case_list is not None else cases(config.quick)
+    if config.only and any(c.name == config.only for c in selected):
+        selected = [c for c in selected if c.name == config.only]
+    elif config.only and any(config.only in c.name for c in selected):
+        selected = [c for c in selected if config.only in c.name]
+    elif config.only:
+        pattern = config.only if any(c in config.only for c in "*?[") else (
+            f"*{config.only}*")
+        selected = [c for c in selected if fnmatch.fnmatch(c.name, pattern)]
+        if not selected:
+            raise ValueError(f"benchmarks.run: --only {config.only!r} matches no case")
+    env = environment()
+    rate = matmul_rate()
+    records = []
+    for i, case in enumerate(selected, 1):
+        print(f"[{i}/{len(selected)}] {case.name}", file=sys.stderr, flush=True)
+        records.append(run_case(case, repeats=config.repeats,
+                                min_seconds=config.min_seconds, rate=rate, env=env))
+    os.makedirs(config.out, exist_ok=True)
+    write_jsonl(records, os.path.join(config.out, "results.jsonl"))
+    text = report_markdown(records, env, rate)
+    with open(os.path.join(config.out, "report.md"), "w") as f:
+        f.write(text)
+    print(text)
+    return records
+
+
+def main(argv=None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer, smaller cases")
+    parser.add_argument("--only", default=None,
+                        help="run the cases whose name matches (substring or glob)")
+    parser.add_argument("--repeats", type=int, default=BenchConfig.repeats)
+    parser.add_argument("--out", default=BenchConfig.out)
+    args = parser.parse_args(argv)
+    return run(BenchConfig(quick=args.quick, only=args.only, repeats=args.repeats,
+                           min_seconds=0.2 if args.quick else 0.5, out=args.out))
+
+
+if __name__ == "__main__":
+    main()
