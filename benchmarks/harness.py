@@ -107,6 +107,11 @@ def environment() -> dict:
         "numpy_version": np.__version__,
         "python": platform.python_version(),
         "git_revision": rev,
+        "cpu_count": os.cpu_count(),
+        # thread settings change the timings of both sides (BLAS busy-waiting under
+        # load; XLA's intra-op pool): recorded so that runs can be compared
+        "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", ""),
+        "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
     }
 
 
@@ -191,10 +196,12 @@ def report_markdown(records: list[dict], env: dict, rate: float) -> str:
         )
         ms = None if r.get("median_s") is None else 1e3 * r["median_s"]
         floor = None if r.get("floor_s") is None else 1e3 * r["floor_s"]
-        pct = None if r.get("fraction_of_floor") is None else 100 * r["fraction_of_floor"]
+        frac = r.get("fraction_of_floor")
+        pct = None if frac is None else 100 * frac
         lines.append(
             f"| `{r['case']}` | {_fmt(ms)} | {_fmt(r['compile_s'], '.2f')} | "
-            f"{_fmt(r.get('codedjax_ok'))} | {_fmt(r.get('codedjax_max_err'), '.1e')} | "
+            f"{_fmt(r.get('codedjax_ok'))} | "
+            f"{_fmt(r.get('codedjax_max_err'), '.1e')} | "
             f"{ratios or '-'} | {berr or '-'} | {_fmt(floor)} | {_fmt(pct, '.1f')} |"
         )
     extras = [r for r in records if r.get("note")]

@@ -1,4 +1,4 @@
-"""A tiny run of the benchmark harness: records, checks and report (no timing claims)."""
+"""A tiny run of the benchmark harness: records, checks, report (no timing claims)."""
 
 import json
 
