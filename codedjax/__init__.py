@@ -1,0 +1,59 @@
+"""codedjax: numerically accurate coded computing for machine-learning inference.
+
+Polynomial parts of a network are coded with Lagrange encoding and decoded by ChebyLS
+(least squares in the Chebyshev basis over every responder); non-polynomial parts by
+Berrut (BACC), NeRCC smoothing splines, or RepApprox (replication plus approximation).
+This module only re-exports; implementations live in the private modules.
+"""
+
+__version__ = "0.1.0"
+
+# precision and dtype policy
+from ._dtypes import accumulation_dtype as accumulation_dtype
+from ._dtypes import low_precision_worker as low_precision_worker
+from ._dtypes import unit_roundoff as unit_roundoff
+
+# points and bases
+from ._chebyshev import chebyshev_points as chebyshev_points
+from ._chebyshev import chebyshev_vandermonde as chebyshev_vandermonde
+
+# straggler models
+from ._sampling import Arrivals as Arrivals
+from ._sampling import WorstCase as WorstCase
+from ._sampling import first_arrivals as first_arrivals
+from ._sampling import sample_arrivals as sample_arrivals
+from ._sampling import sample_masks as sample_masks
+from ._sampling import worst_case_mask as worst_case_mask
+
+# polynomial codes
+from ._polynomial import DecodeResult as DecodeResult
+from ._polynomial import chebyls_decode as chebyls_decode
+from ._polynomial import chebyls_decode_batched as chebyls_decode_batched
+from ._polynomial import chebyls_decoding_matrix as chebyls_decoding_matrix
+from ._polynomial import lagrange_encode as lagrange_encode
+from ._polynomial import recovery_threshold as recovery_threshold
+from ._polynomial import spread_order as spread_order
+from ._polynomial import threshold_decode as threshold_decode
+
+# --- approximate codes (Berrut / NeRCC / RepApprox): add re-exports below ---
+from ._berrut import bacc_points as bacc_points
+from ._berrut import berrut_decode as berrut_decode
+from ._berrut import berrut_decoding_matrix as berrut_decoding_matrix
+from ._berrut import berrut_encode as berrut_encode
+from ._nercc import NerccTuning as NerccTuning
+from ._nercc import nercc_decode as nercc_decode
+from ._nercc import nercc_decoding_matrix as nercc_decoding_matrix
+from ._nercc import nercc_encode as nercc_encode
+from ._nercc import nercc_encoding_matrix as nercc_encoding_matrix
+from ._nercc import tune_nercc as tune_nercc
+from ._repapprox import RepApproxLayout as RepApproxLayout
+from ._repapprox import RepApproxResult as RepApproxResult
+from ._repapprox import exact_recovery_probability as exact_recovery_probability
+from ._repapprox import recovery_probability_bound as recovery_probability_bound
+from ._repapprox import recovery_probability_union as recovery_probability_union
+from ._repapprox import repapprox_decode as repapprox_decode
+from ._repapprox import repapprox_encode as repapprox_encode
+from ._repapprox import repapprox_layout as repapprox_layout
+
+# --- bounds (codedjax.bounds is a public submodule): re-exports below ---
+from . import bounds as bounds

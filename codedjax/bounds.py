@@ -1,0 +1,915 @@
+r"""Condition-number and recovery bounds for ChebyLS and RepApprox.
+
+Plain float64 functions on the host (numpy and scipy; nothing here is traced). They
+state, for M workers at first-kind Chebyshev points, D Chebyshev coefficients and a
+responding set S of N workers (s = M - N missing), how large the condition number of
+the decoding system can be, and for RepApprox how likely exact recovery is.
+
+Notation. T [M, D] is the Chebyshev-Vandermonde matrix T_ij = T_j(alpha_i) at the
+first-kind points alpha_i = cos(theta_i), theta_i = (2i+1) pi / (2M), ordered as
+``chebyshev_points(M, kind=1)`` (theta increasing with the worker index). Its columns
+are exactly orthogonal, T^T T = diag(M, M/2, ..., M/2), so U = T Lambda^{-1/2} has
+orthonormal columns. ``cond`` below always means cond(U_S) = cond(T~_S), the condition
+number of the *equilibrated* rows of the responders (the matrix ChebyLS factorises);
+the raw matrix satisfies cond(U_S) / sqrt(2) <= cond(T_S) <= sqrt(2) cond(U_S).
+Leverage scores l_i = ||u_i||^2 sum to D; the coherence is mu = (M/D) max_i l_i, and
+L = M max_i l_i = mu D.
+
+What is in here, with its source (derivations in ``notes/theory-notes.md``):
+
+- leverage scores and coherence, closed form at first-kind points (notes 2.3);
+- :func:`complement_condition_number`, the exact identity from the missing rows
+  (Prop. A): cond(U_S)^2 = (1 - lambda_min(G_miss)) / (1 - lambda_max(K_miss));
+- :func:`deterministic_condition_bound`, (1 - s L / M)^{-1/2} (Prop. B);
+- :func:`sampling_condition_bound`, the generic coherence / matrix-Chernoff bound on
+  the N sampled rows (Tropp 2012, Thm 1.1, the with-replacement form; it also holds
+  without replacement by Tropp 2011, Thm 2.2), and
+  :func:`missing_rows_condition_bound`, the without-replacement matrix Chernoff bound
+  on the s missing rows (Prop. C);
+- :func:`gap_condition_bound` (deterministic) and
+  :func:`gap_condition_bound_probabilistic` (run-length tail of the missing set),
+  Prop. D, from the Marcinkiewicz-Zygmund inequality of Groechenig;
+- :func:`clopper_pearson` intervals for Monte Carlo rates;
+- the RepApprox recovery probabilities (exact, union bound, seed bound).
+
+References:
+    J. A. Tropp, User-friendly tail bounds for sums of random matrices, Found.
+    Comput. Math. 12, 2012, arXiv:1004.4389 (Thm 1.1).
+    J. A. Tropp, Improved analysis of the subsampled randomized Hadamard transform,
+    Adv. Adapt. Data Anal. 3, 2011, arXiv:1011.1595 (Thm 2.2, without replacement).
+    I. C. F. Ipsen and T. Wentworth, The effect of coherence on sampling from
+    matrices with orthonormal columns, and preconditioned least squares problems,
+    SIAM J. Matrix Anal. Appl. 35(4), 2014, arXiv:1203.4809.
+    K. Groechenig, Reconstruction algorithms in irregular sampling, Math. Comp. 59,
+    1992; H. G. Feichtinger, K. Groechenig and T. Strohmer, Efficient numerical
+    methods in non-uniform sampling theory, Numer. Math. 69, 1995.
+    C. J. Clopper and E. S. Pearson, The use of confidence or fiducial limits
+    illustrated in the case of the binomial, Biometrika 26(4), 1934.
+    M. Fahim and V. R. Cadambe, Numerically stable polynomially coded computing,
+    arXiv:1903.08326.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from scipy import optimize, stats
+
+from ._dtypes import check_int
+from ._repapprox import exact_recovery_probability as exact_recovery_probability
+from ._repapprox import recovery_probability_bound as recovery_probability_bound
+from ._repapprox import recovery_probability_union as recovery_probability_union
+
+__all__ = [
+    "chebyshev_coherence",
+    "chebyshev_leverage_scores",
+    "chernoff_delta",
+    "clopper_pearson",
+    "coherence",
+    "complement_condition_number",
+    "deterministic_condition_bound",
+    "exact_recovery_probability",
+    "gap_condition_bound",
+    "gap_condition_bound_probabilistic",
+    "gap_quantile",
+    "gap_tail_bound",
+    "leverage_scores",
+    "max_gap",
+    "missing_rows_condition_bound",
+    "recovery_probability_bound",
+    "recovery_probability_union",
+    "sampling_condition_bound",
+    "sufficient_responses",
+]
+
+
+# ----------------------------------------------------------------------------------
+# argument checks
+
+
+def _sizes(fname: str, num_workers: Any, num_coeffs: Any) -> tuple[int, int]:
+    m = check_int(fname, "num_workers", num_workers, minimum=1)
+    d = check_int(fname, "num_coeffs", num_coeffs, minimum=1)
+    if d > m:
+        raise ValueError(
+            f"{fname}: num_coeffs (D) must be at most num_workers (M={m}), got {d}"
+        )
+    return m, d
+
+
+def _responses(fname: str, num_responses: Any, m: int) -> int:
+    n = check_int(fname, "num_responses", num_responses, minimum=0)
+    if n > m:
+        raise ValueError(
+            f"{fname}: num_responses (N) must be at most num_workers (M={m}), got {n}"
+        )
+    return n
+
+
+def _eta(fname: str, eta: Any, name: str = "eta") -> float:
+    try:
+        e = float(eta)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"{fname}: {name} must be a float in (0, 1), got {eta!r}"
+        ) from err
+    if not 0.0 < e < 1.0:
+        raise ValueError(f"{fname}: {name} must lie in (0, 1), got {e}")
+    return e
+
+
+def _mask(fname: str, mask: Any) -> np.ndarray:
+    arr = np.asarray(mask)
+    if arr.dtype != np.bool_:
+        raise TypeError(f"{fname}: mask must be boolean, got dtype {arr.dtype}")
+    if arr.ndim != 1 or arr.shape[0] < 1:
+        raise ValueError(
+            f"{fname}: mask must have shape [M] with M >= 1, got {tuple(arr.shape)}"
+        )
+    return arr
+
+
+def _theta(m: int) -> np.ndarray:
+    """theta_i = (2i+1) pi / (2M): first-kind points are cos(theta_i)."""
+    return (2.0 * np.arange(m) + 1.0) * np.pi / (2.0 * m)
+
+
+# ----------------------------------------------------------------------------------
+# leverage scores and coherence
+
+
+def chebyshev_leverage_scores(num_workers: int, *, num_coeffs: int) -> np.ndarray:
+    r"""Leverage scores of the Chebyshev-Vandermonde matrix at first-kind points.
+
+    Closed form (Dirichlet kernel), with theta_i = (2i+1) pi / (2M):
+
+    .. math::
+        \ell_i = \lVert u_i \rVert^2 = \frac{1}{M}\Bigl[D - \tfrac12 +
+        \frac{\sin((2D-1)\theta_i)}{2\sin\theta_i}\Bigr].
+
+    The rows next to x = +-1 have the largest leverage, about (2D - 1) / M, so the
+    coherence is below (2D - 1) / D < 2.
+
+    Args:
+        num_workers: M >= 1 (points ``chebyshev_points(M, kind=1)``).
+        num_coeffs: D with 1 <= D <= M.
+
+    Returns:
+        float64 [M] leverage scores, summing to D.
+
+    Raises:
+        ValueError: D > M or sizes below 1. TypeError: non-int sizes.
+
+    Examples:
+        >>> import codedjax.bounds as cb
+        >>> round(float(cb.chebyshev_leverage_scores(40, num_coeffs=13).max()), 4)
+        0.5772
+
+    References:
+        notes/theory-notes.md section 2.3 (derived; the discrete orthogonality of
+        T_j at Chebyshev-Gauss points is in J. C. Mason and D. C. Handscomb,
+        Chebyshev Polynomials, CRC, 2003, section 4.6).
+    """
+    m, d = _sizes("chebyshev_leverage_scores", num_workers, num_coeffs)
+    th = _theta(m)
+    return (d - 0.5 + np.sin((2 * d - 1) * th) / (2.0 * np.sin(th))) / m
+
+
+def leverage_scores(alpha: Any, *, num_coeffs: int) -> np.ndarray:
+    """Leverage scores of T = chebvander(alpha, D - 1) at any points, by a QR.
+
+    l_i = ||q_i||^2 for the thin QR factor Q of T (float64 Householder QR), i.e. the
+    diagonal of the orthogonal projector onto range(T).
+
+    Args:
+        alpha: [M] distinct points.
+        num_coeffs: D with 1 <= D <= M.
+
+    Returns:
+        float64 [M] leverage scores (they sum to D).
+
+    Raises:
+        ValueError: alpha not 1-D or D > M.
+
+    Examples:
+        >>> import numpy as np, codedjax.bounds as cb
+        >>> float(np.round(cb.leverage_scores(np.linspace(-1, 1, 4), num_coeffs=4)
+        ...                .sum(), 12))
+        4.0
+
+    References:
+        P. Drineas, M. Magdon-Ismail, M. W. Mahoney and D. P. Woodruff, Fast
+        approximation of matrix coherence and statistical leverage, JMLR 13, 2012.
+    """
+    fname = "leverage_scores"
+    x = np.asarray(alpha, dtype=np.float64)
+    if x.ndim != 1:
+        raise ValueError(f"{fname}: alpha must be 1-D, got shape {tuple(x.shape)}")
+    m, d = _sizes(fname, x.shape[0], num_coeffs)
+    q, _ = np.linalg.qr(np.polynomial.chebyshev.chebvander(x, d - 1))
+    return np.sum(q * q, axis=1)
+
+
+def coherence(scores: Any) -> float:
+    """Coherence mu = (M / D) max_i l_i of leverage scores l [M] summing to D.
+
+    Args:
+        scores: [M] leverage scores of a rank-D matrix (D = round(sum)).
+
+    Returns:
+        mu in [1, M / D].
+
+    Raises:
+        ValueError: scores not a non-empty 1-D array with a positive sum.
+
+    Examples:
+        >>> import codedjax.bounds as cb
+        >>> round(cb.coherence(cb.chebyshev_leverage_scores(40, num_coeffs=13)), 4)
+        1.7761
+
+    References:
+        E. J. Candes and B. Recht, Exact matrix completion via convex optimization,
+        Found. Comput. Math. 9, 2009 (coherence); Ipsen and Wentworth 2014.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 1 or s.size == 0 or not np.sum(s) > 0:
+        raise ValueError(
+            "coherence: scores must be a non-empty 1-D array with a positive sum, "
+            f"got shape {tuple(s.shape)}"
+        )
+    d = round(float(np.sum(s)))
+    return float(s.size * np.max(s) / d)
+
+
+def chebyshev_coherence(num_workers: int, *, num_coeffs: int) -> float:
+    """Coherence of the first-kind Chebyshev-Vandermonde matrix (closed form).
+
+    Args:
+        num_workers: M. num_coeffs: D <= M.
+
+    Returns:
+        mu = (M / D) max_i l_i, below (2D - 1) / D < 2.
+
+    Raises:
+        ValueError, TypeError: as :func:`chebyshev_leverage_scores`.
+
+    Examples:
+        >>> import codedjax.bounds as cb
+        >>> round(cb.chebyshev_coherence(40, num_coeffs=30), 4)
+        1.2951
+
+    References:
+        notes/theory-notes.md section 2.3.
+    """
+    lev = chebyshev_leverage_scores(num_workers, num_coeffs=num_coeffs)
+    return float(num_workers * np.max(lev) / num_coeffs)
+
+
+def _max_leverage_times_m(m: int, d: int) -> float:
+    """L = M max_i l_i at first-kind points."""
+    return float(m * np.max(chebyshev_leverage_scores(m, num_coeffs=d)))
+
+
+# ----------------------------------------------------------------------------------
+# Prop. A: the exact complement identity
+
+
+def _dirichlet(n: int, phi: np.ndarray) -> np.ndarray:
+    """D_n(phi) = 1/2 + sum_{j=1}^n cos(j phi) = sin((n+1/2) phi) / (2 sin(phi/2))."""
+    half = np.sin(phi / 2.0)
+    small = np.abs(half) < 1e-300
+    safe = np.where(small, 1.0, half)
+    return np.where(small, n + 0.5, np.sin((n + 0.5) * phi) / (2.0 * safe))
+
+
+def _missing_kernel(missing: np.ndarray, m: int, d: int) -> np.ndarray:
+    """K_miss = U_miss U_miss^T [s, s] from the Christoffel-Darboux kernel."""
+    th = _theta(m)[missing]
+    diff = th[:, None] - th[None, :]
+    summ = th[:, None] + th[None, :]
+    return (_dirichlet(d - 1, diff) + _dirichlet(d - 1, summ)) / m
+
+
+def complement_condition_number(mask: Any, *, num_coeffs: int) -> float:
+    r"""cond(U_S) from the *missing* rows only (exact identity, Prop. A).
+
+    Since U^T U = I, U_S^T U_S = I - U_miss^T U_miss, so
+
+    .. math::
+        \kappa(U_S)^2 = \frac{1 - \lambda_{\min}(U_\mathrm{miss}^T U_\mathrm{miss})}
+                             {1 - \lambda_{\max}(U_\mathrm{miss} U_\mathrm{miss}^T)},
+
+    where the s x s kernel matrix is given in closed form by the Christoffel-Darboux
+    (Dirichlet) kernel, K_ab = (1/M) [D_{D-1}(theta_a - theta_b) +
+    D_{D-1}(theta_a + theta_b)], D_n(phi) = sin((n + 1/2) phi) / (2 sin(phi / 2)).
+    The numerator is 1 when s < D (lambda_min of the D x D Gram is 0). The
+    eigenvalues come from K_miss (s x s) when s <= D and from the D x D Gram
+    U_miss^T U_miss (u_aj = cos(j theta_a) scaled) when s > D: the same nonzero
+    spectrum, from the smaller matrix. No SVD of the responding rows is used.
+    Accuracy: 1 - lambda_max cancels, so the relative error is about
+    s D eps cond^2 (float64: exact to 1e-7 for cond below 1e4).
+
+    Args:
+        mask: bool [M], True for the responding workers (first-kind points).
+        num_coeffs: D with 1 <= D <= M.
+
+    Returns:
+        cond(U_S) as a float (inf when fewer than D workers respond, or when the
+        missing rows carry all the energy of some direction).
+
+    Raises:
+        ValueError: D > M or a mask that is not 1-D. TypeError: non-boolean mask.
+
+    Examples:
+        >>> import numpy as np, codedjax.bounds as cb
+        >>> mask = np.ones(40, bool); mask[0] = False     # the end worker is missing
+        >>> round(cb.complement_condition_number(mask, num_coeffs=13), 3)
+        1.538
+
+    References:
+        notes/theory-notes.md section 2.4, Prop. A (derived); Christoffel-Darboux:
+        G. Szego, Orthogonal Polynomials, AMS, 1939, section 3.2.
+    """
+    fname = "complement_condition_number"
+    mk = _mask(fname, mask)
+    m, d = _sizes(fname, mk.shape[0], num_coeffs)
+    missing = np.flatnonzero(~mk)
+    s = missing.size
+    if m - s < d:
+        return math.inf
+    if s == 0:
+        return 1.0
+    if s <= d:  # the s x s kernel matrix, closed form
+        ev = np.linalg.eigvalsh(_missing_kernel(missing, m, d))  # ascending
+    else:  # the D x D Gram of the missing rows, u_aj = scale_j cos(j theta_a)
+        th = _theta(m)[missing]
+        scale = np.full(d, math.sqrt(2.0 / m))
+        scale[0] = math.sqrt(1.0 / m)
+        u_miss = np.cos(th[:, None] * np.arange(d)[None, :]) * scale[None, :]
+        ev = np.linalg.eigvalsh(u_miss.T @ u_miss)
+    lam_max = min(float(ev[-1]), 1.0)
+    lam_min = max(float(ev[0]), 0.0) if s >= d else 0.0
+    den = 1.0 - lam_max
+    if den <= 0.0:
+        return math.inf
+    return math.sqrt((1.0 - lam_min) / den)
+
+
+# ----------------------------------------------------------------------------------
+# Prop. B: deterministic
+
+
+def deterministic_condition_bound(
+    *, num_workers: int, num_coeffs: int, num_responses: int
+) -> float:
+    r"""Worst-case bound over every responding set of size N (Prop. B).
+
+    .. math::
+        \kappa(U_S) \le (1 - sL/M)^{-1/2}, \qquad s = M - N,\ L = M\max_i \ell_i,
+
+    because lambda_max(K_miss) <= trace K_miss = sum of the missing leverages
+    <= s L / M. Tight for s = 1 (missing the end worker attains it); infinite once
+    s L >= M.
+
+    Args:
+        num_workers: M. num_coeffs: D <= M. num_responses: N with 0 <= N <= M.
+
+    Returns:
+        The bound (float; ``inf`` when vacuous).
+
+    Raises:
+        ValueError: D > M, N > M or negative sizes. TypeError: non-int sizes.
+
+    Examples:
+        >>> import codedjax.bounds as cb
+        >>> round(cb.deterministic_condition_bound(num_workers=40, num_coeffs=30,
+        ...                                        num_responses=39), 3)
+        5.903
+
+    References:
+        notes/theory-notes.md section 2.4, Prop. B (derived).
+    """
+    fname = "deterministic_condition_bound"
+    m, d = _sizes(fname, num_workers, num_coeffs)
+    n = _responses(fname, num_responses, m)
+    if n < d:
+        return math.inf
+    s = m - n
+    if s == 0:
+        return 1.0
+    t = s * _max_leverage_times_m(m, d) / m
+    return 1.0 / math.sqrt(1.0 - t) if t < 1.0 else math.inf
+
+
+# ----------------------------------------------------------------------------------
+# matrix Chernoff (Tropp 2011 / 2012)
+
+
+def _h_upper(delta: float) -> float:
+    """(1 + delta) ln(1 + delta) - delta: exponent of the upper Chernoff tail."""
+    return (1.0 + delta) * math.log1p(delta) - delta
+
+
+def _h_lower(delta: float) -> float:
+    """delta + (1 - delta) ln(1 - delta): exponent of the lower tail (1 at delta=1)."""
+    if delta >= 1.0:
+        return 1.0
+    return delta + (1.0 - delta) * math.log1p(-delta)
+
+
+def chernoff_delta(dim: int, ratio: float, prob: float, *, tail: str) -> float:
+    r"""Solve the matrix Chernoff tail for its deviation delta (scipy brentq).
+
+    Finds delta with
+
+    .. math::
+        d \, \exp(-r\, h(\delta)) = p, \qquad
+        h_\mathrm{upper}(\delta) = (1+\delta)\ln(1+\delta) - \delta, \quad
+        h_\mathrm{lower}(\delta) = \delta + (1-\delta)\ln(1-\delta),
+
+    i.e. d [e^{delta} / (1+delta)^{1+delta}]^r = p (upper) or
+    d [e^{-delta} / (1-delta)^{1-delta}]^r = p (lower), where r = mu / R is the
+    expected eigenvalue over the almost-sure bound on one summand.
+
+    Args:
+        dim: d >= 1, the matrix dimension.
+        ratio: r > 0.
+        prob: target tail probability p in (0, 1).
+        tail: "upper" (delta >= 0) or "lower" (delta in [0, 1)).
+
+    Returns:
+        delta > 0 (``inf`` for the lower tail when no delta < 1 reaches p).
+
+    Raises:
+        ValueError: bad tail, dim < 1, ratio <= 0, prob outside (0, 1).
+
+    Examples:
+        >>> import math, codedjax.bounds as cb
+        >>> dl = cb.chernoff_delta(10, 50.0, 0.05, tail="lower")
+        >>> round(10 * math.exp(-50.0 * (dl + (1 - dl) * math.log(1 - dl))), 6)
+        0.05
+
+    References:
+        J. A. Tropp, arXiv:1004.4389, Thm 1.1; J. A. Tropp, arXiv:1011.1595,
+        Thm 2.2.
+    """
+    fname = "chernoff_delta"
+    if tail not in ("upper", "lower"):
+        raise ValueError(f"{fname}: tail must be 'upper' or 'lower', got {tail!r}")
+    dim = check_int(fname, "dim", dim, minimum=1)
+    p = _eta(fname, prob, "prob")
+    r = float(ratio)
+    if not r > 0.0:
+        raise ValueError(f"{fname}: ratio must be > 0, got {ratio}")
+    target = (math.log(dim) - math.log(p)) / r  # h(delta) = target > 0
+    if tail == "lower":
+        if target >= 1.0:  # h_lower < 1 on [0, 1)
+            return math.inf
+        return optimize.brentq(lambda x: _h_lower(x) - target, 0.0, 1.0,
+                               xtol=1e-15, rtol=4 * np.finfo(float).eps)
+    hi = 1.0
+    while _h_upper(hi) < target:
+        hi *= 2.0
+    return optimize.brentq(lambda x: _h_upper(x) - target, 0.0, hi,
+                           xtol=1e-15, rtol=4 * np.finfo(float).eps)
+
+
+def _leverage_l(fname: str, m: int, d: int, coherence_: float | None) -> float:
+    if coherence_ is None:
+        return _max_leverage_times_m(m, d)
+    mu = float(coherence_)
+    if not 1.0 <= mu <= m / d + 1e-12:
+        raise ValueError(f"{fname}: coherence must lie in [1, M/D], got {mu}")
+    return mu * d
+
+
+def sampling_condition_bound(
+    *,
+    num_workers: int,
+    num_coeffs: int,
+    num_responses: int,
+    eta: float,
+    coherence: float | None = None,
+) -> float:
+    r"""Generic coherence / matrix-Chernoff bound on cond(U_S) at confidence 1 - eta.
+
+    The N responding rows are treated as N samples of the rank-one matrices
+    u_i u_i^T (mean I/M, each at most R = L/M): the with-replacement form of the
+    matrix Chernoff inequality (Tropp 2012, Thm 1.1) with mu_min = mu_max = N/M.
+    Tropp 2011 (Thm 2.2) shows the same tails hold for sampling without replacement,
+    so it bounds a uniformly random N-subset too. With each tail at eta/2,
+
+    .. math::
+        \kappa(U_S) \le \sqrt{(1+\delta_2)/(1-\delta_1)}, \quad
+        D\,[e^{-\delta_1}/(1-\delta_1)^{1-\delta_1}]^{N/L} = \eta/2, \quad
+        D\,[e^{\delta_2}/(1+\delta_2)^{1+\delta_2}]^{N/L} = \eta/2,
+
+    solved numerically (:func:`chernoff_delta`). It uses nothing but the coherence,
+    so it needs N of order mu D ln(D/eta) rows: vacuous (``inf``) at M = 40.
+
+    Args:
+        num_workers: M. num_coeffs: D <= M. num_responses: N <= M.
+        eta: failure probability in (0, 1).
+        coherence: mu of the orthonormal basis; default the first-kind closed form.
+
+    Returns:
+        The bound (``inf`` when the lower tail cannot reach eta/2).
+
+    Raises:
+        ValueError: D > M, N > M, eta outside (0, 1), coherence outside [1, M/D].
+
+    Examples:
+        >>> import codedjax.bounds as cb
+        >>> cb.sampling_condition_bound(num_workers=40, num_coeffs=13,
+        ...                             num_responses=40, eta=0.05)
+        inf
+
+    References:
+        Tropp, arXiv:1004.4389, Thm 1.1; Tropp, arXiv:1011.1595, Thm 2.2;
+        Ipsen and Wentworth, arXiv:1203.4809; notes/theory-notes.md section 2.2.
+    """
+    fname = "sampling_condition_bound"
+    m, d = _sizes(fname, num_workers, num_coeffs)
+    n = _responses(fname, num_responses, m)
+    e = _eta(fname, eta)
+    ell = _leverage_l(fname, m, d, coherence)
+    if n < d:
+        return math.inf
+    r = n / ell
+    d1 = chernoff_delta(d, r, e / 2.0, tail="lower")
+    if not d1 < 1.0:
+        return math.inf
+    d2 = chernoff_delta(d, r, e / 2.0, tail="upper")
+    return math.sqrt((1.0 + d2) / (1.0 - d1))
+
+
+def missing_rows_condition_bound(
+    *, num_workers: int, num_coeffs: int, num_responses: int, eta: float
+) -> float:
+    r"""Matrix Chernoff on the missing rows, without replacement (Prop. C).
+
+    The s missing rows are a uniform s-subset drawn without replacement from
+    {u_i u_i^T} (mean I/M, each at most L/M). By Tropp 2011, Thm 2.2,
+
+    .. math::
+        P\{\lambda_{\max}(G_\mathrm{miss}) \ge t\} \le
+        D \exp\bigl(-\tfrac{s}{L}[(1+\delta)\ln(1+\delta) - \delta]\bigr),
+        \quad 1 + \delta = tM/s,
+
+    so with probability >= 1 - eta, cond(U_S) <= (1 - t_eta)^{-1/2} with
+    t_eta = min((1 + delta_eta) s / M, s L / M) (Prop. B caps it). The numerator of
+    Prop. A is at most 1. Vacuous at M = 40 for s >= 2.
+
+    Args:
+        num_workers: M. num_coeffs: D <= M. num_responses: N <= M.
+        eta: failure probability in (0, 1).
+
+    Returns:
+        The bound (``inf`` when t_eta >= 1).
+
+    Raises:
+        ValueError: D > M, N > M, eta outside (0, 1).
+
+    Examples:
+        >>> import codedjax.bounds as cb
+        >>> round(cb.missing_rows_condition_bound(num_workers=40, num_coeffs=13,
+        ...                                       num_responses=39, eta=0.05), 3)
+        1.538
+
+    References:
+        Tropp, arXiv:1011.1595, Thm 2.2; notes/theory-notes.md section 2.4,
+        Prop. C (derived).
+    """
+    fname = "missing_rows_condition_bound"
+    m, d = _sizes(fname, num_workers, num_coeffs)
+    n = _responses(fname, num_responses, m)
+    e = _eta(fname, eta)
+    if n < d:
+        return math.inf
+    s = m - n
+    if s == 0:
+        return 1.0
+    ell = _max_leverage_times_m(m, d)
+    delta = chernoff_delta(d, s / ell, e, tail="upper")
+    t = min((1.0 + delta) * s / m, s * ell / m)
+    return 1.0 / math.sqrt(1.0 - t) if t < 1.0 else math.inf
+
+
+def sufficient_responses(
+    *, num_coeffs: int, coherence: float, eta: float, eps: float
+) -> float:
+    r"""Rows that make the simplified Chernoff bound hold (Ipsen-Wentworth form).
+
+    .. math::
+        N \ge 3\mu D \ln(2D/\eta) / \varepsilon^2 \implies
+        \kappa(U_S) \le \sqrt{(1+\varepsilon)/(1-\varepsilon)}
+        \text{ with probability} \ge 1 - \eta,
+
+    from e^{-delta}/(1-delta)^{1-delta} <= e^{-delta^2/2} and
+    e^{delta}/(1+delta)^{1+delta} <= e^{-delta^2/3} for delta in [0, 1].
+
+    Args:
+        num_coeffs: D. coherence: mu >= 1. eta: in (0, 1). eps: in (0, 1).
+
+    Returns:
+        The (real) number of rows; about 1.7e3 for D = 13, mu = 1.78, eps = 1/2.
+
+    Raises:
+        ValueError: eta or eps outside (0, 1), coherence < 1, D < 1.
+
+    Examples:
+        >>> import codedjax.bounds as cb
+        >>> round(cb.sufficient_responses(num_coeffs=13, coherence=1.776, eta=0.05,
+        ...                               eps=0.5))
+        1733
+
+    References:
+        Ipsen and Wentworth, arXiv:1203.4809; Tropp, arXiv:1004.4389.
+    """
+    fname = "sufficient_responses"
+    d = check_int(fname, "num_coeffs", num_coeffs, minimum=1)
+    e = _eta(fname, eta)
+    ep = _eta(fname, eps, "eps")
+    mu = float(coherence)
+    if not mu >= 1.0:
+        raise ValueError(f"{fname}: coherence must be >= 1, got {mu}")
+    return 3.0 * mu * d * math.log(2.0 * d / e) / ep**2
+
+
+# ----------------------------------------------------------------------------------
+# Prop. D: gap bounds
+
+
+def _gaps(mk: np.ndarray) -> tuple[int, np.ndarray]:
+    """Largest gap g and Voronoi weights (units pi/M) on the reflected circle."""
+    m = mk.shape[0]
+    idx = np.flatnonzero(mk)
+    inner = np.diff(idx)
+    left = np.concatenate([[2 * idx[0] + 1], inner])
+    right = np.concatenate([inner, [2 * (m - 1 - idx[-1]) + 1]])
+    g = int(max(left.max(), right.max()))
+    return g, (left + right) / 2.0
+
+
+def max_gap(mask: Any) -> int:
+    """Largest gap g between responders on the reflected circle, in units of pi/M.
+
+    Under theta = arccos x the first-kind points are equispaced (h = pi / M). An
+    interior run of r missing workers gives a gap of r + 1; a run of r at either
+    end gives 2 r + 1, because the gap across theta = 0 (or pi) is doubled by the
+    reflection theta -> -theta.
+
+    Args:
+        mask: bool [M] responders (worker i at theta_i = (2i+1) pi / (2M)).
+
+    Returns:
+        g >= 1 (an int); ``2M + 1`` is never reached; raises on an empty set.
+
+    Raises:
+        ValueError: no responder, or a mask that is not 1-D.
+        TypeError: non-boolean mask.
+
+    Examples:
+        >>> import numpy as np, codedjax.bounds as cb
+        >>> cb.max_gap(np.array([False, True, True, False, False, True]))
+        3
+
+    References:
+        notes/theory-notes.md section 2.4, Prop. D.
+    """
+    mk = _mask("max_gap", mask)
+    if not mk.any():
+        raise ValueError("max_gap: mask must have at least one responder, got none")
+    return _gaps(mk)[0]
+
+
+def gap_condition_bound(mask: Any, *, num_coeffs: int) -> float:
+    r"""Deterministic gap bound on cond(U_S) for one responding set (Prop. D).
+
+    With g the largest gap (:func:`max_gap`), rho = g (D - 1) / M and Voronoi
+    weights w_j (half the theta-distance between the neighbouring responders),
+    Groechenig's Marcinkiewicz-Zygmund inequality for trigonometric polynomials of
+    degree D - 1 gives (1 - rho)^2 ||p||^2 <= sum_j w_j |p(theta_j)|^2 <=
+    (1 + rho)^2 ||p||^2, hence
+
+    .. math::
+        \kappa(U_S) \le \sqrt{w_{\max}/w_{\min}}\,\frac{1+\rho}{1-\rho}
+                   \le \sqrt{g}\,\frac{1+\rho}{1-\rho} \quad (\rho < 1).
+
+    Informative when M is at least 4-5 D.
+
+    Args:
+        mask: bool [M] responders (first-kind points).
+        num_coeffs: D <= M.
+
+    Returns:
+        The bound (``inf`` when rho >= 1 or fewer than D workers respond).
+
+    Raises:
+        ValueError: D > M, a mask that is not 1-D. TypeError: non-boolean mask.
+
+    Examples:
+        >>> import numpy as np, codedjax.bounds as cb
+        >>> cb.gap_condition_bound(np.ones(40, bool), num_coeffs=5)
+        1.2222222222222223
+
+    References:
+        K. Groechenig, Math. Comp. 59, 1992; Feichtinger, Groechenig and Strohmer,
+        Numer. Math. 69, 1995; notes/theory-notes.md section 2.4, Prop. D.
+    """
+    fname = "gap_condition_bound"
+    mk = _mask(fname, mask)
+    m, d = _sizes(fname, mk.shape[0], num_coeffs)
+    if int(mk.sum()) < d:
+        return math.inf
+    g, w = _gaps(mk)
+    rho = g * (d - 1) / m
+    if rho >= 1.0:
+        return math.inf
+    return math.sqrt(w.max() / w.min()) * (1.0 + rho) / (1.0 - rho)
+
+
+def _missing_block(m: int, s: int, r: int) -> Fraction:
+    """P(r given workers are all missing) = C(M - r, s - r) / C(M, s)."""
+    if r > s:
+        return Fraction(0)
+    return Fraction(math.comb(m - r, s - r), math.comb(m, s))
+
+
+def gap_tail_bound(*, num_workers: int, num_responses: int, gap: int) -> float:
+    r"""Union bound on P(max gap >= G) for a uniformly random responding set.
+
+    The s = M - N missing workers are a uniform s-subset. A gap >= G needs an
+    interior block of G - 1 consecutive missing workers (M - G + 2 positions) or an
+    end block of r_e = ceil((G - 1) / 2) missing workers (two ends), so
+
+    .. math::
+        P(g \ge G) \le (M-G+2)\frac{\binom{M-G+1}{s-G+1}}{\binom{M}{s}}
+                    + 2\frac{\binom{M-r_e}{s-r_e}}{\binom{M}{s}},
+
+    in exact integer arithmetic, capped at 1.
+
+    Args:
+        num_workers: M. num_responses: N with 1 <= N <= M. gap: G (an int).
+
+    Returns:
+        The bound in [0, 1].
+
+    Raises:
+        ValueError: N > M or N < 1.
+
+    Examples:
+        >>> import codedjax.bounds as cb
+        >>> cb.gap_tail_bound(num_workers=40, num_responses=39, gap=3)
+        0.05
+
+    References:
+        notes/theory-notes.md section 2.4, Prop. D (derived, union bound).
+    """
+    fname = "gap_tail_bound"
+    m = check_int(fname, "num_workers", num_workers, minimum=1)
+    n = _responses(fname, num_responses, m)
+    if n < 1:
+        raise ValueError(f"{fname}: num_responses must be >= 1, got {n}")
+    big_g = check_int(fname, "gap", gap)
+    if big_g <= 1:
+        return 1.0
+    s = m - n
+    r = big_g - 1
+    re = -(-(big_g - 1) // 2)  # ceil((G - 1) / 2)
+    p = Fraction(0)
+    if r <= s and m - r + 1 > 0:
+        p += (m - r + 1) * _missing_block(m, s, r)
+    p += 2 * _missing_block(m, s, re)
+    return float(min(p, Fraction(1)))
+
+
+def gap_quantile(*, num_workers: int, num_responses: int, eta: float) -> int:
+    """The smallest g_eta with P(max gap > g_eta) <= eta by :func:`gap_tail_bound`.
+
+    P(g > g_eta) = P(g >= g_eta + 1) <= gap_tail_bound(G = g_eta + 1) <= eta. (The
+    notes quote G_eta = g_eta + 1 and use it in the bound, one unit more
+    conservative; both are valid.)
+
+    Args:
+        num_workers: M. num_responses: N with 1 <= N <= M. eta: in (0, 1).
+
+    Returns:
+        g_eta >= 1.
+
+    Raises:
+        ValueError: N outside [1, M], eta outside (0, 1).
+
+    Examples:
+        >>> import codedjax.bounds as cb
+        >>> cb.gap_quantile(num_workers=40, num_responses=39, eta=0.05)
+        2
+
+    References:
+        notes/theory-notes.md section 2.4, Prop. D.
+    """
+    fname = "gap_quantile"
+    m = check_int(fname, "num_workers", num_workers, minimum=1)
+    n = _responses(fname, num_responses, m)
+    e = _eta(fname, eta)
+    if n < 1:
+        raise ValueError(f"{fname}: num_responses must be >= 1, got {n}")
+    for g in range(1, 2 * m + 2):
+        if gap_tail_bound(num_workers=m, num_responses=n, gap=g + 1) <= e:
+            return g
+    return 2 * m + 1  # pragma: no cover - the gap never exceeds 2M - 1
+
+
+def gap_condition_bound_probabilistic(
+    *, num_workers: int, num_coeffs: int, num_responses: int, eta: float
+) -> float:
+    r"""Gap bound at confidence 1 - eta for a uniformly random responding set.
+
+    With probability >= 1 - eta the largest gap is at most g_eta
+    (:func:`gap_quantile`), and then (Prop. D, with w_max / w_min <= g)
+
+    .. math::
+        \kappa(U_S) \le \sqrt{g_\eta}\,\frac{1+\rho_\eta}{1-\rho_\eta},\qquad
+        \rho_\eta = g_\eta (D-1)/M < 1.
+
+    Args:
+        num_workers: M. num_coeffs: D <= M. num_responses: N <= M. eta: in (0, 1).
+
+    Returns:
+        The bound (``inf`` when rho_eta >= 1 or N < D).
+
+    Raises:
+        ValueError: D > M, N > M, eta outside (0, 1).
+
+    Examples:
+        >>> import codedjax.bounds as cb
+        >>> round(cb.gap_condition_bound_probabilistic(num_workers=200,
+        ...       num_coeffs=20, num_responses=195, eta=0.05), 3)
+        3.113
+
+    References:
+        Groechenig, Math. Comp. 59, 1992; notes/theory-notes.md section 2.4,
+        Prop. D (probabilistic part).
+    """
+    fname = "gap_condition_bound_probabilistic"
+    m, d = _sizes(fname, num_workers, num_coeffs)
+    n = _responses(fname, num_responses, m)
+    e = _eta(fname, eta)
+    if n < d:
+        return math.inf
+    g = gap_quantile(num_workers=m, num_responses=n, eta=e)
+    rho = g * (d - 1) / m
+    if rho >= 1.0:
+        return math.inf
+    return math.sqrt(g) * (1.0 + rho) / (1.0 - rho)
+
+
+# ----------------------------------------------------------------------------------
+# intervals
+
+
+def clopper_pearson(
+    successes: int, trials: int, *, confidence: float = 0.95
+) -> tuple[float, float]:
+    r"""Exact (Clopper-Pearson) two-sided confidence interval for a binomial rate.
+
+    .. math::
+        [\,B^{-1}(\alpha/2;\,k,\,n-k+1),\ B^{-1}(1-\alpha/2;\,k+1,\,n-k)\,],
+        \quad \alpha = 1 - \text{confidence},
+
+    with B^{-1} the beta quantile (``scipy.stats.beta.ppf``); the lower end is 0
+    for k = 0 and the upper end 1 for k = n. Its coverage is at least the
+    confidence for every true rate.
+
+    Args:
+        successes: k with 0 <= k <= n. trials: n >= 1.
+        confidence: in (0, 1), default 0.95.
+
+    Returns:
+        (low, high) floats.
+
+    Raises:
+        ValueError: k outside [0, n], n < 1, confidence outside (0, 1).
+
+    Examples:
+        >>> import codedjax.bounds as cb
+        >>> lo, hi = cb.clopper_pearson(0, 100)
+        >>> lo, round(hi, 4)
+        (0.0, 0.0362)
+
+    References:
+        Clopper and Pearson, Biometrika 26(4), 1934.
+    """
+    fname = "clopper_pearson"
+    n = check_int(fname, "trials", trials, minimum=1)
+    k = check_int(fname, "successes", successes, minimum=0)
+    if k > n:
+        raise ValueError(f"{fname}: successes must be at most trials={n}, got {k}")
+    conf = _eta(fname, confidence, "confidence")
+    a = 1.0 - conf
+    lo = 0.0 if k == 0 else float(stats.beta.ppf(a / 2.0, k, n - k + 1))
+    hi = 1.0 if k == n else float(stats.beta.ppf(1.0 - a / 2.0, k + 1, n - k))
+    return lo, hi

@@ -1,0 +1,380 @@
+"""codedjax.bounds against independent float64 computations and known truths.
+
+Every bound is checked against a direct computation that does not share its code
+path: leverage closed form against a QR, the complement identity against the SVD of
+the responding rows, the deterministic and gap bounds against the SVD on random and
+exhaustive straggler sets, Chernoff deltas against their defining equation, the gap
+tail against an exhaustive enumeration, Clopper-Pearson against scipy's binomtest,
+and the recovery probabilities against an enumeration of all responding sets.
+"""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from numpy.polynomial import chebyshev as npcheb
+from scipy import stats
+
+import codedjax.bounds as cb
+
+EPS = np.finfo(np.float64).eps
+
+
+def _theta(m):
+    return (2 * np.arange(m) + 1) * np.pi / (2 * m)
+
+
+def _u(m, d):
+    """Orthonormal U = T Lambda^{-1/2} at first-kind points, built independently."""
+    t = npcheb.chebvander(np.cos(_theta(m)), d - 1)
+    scale = np.full(d, np.sqrt(2.0 / m))
+    scale[0] = np.sqrt(1.0 / m)
+    return t * scale
+
+
+def _random_mask(rng, m, n):
+    mask = np.zeros(m, bool)
+    mask[rng.choice(m, n, replace=False)] = True
+    return mask
+
+
+def _cond_tol(kappa, n, d):
+    """Relative error of a float64 SVD condition number: ~ sqrt(N D) eps cond."""
+    return 8.0 * math.sqrt(n * d) * EPS * kappa
+
+
+# ---------------------------------------------------------------------- leverage
+
+
+@pytest.mark.parametrize("m,d", [(40, 1), (40, 13), (40, 30), (40, 40), (101, 17)])
+def test_closed_form_leverage_matches_qr(m, d):
+    closed = cb.chebyshev_leverage_scores(m, num_coeffs=d)
+    numeric = cb.leverage_scores(np.cos(_theta(m)), num_coeffs=d)
+    # independent oracle: row norms of the explicitly orthonormal U
+    direct = np.sum(_u(m, d) ** 2, axis=1)
+    np.testing.assert_allclose(closed, numeric, rtol=0, atol=16 * d * EPS)
+    np.testing.assert_allclose(closed, direct, rtol=0, atol=16 * d * EPS)
+    assert abs(closed.sum() - d) <= 16 * d * EPS  # leverages sum to the rank
+
+
+def test_leverage_known_truths():
+    # D = M: U is square orthogonal, every leverage is 1; D = 1: all 1/M
+    np.testing.assert_allclose(cb.chebyshev_leverage_scores(12, num_coeffs=12), 1.0,
+                               atol=64 * EPS)
+    np.testing.assert_allclose(cb.chebyshev_leverage_scores(12, num_coeffs=1), 1 / 12,
+                               atol=4 * EPS)
+    # the largest leverage sits at the ends and is below (2D - 1) / M
+    lev = cb.chebyshev_leverage_scores(40, num_coeffs=13)
+    assert np.argmax(lev) in (0, 39)
+    assert lev.max() < (2 * 13 - 1) / 40
+    mu = cb.chebyshev_coherence(40, num_coeffs=13)
+    assert 1.0 <= mu < (2 * 13 - 1) / 13
+    assert mu == pytest.approx(cb.coherence(lev), rel=1e-15)
+
+
+def test_leverage_at_other_points_matches_projector_diagonal(np_rng):
+    x = np.sort(np_rng.uniform(-1, 1, 25))
+    t = npcheb.chebvander(x, 7)
+    proj = t @ np.linalg.pinv(t)  # orthogonal projector onto range(T)
+    np.testing.assert_allclose(cb.leverage_scores(x, num_coeffs=8), np.diag(proj),
+                               rtol=0, atol=1e-12)
+    # equispaced points are more coherent than Chebyshev points
+    eq = cb.coherence(cb.leverage_scores(np.linspace(-1, 1, 40), num_coeffs=13))
+    assert eq > cb.chebyshev_coherence(40, num_coeffs=13)
+
+
+# ------------------------------------------------------------ complement identity
+
+
+@pytest.mark.parametrize("m,d", [(40, 13), (40, 30), (24, 6), (100, 25)])
+def test_complement_identity_matches_svd(np_rng, m, d):
+    u = _u(m, d)
+    tested = 0
+    for n in sorted({d, d + 1, d + 3, (d + m) // 2, m - d, m - 2, m - 1, m}):
+        if not d <= n <= m:
+            continue
+        for _ in range(20):
+            mask = _random_mask(np_rng, m, n)
+            kappa = np.linalg.cond(u[mask])
+            s = m - n
+            # 1 - lambda_max cancels: error ~ s D eps cond^2, plus the SVD's own
+            tol = 8.0 * (s * d * kappa**2 + math.sqrt(n * d) * kappa) * EPS
+            if tol > 1e-2:
+                continue
+            got = cb.complement_condition_number(mask, num_coeffs=d)
+            assert abs(got / kappa - 1.0) <= tol, (n, kappa, got)
+            tested += 1
+    assert tested >= 60
+
+
+def test_complement_identity_known_truths():
+    m, d = 40, 13
+    full = np.ones(m, bool)
+    assert cb.complement_condition_number(full, num_coeffs=d) == 1.0
+    too_few = np.zeros(m, bool)
+    too_few[:d - 1] = True
+    assert cb.complement_condition_number(too_few, num_coeffs=d) == math.inf
+    # one missing worker: cond = (1 - l_a)^{-1/2} exactly
+    lev = cb.chebyshev_leverage_scores(m, num_coeffs=d)
+    for a in (0, 7, 20):
+        mask = full.copy()
+        mask[a] = False
+        want = 1.0 / math.sqrt(1.0 - lev[a])
+        got = cb.complement_condition_number(mask, num_coeffs=d)
+        assert got == pytest.approx(want, rel=32 * d * EPS)
+
+
+# ----------------------------------------------------------------- Prop. B
+
+
+@pytest.mark.parametrize("m,d", [(12, 4), (16, 13), (20, 10)])
+def test_deterministic_bound_holds_exhaustively_and_is_tight_at_one(m, d):
+    u = _u(m, d)
+    for s in (1, 2, 3):
+        bound = cb.deterministic_condition_bound(num_workers=m, num_coeffs=d,
+                                                 num_responses=m - s)
+        worst = 0.0
+        for miss in itertools.combinations(range(m), s):
+            mask = np.ones(m, bool)
+            mask[list(miss)] = False
+            worst = max(worst, np.linalg.cond(u[mask]))
+        assert worst <= bound * (1 + _cond_tol(worst, m, d))
+        if s == 1:  # tight: missing the end worker attains it
+            assert worst == pytest.approx(bound, rel=_cond_tol(worst, m, d) + 64 * EPS)
+
+
+def test_deterministic_bound_values():
+    # notes/theory-notes.md A.8: 1/sqrt(1 - max leverage) = 1.538, 2.268, 5.903
+    for d, want in [(13, 1.538), (20, 2.268), (30, 5.903)]:
+        got = cb.deterministic_condition_bound(num_workers=40, num_coeffs=d,
+                                               num_responses=39)
+        assert got == pytest.approx(want, abs=5e-4)
+    assert cb.deterministic_condition_bound(num_workers=40, num_coeffs=13,
+                                            num_responses=38) == math.inf
+    assert cb.deterministic_condition_bound(num_workers=40, num_coeffs=13,
+                                            num_responses=40) == 1.0
+    assert cb.deterministic_condition_bound(num_workers=40, num_coeffs=13,
+                                            num_responses=12) == math.inf
+
+
+# ----------------------------------------------------------------- Chernoff
+
+
+@pytest.mark.parametrize("tail", ["upper", "lower"])
+@pytest.mark.parametrize("dim,ratio,prob", [(13, 5.0, 0.025), (40, 80.0, 0.05),
+                                            (2, 0.5, 0.3)])
+def test_chernoff_delta_solves_its_equation(tail, dim, ratio, prob):
+    delta = cb.chernoff_delta(dim, ratio, prob, tail=tail)
+    if tail == "upper":
+        h = (1 + delta) * math.log1p(delta) - delta
+    else:
+        if delta == math.inf:  # no delta < 1 reaches prob: even delta -> 1 fails
+            assert dim * math.exp(-ratio) > prob
+            return
+        h = delta + (1 - delta) * math.log1p(-delta)
+    assert dim * math.exp(-ratio * h) == pytest.approx(prob, rel=1e-9)
+    assert delta > 0
+
+
+def test_chernoff_delta_monotone_and_errors():
+    # a smaller failure probability, or fewer samples, needs a larger deviation
+    ds = [cb.chernoff_delta(13, 20.0, p, tail="upper") for p in (0.1, 0.01, 0.001)]
+    assert ds[0] < ds[1] < ds[2]
+    assert (cb.chernoff_delta(13, 10.0, 0.05, tail="lower")
+            > cb.chernoff_delta(13, 40.0, 0.05, tail="lower"))
+    with pytest.raises(ValueError, match="chernoff_delta: tail"):
+        cb.chernoff_delta(3, 1.0, 0.1, tail="both")
+    with pytest.raises(ValueError, match="prob"):
+        cb.chernoff_delta(3, 1.0, 1.5, tail="upper")
+
+
+def test_sampling_bound_from_its_deltas():
+    m, d, n, eta = 5000, 13, 4000, 0.05
+    ell = cb.chebyshev_coherence(m, num_coeffs=d) * d
+    got = cb.sampling_condition_bound(num_workers=m, num_coeffs=d, num_responses=n,
+                                      eta=eta)
+    d1 = cb.chernoff_delta(d, n / ell, eta / 2, tail="lower")
+    d2 = cb.chernoff_delta(d, n / ell, eta / 2, tail="upper")
+    assert got == pytest.approx(math.sqrt((1 + d2) / (1 - d1)), rel=1e-14)
+    assert 1.0 < got < 2.0
+    # vacuous at M = 40 (notes 2.4: needs ~1.7e3 rows for D = 13)
+    assert cb.sampling_condition_bound(num_workers=40, num_coeffs=13,
+                                       num_responses=40, eta=eta) == math.inf
+    # the simplified sufficient row count makes the exact form finite
+    need = cb.sufficient_responses(num_coeffs=d, coherence=ell / d, eta=eta, eps=0.5)
+    k = cb.sampling_condition_bound(num_workers=20 * math.ceil(need), num_coeffs=d,
+                                    num_responses=math.ceil(need), eta=eta)
+    assert k <= math.sqrt(1.5 / 0.5) * (1 + 1e-12)
+
+
+def test_missing_rows_bound_is_a_valid_probability_bound(np_rng):
+    # M = 200, D = 20, s = 10: Prop. C is finite where Prop. B is vacuous.
+    m, d, n, eta = 200, 20, 190, 0.05
+    bound = cb.missing_rows_condition_bound(num_workers=m, num_coeffs=d,
+                                            num_responses=n, eta=eta)
+    assert math.isfinite(bound)
+    assert cb.deterministic_condition_bound(num_workers=m, num_coeffs=d,
+                                            num_responses=n) == math.inf
+    u = _u(m, d)
+    trials = 400
+    k = sum(np.linalg.cond(u[_random_mask(np_rng, m, n)]) > bound
+            for _ in range(trials))
+    lo, _ = cb.clopper_pearson(int(k), trials, confidence=0.999)
+    assert lo <= eta
+    # and at s = 1 it equals Prop. B (capped by the trace bound)
+    assert cb.missing_rows_condition_bound(
+        num_workers=40, num_coeffs=13, num_responses=39, eta=eta
+    ) == pytest.approx(cb.deterministic_condition_bound(
+        num_workers=40, num_coeffs=13, num_responses=39), rel=1e-15)
+
+
+# ----------------------------------------------------------------- Prop. D
+
+
+def _gap_bruteforce(mask):
+    """Largest gap between responders on the circle (theta and -theta), in pi/M."""
+    m = mask.size
+    th = _theta(m)[mask]
+    pts = np.sort(np.concatenate([th, -th]))
+    gaps = np.diff(np.concatenate([pts, pts[:1] + 2 * np.pi]))
+    return gaps.max() / (np.pi / m)
+
+
+def test_max_gap_matches_the_circle(np_rng):
+    for _ in range(200):
+        m = int(np_rng.integers(2, 50))
+        mask = _random_mask(np_rng, m, int(np_rng.integers(1, m + 1)))
+        assert cb.max_gap(mask) == round(_gap_bruteforce(mask))
+        assert abs(_gap_bruteforce(mask) - cb.max_gap(mask)) < 1e-9
+
+
+@pytest.mark.parametrize("m,d", [(40, 7), (40, 13), (100, 13), (200, 20)])
+def test_gap_bound_is_never_violated(np_rng, m, d):
+    u = _u(m, d)
+    informative = 0
+    for _ in range(150):
+        n = int(np_rng.integers(d, m + 1))
+        mask = _random_mask(np_rng, m, n)
+        bound = cb.gap_condition_bound(mask, num_coeffs=d)
+        kappa = np.linalg.cond(u[mask])
+        assert kappa <= bound * (1 + _cond_tol(kappa, n, d))
+        informative += math.isfinite(bound)
+    assert informative >= 20  # the test exercises finite bounds
+
+
+def _exact_gap_tail(m, n, big_g):
+    """P(max gap >= G) for a uniform N-subset, by listing every subset."""
+    hits = 0
+    for resp in itertools.combinations(range(m), n):
+        mask = np.zeros(m, bool)
+        mask[list(resp)] = True
+        hits += cb.max_gap(mask) >= big_g
+    return hits / math.comb(m, n)
+
+
+@pytest.mark.parametrize("m,n", [(10, 7), (12, 9), (14, 8)])
+def test_gap_tail_bound_dominates_the_exact_tail(m, n):
+    for big_g in range(1, 2 * m):
+        exact = _exact_gap_tail(m, n, big_g)
+        bound = cb.gap_tail_bound(num_workers=m, num_responses=n, gap=big_g)
+        assert exact <= bound + 1e-15, (big_g, exact, bound)
+
+
+def test_gap_quantile_and_probabilistic_bound():
+    # notes/theory-notes.md A.3 (G95 there is g_eta + 1): 3, 4, 4, 5, 6, 8 at M=40
+    got = [cb.gap_quantile(num_workers=40, num_responses=40 - s, eta=0.05) + 1
+           for s in (1, 2, 3, 5, 8, 12)]
+    assert got == [3, 4, 4, 5, 6, 8]
+    g = cb.gap_quantile(num_workers=200, num_responses=195, eta=0.05)
+    assert cb.gap_tail_bound(num_workers=200, num_responses=195, gap=g + 1) <= 0.05
+    assert cb.gap_tail_bound(num_workers=200, num_responses=195, gap=g) > 0.05
+    rho = g * 19 / 200
+    want = math.sqrt(g) * (1 + rho) / (1 - rho)
+    assert cb.gap_condition_bound_probabilistic(
+        num_workers=200, num_coeffs=20, num_responses=195, eta=0.05
+    ) == pytest.approx(want, rel=1e-15)
+    assert cb.gap_condition_bound_probabilistic(
+        num_workers=40, num_coeffs=13, num_responses=35, eta=0.05) == math.inf
+
+
+# -------------------------------------------------------------- Clopper-Pearson
+
+
+@pytest.mark.parametrize("k,n", [(0, 10), (3, 10), (10, 10), (17, 2000), (999, 1000)])
+@pytest.mark.parametrize("conf", [0.95, 0.999])
+def test_clopper_pearson_matches_scipy_binomtest(k, n, conf):
+    lo, hi = cb.clopper_pearson(k, n, confidence=conf)
+    ref = stats.binomtest(k, n).proportion_ci(confidence_level=conf, method="exact")
+    assert lo == pytest.approx(ref.low, abs=1e-12)
+    assert hi == pytest.approx(ref.high, abs=1e-12)
+    assert lo <= k / n <= hi
+
+
+# --------------------------------------------------------------- recovery
+
+
+def _enumerate(k, c, m, n):
+    """P(every replica group has a responder), listing every N-subset."""
+    groups = [set(range(g * c, (g + 1) * c)) for g in range(k)]
+    good = sum(all(g & set(resp) for g in groups)
+               for resp in itertools.combinations(range(m), n))
+    return good / math.comb(m, n)
+
+
+@pytest.mark.parametrize("k,c,m", [(3, 2, 8), (4, 3, 12), (2, 5, 13), (5, 2, 10)])
+def test_recovery_probabilities_against_enumeration(k, c, m):
+    for n in range(m + 1):
+        exact = cb.exact_recovery_probability(k, c, m, n)
+        assert abs(exact - _enumerate(k, c, m, n)) <= 1e-12
+        union = cb.recovery_probability_union(k, c, m, n)
+        seed = cb.recovery_probability_bound(k, c, m, n)
+        assert seed <= union + 1e-15 <= exact + 2e-15
+    # deterministic: more than M - c responders always recover everything
+    assert cb.exact_recovery_probability(k, c, m, m - c + 1) == 1.0
+
+
+def test_recovery_notes_values():
+    # notes/theory-notes.md 3.2 table
+    exact = cb.exact_recovery_probability(8, 4, 40, 20)
+    assert exact == pytest.approx(0.6205, abs=5e-5)
+    assert cb.recovery_probability_union(8, 4, 40, 20) == pytest.approx(0.5759,
+                                                                         abs=5e-5)
+    assert cb.recovery_probability_bound(8, 4, 40, 20) == 0.5
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("call,arg", [
+    (lambda: cb.deterministic_condition_bound(num_workers=10, num_coeffs=3,
+                                              num_responses=11), "num_responses"),
+    (lambda: cb.deterministic_condition_bound(num_workers=10, num_coeffs=11,
+                                              num_responses=10), "num_coeffs"),
+    (lambda: cb.sampling_condition_bound(num_workers=10, num_coeffs=3,
+                                         num_responses=8, eta=1.0), "eta"),
+    (lambda: cb.missing_rows_condition_bound(num_workers=10, num_coeffs=3,
+                                             num_responses=8, eta=0.0), "eta"),
+    (lambda: cb.gap_condition_bound_probabilistic(num_workers=10, num_coeffs=3,
+                                                  num_responses=8, eta=-0.1), "eta"),
+    (lambda: cb.gap_condition_bound(np.ones(5, bool), num_coeffs=6), "num_coeffs"),
+    (lambda: cb.chebyshev_leverage_scores(5, num_coeffs=6), "num_coeffs"),
+    (lambda: cb.complement_condition_number(np.ones(5, bool), num_coeffs=6),
+     "num_coeffs"),
+    (lambda: cb.gap_tail_bound(num_workers=5, num_responses=6, gap=2),
+     "num_responses"),
+    (lambda: cb.exact_recovery_probability(4, 3, 11, 5), "num_workers"),
+    (lambda: cb.recovery_probability_union(4, 3, 12, 13), "num_responses"),
+    (lambda: cb.clopper_pearson(5, 4), "successes"),
+])
+def test_bad_input_names_the_argument(call, arg):
+    with pytest.raises(ValueError, match=arg):
+        call()
+
+
+def test_bad_types():
+    with pytest.raises(TypeError, match="mask must be boolean"):
+        cb.max_gap(np.ones(4, int))
+    with pytest.raises(TypeError, match="num_workers"):
+        cb.deterministic_condition_bound(num_workers=4.0, num_coeffs=2,
+                                         num_responses=3)
