@@ -164,6 +164,7 @@ TINY = dict(
     points_trials=300, recovery_grid=((3, 2, 8), (2, 3, 9)), recovery_trials=3000,
     enumeration_grid=((3, 2, 8),), exhaustive_workers=(8,), exhaustive_missing=2,
     benchmark_case=(12, 5), benchmark_trials=32, benchmark_repeats=1,
+    decoder_check_workers=(8,),
     identity_trials=64, progress=False,
 )
 

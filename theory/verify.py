@@ -307,13 +307,13 @@ def exhaustive_worst_case(cfg: VerifyConfig) -> tuple[list[dict], list[dict]]:
                 # the library's threshold decoder on that set reports the same cond
                 check = (cfg.decoder_check_workers is None
                          or m in cfg.decoder_check_workers)
-                res = None if not check else cj.threshold_decode(jnp.zeros((m, 1), jnp.float64),
-                                          jnp.asarray(thr.mask), alpha, beta,
-                                          num_coeffs=d,
-                                          order=jnp.arange(m, dtype=jnp.int32))
-                c_dec = float(res.cond) if check else math.nan
                 tol = 32.0 * d * EPS * thr.cond
                 if check and tol < 0.1:
+                    res = cj.threshold_decode(jnp.zeros((m, 1), jnp.float64),
+                                              jnp.asarray(thr.mask), alpha, beta,
+                                              num_coeffs=d,
+                                              order=jnp.arange(m, dtype=jnp.int32))
+                    c_dec = float(res.cond)
                     checks.append({
                         "name": ("threshold_decode cond = worst-case search "
                                  f"M={m} D={d}"),
