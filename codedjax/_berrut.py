@@ -18,17 +18,16 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ._chebyshev import chebyshev_points
 from ._dtypes import (
     accumulation_dtype,
+    check_decode_inputs,
     check_floating,
     check_int,
-    check_mask,
     check_vector,
+    concrete_finite,
     concrete_points,
-    is_concrete,
 )
 from ._nodes import distinct_representatives, finite_selection
 from ._polynomial import DecodeResult
@@ -129,15 +128,6 @@ def bacc_points(num_inputs: int, num_workers: int, *, dtype: Any = None):
             chebyshev_points(m, kind=2, dtype=dtype))
 
 
-def _finite_points(fname: str, name: str, x: jax.Array) -> None:
-    if not is_concrete(x):
-        return
-    v = np.asarray(x, dtype=np.float64)
-    if not np.all(np.isfinite(v)):
-        bad = int(np.flatnonzero(~np.isfinite(v))[0])
-        raise ValueError(f"{fname}: {name} must be finite, got {v[bad]} at index {bad}")
-
-
 def berrut_encode(x: Any, beta: Any, alpha: Any) -> jax.Array:
     r"""BACC encoding: worker i receives u(alpha_i), the Berrut interpolant of x.
 
@@ -184,7 +174,7 @@ def berrut_encode(x: Any, beta: Any, alpha: Any) -> jax.Array:
     beta = check_vector(fname, "beta", beta, length=x.shape[0])
     alpha = check_vector(fname, "alpha", alpha)
     concrete_points(fname, "beta", beta)
-    _finite_points(fname, "alpha", alpha)
+    concrete_finite(fname, "alpha", alpha)
     acc = accumulation_dtype(x.dtype)
     # the basis depends on the points only (one compilation per K, M); the product
     # with the inputs is a separate, cheap program for every payload shape
@@ -204,20 +194,9 @@ def apply_plan(b, hit, idx, y, sel):
 
 
 def _check_decode(fname, y, mask, alpha, beta, accum_dtype):
-    y = check_floating(fname, "y", y)
-    if y.ndim < 1:
-        raise ValueError(f"{fname}: y must have shape [M, ...], got a scalar")
-    m = y.shape[0]
-    alpha = check_vector(fname, "alpha", alpha, length=m)
-    mask = check_mask(fname, mask, m)
-    if mask.ndim != 1:
-        raise ValueError(
-            f"{fname}: mask must have shape [M] = [{m}], got {tuple(mask.shape)} "
-            "(use jax.vmap for many masks)"
-        )
-    beta = check_vector(fname, "beta", beta)
-    _finite_points(fname, "alpha", alpha)
-    _finite_points(fname, "beta", beta)
+    y, mask, alpha, beta = check_decode_inputs(fname, y, mask, alpha, beta)
+    concrete_finite(fname, "alpha", alpha)
+    concrete_finite(fname, "beta", beta)
     acc = accumulation_dtype(y.dtype, accum_dtype)
     return y, mask, alpha.astype(acc), beta.astype(acc), acc
 

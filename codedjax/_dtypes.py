@@ -152,7 +152,9 @@ def check_vector(fname: str, name: str, x: Any, length: int | None = None) -> ja
     return x
 
 
-def check_mask(fname: str, mask: Any, num_workers: int, name: str = "mask") -> jax.Array:
+def check_mask(
+    fname: str, mask: Any, num_workers: int, name: str = "mask"
+) -> jax.Array:
     """A boolean array whose last axis has ``num_workers`` entries."""
     mask = jnp.asarray(mask)
     if mask.dtype != jnp.bool_:
@@ -170,8 +172,8 @@ def is_concrete(x: Any) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
-def concrete_points(fname: str, name: str, x: jax.Array) -> None:
-    """Reject non-finite or duplicate points when the values are known."""
+def concrete_finite(fname: str, name: str, x: jax.Array) -> None:
+    """Reject non-finite points when the values are known (not traced)."""
     if not is_concrete(x):
         return
     v = np.asarray(x, dtype=np.float64)
@@ -180,12 +182,45 @@ def concrete_points(fname: str, name: str, x: jax.Array) -> None:
         raise ValueError(
             f"{fname}: {name} must be finite, got {v[bad]} at index {bad}"
         )
-    s = np.sort(v)
+
+
+def concrete_points(fname: str, name: str, x: jax.Array) -> None:
+    """Reject non-finite or duplicate points when the values are known."""
+    if not is_concrete(x):
+        return
+    concrete_finite(fname, name, x)
+    s = np.sort(np.asarray(x, dtype=np.float64))
     if s.size > 1 and np.any(np.diff(s) == 0):
         dup = float(s[np.flatnonzero(np.diff(s) == 0)[0]])
         raise ValueError(
             f"{fname}: {name} must be distinct points, got the value {dup} twice"
         )
+
+
+def check_decode_inputs(
+    fname: str, y: Any, mask: Any, alpha: Any, beta: Any, *, min_workers: int = 1,
+    hint: str = "use jax.vmap for many masks",
+):
+    """Shapes shared by every decoder: y [M, ...], mask [M] bool, alpha [M], beta [K].
+
+    Returns (y, mask, alpha, beta) as jax arrays; raises naming ``fname``.
+    """
+    y = check_floating(fname, "y", y)
+    if y.ndim < 1 or y.shape[0] < min_workers:
+        raise ValueError(
+            f"{fname}: y must have shape [M, ...] with M >= {min_workers} workers, "
+            f"got {tuple(y.shape)}"
+        )
+    m = y.shape[0]
+    alpha = check_vector(fname, "alpha", alpha, length=m)
+    mask = check_mask(fname, mask, m)
+    if mask.ndim != 1:
+        raise ValueError(
+            f"{fname}: mask must have shape [M] = [{m}], got {tuple(mask.shape)} "
+            f"({hint})"
+        )
+    beta = check_vector(fname, "beta", beta)
+    return y, mask, alpha, beta
 
 
 def points_valid(x: jax.Array) -> jax.Array:

@@ -41,10 +41,12 @@ from jax.scipy.linalg import cho_solve
 from ._chebyshev import chebyshev_points
 from ._dtypes import (
     accumulation_dtype,
+    check_decode_inputs,
     check_floating,
     check_int,
     check_mask,
     check_vector,
+    concrete_finite,
     concrete_points,
     is_concrete,
 )
@@ -249,7 +251,7 @@ def nercc_encode(
     beta = check_vector(fname, "beta", beta, length=x.shape[0])
     alpha = check_vector(fname, "alpha", alpha)
     concrete_points(fname, "beta", beta)
-    _finite(fname, "alpha", alpha)
+    concrete_finite(fname, "alpha", alpha)
     acc = accumulation_dtype(x.dtype)
     lam = _check_smoothing(fname, smoothing, acc)
     e = _encoding_matrix(beta.astype(acc), alpha.astype(acc), lam)  # [M, K]
@@ -292,7 +294,7 @@ def nercc_encoding_matrix(
                          f"{beta.shape[0]}")
     alpha = check_vector(fname, "alpha", alpha)
     concrete_points(fname, "beta", beta)
-    _finite(fname, "alpha", alpha)
+    concrete_finite(fname, "alpha", alpha)
     lam = _check_smoothing(fname, smoothing, acc)
     return _encoding_matrix(beta.astype(acc), alpha.astype(acc), lam)
 
@@ -302,34 +304,12 @@ def _encoding_matrix(beta, alpha, lam):
     return spline_matrix(beta, jnp.ones(beta.shape, bool), alpha, lam)[0]
 
 
-def _finite(fname, name, x):
-    if is_concrete(x):
-        v = np.asarray(x, dtype=np.float64)
-        if not np.all(np.isfinite(v)):
-            bad = int(np.flatnonzero(~np.isfinite(v))[0])
-            raise ValueError(
-                f"{fname}: {name} must be finite, got {v[bad]} at index {bad}"
-            )
-
-
 def _check_decode(fname, y, mask, alpha, beta, smoothing, accum_dtype):
-    y = check_floating(fname, "y", y)
-    if y.ndim < 1 or y.shape[0] < 2:
-        raise ValueError(
-            f"{fname}: y must have shape [M, ...] with M >= 2 workers (a spline needs "
-            f"2 knots), got {tuple(y.shape)}"
-        )
-    m = y.shape[0]
-    alpha = check_vector(fname, "alpha", alpha, length=m)
-    mask = check_mask(fname, mask, m)
-    if mask.ndim != 1:
-        raise ValueError(
-            f"{fname}: mask must have shape [M] = [{m}], got {tuple(mask.shape)} "
-            "(use jax.vmap for many masks)"
-        )
-    beta = check_vector(fname, "beta", beta)
-    _finite(fname, "alpha", alpha)
-    _finite(fname, "beta", beta)
+    # a spline needs 2 knots
+    y, mask, alpha, beta = check_decode_inputs(fname, y, mask, alpha, beta,
+                                               min_workers=2)
+    concrete_finite(fname, "alpha", alpha)
+    concrete_finite(fname, "beta", beta)
     acc = accumulation_dtype(y.dtype, accum_dtype)
     lam = _check_smoothing(fname, smoothing, acc)
     return y, mask, alpha.astype(acc), beta.astype(acc), lam, acc
@@ -636,7 +616,7 @@ def tune_nercc(
     alpha = (chebyshev_points(m, kind=2, dtype=acc) if alpha is None
              else check_vector(fname, "alpha", alpha, length=m))
     concrete_points(fname, "beta", beta)
-    _finite(fname, "alpha", alpha)
+    concrete_finite(fname, "alpha", alpha)
     beta, alpha = beta.astype(acc), alpha.astype(acc)
     if masks is None:
         if num_responses is None:

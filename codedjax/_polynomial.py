@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from ._dtypes import (
     accumulation_dtype,
+    check_decode_inputs,
     check_floating,
     check_int,
     check_mask,
@@ -154,18 +155,10 @@ def _lagrange_encode(x, beta, alpha):
 
 
 def _check_decode_args(fname, y, mask, alpha, beta, num_coeffs, accum_dtype):
-    y = check_floating(fname, "y", y)
-    if y.ndim < 1:
-        raise ValueError(f"{fname}: y must have shape [M, ...], got a scalar")
+    y, mask, alpha, beta = check_decode_inputs(
+        fname, y, mask, alpha, beta,
+        hint="use chebyls_decode_batched or jax.vmap for many masks")
     m = y.shape[0]
-    alpha = check_vector(fname, "alpha", alpha, length=m)
-    mask = check_mask(fname, mask, m)
-    if mask.ndim != 1:
-        raise ValueError(
-            f"{fname}: mask must have shape [M] = [{m}], got {tuple(mask.shape)} "
-            "(use chebyls_decode_batched or jax.vmap for many masks)"
-        )
-    beta = check_vector(fname, "beta", beta)
     num_coeffs = check_int(fname, "num_coeffs", num_coeffs, minimum=1)
     if num_coeffs > m:
         raise ValueError(

@@ -29,7 +29,9 @@ def _check_shape(fname: str, shape: Any) -> tuple[int, ...]:
     try:
         shape = tuple(int(s) for s in shape)
     except TypeError as err:
-        raise TypeError(f"{fname}: shape must be a tuple of ints, got {shape!r}") from err
+        raise TypeError(
+            f"{fname}: shape must be a tuple of ints, got {shape!r}"
+        ) from err
     if any(s < 0 for s in shape):
         raise ValueError(f"{fname}: shape must be non-negative, got {shape}")
     return shape
