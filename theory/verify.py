@@ -564,19 +564,20 @@ def run(cfg: VerifyConfig, out: str) -> dict:
     os.makedirs(out, exist_ok=True)
     t_start = time.perf_counter()
     level = 1.0 - (1.0 - cfg.family_confidence) / _num_intervals(cfg)
-    total = (sum(len(ds) for _, ds in cfg.cond_grid) * cfg.trials
-             + len(cfg.points_coeffs) * cfg.points_trials
-             + len(cfg.recovery_grid) * cfg.recovery_trials)
     quiet = (not cfg.progress) or os.environ.get("CODEDJAX_NO_PROGRESS") == "1"
-    bar = tqdm(total=total, unit="trial", unit_scale=True, disable=quiet,
-               desc="theory.verify", file=sys.stderr)
-    progress = bar.update
+
+    def new_bar(total: int, desc: str):
+        # one bar per section: their trials cost very different amounts
+        return tqdm(total=total, unit="trial", unit_scale=True, disable=quiet,
+                    desc=desc, file=sys.stderr)
 
     mesh = _mc.make_mesh()
     width, chunk = plan(cfg, mesh)
     cond_rows, checks, speed = [], [], []
     sections: dict[str, float] = {}
     t_sec = time.perf_counter()
+    bar = new_bar(sum(len(ds) for _, ds in cfg.cond_grid) * cfg.trials,
+                  "cond(T_S) trials")
     for m, ds in cfg.cond_grid:
         for d in ds:
             resp = response_grid(m, d)
@@ -586,7 +587,7 @@ def run(cfg: VerifyConfig, out: str) -> dict:
                                        num_trials=cfg.trials, chunk=chunk, width=width,
                                        mesh=mesh, memory_bytes=cfg.memory_bytes,
                                        keep_orders=cfg.identity_trials,
-                                       progress=progress)
+                                       progress=bar.update)
             rows, chk = analyse_cond(smp, m=m, d=d, responses=resp, eta=cfg.eta,
                                      level=level, identity_trials=cfg.identity_trials)
             cond_rows += rows
@@ -596,24 +597,25 @@ def run(cfg: VerifyConfig, out: str) -> dict:
                           "compile_seconds": smp.compile_seconds,
                           "trials_per_s": cfg.trials / smp.seconds,
                           "svds_per_s": 2 * cfg.trials * len(resp) / smp.seconds})
+    bar.close()
     sections["condition numbers"] = time.perf_counter() - t_sec
     t_sec = time.perf_counter()
-    bar.set_postfix_str("points and bases")
-    point_rows, chk = points_comparison(cfg, progress, chunk=chunk, width=width,
+    bar = new_bar(len(cfg.points_coeffs) * cfg.points_trials, "points and bases")
+    point_rows, chk = points_comparison(cfg, bar.update, chunk=chunk, width=width,
                                         mesh=mesh)
+    bar.close()
     checks += chk
     sections["points and bases"] = time.perf_counter() - t_sec
     t_sec = time.perf_counter()
-    bar.set_postfix_str("RepApprox")
-    rec_rows, chk, curves = recovery_section(cfg, level, progress, chunk=chunk,
+    bar = new_bar(len(cfg.recovery_grid) * cfg.recovery_trials, "RepApprox trials")
+    rec_rows, chk, curves = recovery_section(cfg, level, bar.update, chunk=chunk,
                                              width=width, mesh=mesh)
+    bar.close()
     checks += chk
     sections["RepApprox"] = time.perf_counter() - t_sec
     t_sec = time.perf_counter()
-    bar.set_postfix_str("exhaustive worst case")
     ex_rows, chk = exhaustive_worst_case(cfg)
     checks += chk
-    bar.close()
     sections["exhaustive worst case"] = time.perf_counter() - t_sec
     t_sec = time.perf_counter()
     bench = None
