@@ -324,8 +324,8 @@ class _Codes:
 
     Every decoder maps B = R G decoding problems (worker outputs y [B, M, ...],
     masks and arrival orders [B, M]) to decoded values [B, K, ...] with one compiled
-    program for every N (the mask is data), vectorised over chunks of
-    ``_DECODE_CHUNK`` masks.
+    program for every N (the mask is data): vmapped over the batch, in chunks of
+    ``_DECODE_CHUNK`` masks for the polynomial decoders.
     """
 
     def __init__(self, k: int, m: int, c: int, d: int):
@@ -483,9 +483,12 @@ def run_coded_dcn(
         show_progress: ``False`` hides the progress bars.
 
     Returns:
-        The summary dict: ``uncoded`` and ``uncoded_bf16`` (the uncoded model in the
-        worker dtype) metrics, ``coded`` (one dict per scheme and N), ``nercc``
-        (chosen smoothing per N), ``targets``, ``config`` and ``timing``.
+        The summary dict: ``uncoded`` and ``uncoded_bf16`` (the whole uncoded model
+        in the worker dtype) metrics, ``uncoded_bf16_branches`` (the uncoded
+        worker-dtype branches summed with the bias in float32, the floor of the
+        coded schemes), ``coded`` (one dict per scheme and N), ``nercc`` (chosen
+        smoothing per N), ``identical_at_threshold``, ``targets``, ``config``,
+        ``train_metrics`` and ``timing``.
 
     Raises:
         ValueError: a stacked model, a model whose number of cross layers differs
@@ -797,7 +800,7 @@ _TABLE_COLS = (
     ("deep_exact_probability", "P(task exact)", "{:.4f}"),
     ("deep_all_exact_fraction", "all exact", "{:.4f}"),
     ("deep_all_exact_probability", "P(all exact)", "{:.4f}"),
-    ("deep_lost_abs_err_median", "lost deep |err|", "{:.2f}"),
+    ("deep_lost_abs_err_median", "lost deep abs err", "{:.2f}"),
 )
 
 
@@ -939,7 +942,8 @@ def _report(summary: dict, plots: list[str]) -> str:
         "(the first N arrivals of a random arrival order; the same masks for every "
         "scheme, nested in N). AUC and logloss are means over the R repetitions; "
         "errors are the median / p95 over groups and repetitions of "
-        "||z_group - z_ref|| / ||z_ref|| over the K logits.",
+        "norm(z_group - z_ref) / norm(z_ref), the relative L2 error of a group's K "
+        "logits.",
         "",
         "| model | AUC | logloss | logit error median | p95 |",
         "|---|---|---|---|---|",
@@ -988,7 +992,7 @@ def _report(summary: dict, plots: list[str]) -> str:
               "err = relative logit error against uncoded float32; vs bf16 = against "
               "the uncoded model in the worker dtype; deep exact = fraction of Deep "
               "tasks returned exactly by RepApprox (P = the exact probability); all "
-              "exact = fraction of groups with every task exact; lost deep |err| = "
+              "exact = fraction of groups with every task exact; lost deep abs err = "
               "median absolute error (logit units) of the Berrut fallback on the "
               "Deep tasks whose replicas all straggled.", ""]
     lines.append(format_table(summary, markdown=True))
