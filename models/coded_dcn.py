@@ -792,6 +792,7 @@ _TABLE_COLS = (
     ("auc", "AUC", "{:.4f}"),
     ("auc_diff", "dAUC", "{:+.1e}"),
     ("logloss", "logloss", "{:.4f}"),
+    ("logloss_std", "ll sd(R)", "{:.1e}"),
     ("logit_rel_err_median", "err med", "{:.2e}"),
     ("logit_rel_err_p95", "err p95", "{:.2e}"),
     ("logit_rel_err_bf16_median", "vs bf16 med", "{:.2e}"),
