@@ -25,7 +25,7 @@ from ._dtypes import (
     concrete_points,
     finite_rows,
 )
-from ._lsq import ls_decoding_matrices
+from ._lsq import _precision, ls_decoding_matrices
 from ._lsq import ls_decoding_matrix as _ls_decoding_matrix
 
 _HI = jax.lax.Precision.HIGHEST
@@ -310,8 +310,13 @@ def chebyls_decode_batched(
 ) -> DecodeResult:
     r"""ChebyLS for B masks at once (and B payloads, or one shared payload).
 
-    One decoding matrix per mask (vmapped QR), then one batched product with the
-    payloads; no Python loop. Equal to ``jax.vmap(chebyls_decode)`` over the masks.
+    One decoding matrix per mask, then one batched product with the payloads; no
+    Python loop. Equal to ``jax.vmap(chebyls_decode)`` over the masks up to
+    rounding. With float32 accumulation the masks with cond <= 512 are solved by
+    corrected semi-normal equations (all B Gram matrices by one matrix product and
+    inverted together, one refinement step through the rows: backward stable, about
+    25 times a per-mask lstsq loop at M = 40, D = 22) and the others by Householder
+    QR; float64 uses QR throughout (see ``codedjax._lsq``).
 
     Args:
         y: [M, ...] one payload shared by every mask, or [B, M, ...] one per mask
@@ -325,11 +330,12 @@ def chebyls_decode_batched(
     Returns:
         DecodeResult with a leading B axis on every field. With float64
         accumulation ``cond`` is the exact 2-norm condition number, as in
-        :func:`chebyls_decode`; with float32 accumulation it is a certified estimate
-        (an exact SVD per mask would cost more than the solve) within a factor
-        D^(1/32) of it: 0.908 kappa <= cond <= 1.101 kappa at D = 22 (measured:
-        median ratio 1.0000, worst 0.986). ``value`` and ``ok`` are as in
-        :func:`chebyls_decode`.
+        :func:`chebyls_decode`; with float32 accumulation it is an estimate (an
+        exact SVD per mask would cost more than the solve): for cond <= 512 a
+        Lanczos lower bound (measured over 4096 masks at M = 40, N = 30, D = 22:
+        median ratio to the exact value 1.0000, 96% within 1e-3, worst 0.876),
+        above it a certified estimate within D^(+-1/32). ``value`` and ``ok`` are
+        as in :func:`chebyls_decode`.
 
     Raises:
         ValueError, TypeError: as :func:`chebyls_decode`.
@@ -371,8 +377,8 @@ def chebyls_decode_batched(
 
 def _chebyls_batched_impl(y, masks, alpha, beta, num_coeffs, acc, per_mask):
     # One batched kernel for all B masks (not a vmap of the one-mask kernel): it
-    # skips the per-mask SVD and reports a certified upper bound of the condition
-    # number instead (see codedjax._lsq.ls_decoding_matrices).
+    # skips the per-mask SVD and reports an estimate of the condition number
+    # instead (see codedjax._lsq.ls_decoding_matrices).
 
     if per_mask:
         fin = jax.vmap(finite_rows)(y)
@@ -384,11 +390,11 @@ def _chebyls_batched_impl(y, masks, alpha, beta, num_coeffs, acc, per_mask):
     if per_mask:
         flat = y.reshape(y.shape[0], y.shape[1], -1).astype(acc)
         flat = jnp.where(jnp.isfinite(flat), flat, jnp.zeros_like(flat))
-        out = jnp.einsum("bkm,bmf->bkf", a, flat, precision=_HI)
+        out = jnp.einsum("bkm,bmf->bkf", a, flat, precision=_precision())
     else:
         flat = y.reshape(y.shape[0], -1).astype(acc)
         flat = jnp.where(jnp.isfinite(flat), flat, jnp.zeros_like(flat))
-        out = jnp.einsum("bkm,mf->bkf", a, flat, precision=_HI)
+        out = jnp.einsum("bkm,mf->bkf", a, flat, precision=_precision())
     value = out.reshape(out.shape[:2] + trailing)
     return DecodeResult(value, ok, cond, n)
 

@@ -230,9 +230,9 @@ def test_jit_equals_eager_and_vmap_equals_loop(key):
         for other in (j.value, vm.value[i], bat.value[i]):
             np.testing.assert_allclose(np.asarray(other), np.asarray(e.value), atol=tol)
         assert bool(vm.ok[i]) == bool(e.ok) == bool(bat.ok[i])
-        # the batched float32 path reports a certified estimate: D^(+-1/32) kappa
-        assert D ** (-1 / 32) * 0.999 <= float(bat.cond[i]) / float(e.cond) \
-            <= D ** (1 / 32) * 1.001
+        # the batched float32 path reports an estimate (a Lanczos lower bound for
+        # cond <= 512, tested in test_lsq.py): close to the exact one
+        assert 0.8 <= float(bat.cond[i]) / float(e.cond) <= D ** (1 / 32) * 1.001
 
 
 def test_batched_with_per_mask_payloads(key):

@@ -1,0 +1,175 @@
+"""The batched least-squares kernels behind chebyls_decode_batched (issue: foundation).
+
+float32 path: packed Gram matrices, sweep-operator inverses, one refinement step
+through the rows, a Lanczos cond estimate, and Householder QR for the masks whose
+cond^2 eps is too large. Oracles: numpy float64 (inv, eigvalsh, lstsq, cond).
+Tolerances: the kernel promises a forward error of a small multiple of
+cond * eps32 (backward stable); the tests allow 10 cond eps (the issue allows 100).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpy.polynomial import chebyshev as npcheb
+
+import codedjax as cj
+from codedjax import _lsq
+
+EPS32 = float(np.finfo(np.float32).eps)
+K, M, D = 8, 40, 22
+
+
+def _equilibrated(x, d):
+    m = len(x)
+    return npcheb.chebvander(x, d - 1) * np.r_[np.sqrt(1 / m), np.full(d - 1, np.sqrt(2 / m))]
+
+
+def _mixed_masks(key, m, d, per_n=48):
+    """Masks from N = D (often ill-conditioned) to N = M: both tiers get work."""
+    out = []
+    for n in (d, d + 2, d + 4, d + 8, m - 2, m):
+        out.append(cj.sample_masks(jax.random.fold_in(key, n), num_workers=m,
+                                   num_responses=n, shape=(per_n,)))
+    return jnp.concatenate(out)
+
+
+def _float64_reference(alpha, beta, masks, y, d):
+    t = npcheb.chebvander(np.asarray(alpha, np.float64), d - 1)
+    tb = npcheb.chebvander(np.asarray(beta, np.float64), d - 1)
+    y64 = np.asarray(y, np.float64)
+    mk = np.asarray(masks)
+    ref = np.stack([tb @ np.linalg.lstsq(t[s], y64[s], rcond=None)[0] for s in mk])
+    cond = np.linalg.cond(_equilibrated(np.asarray(alpha, np.float64), d)[None]
+                          * mk[:, :, None])
+    return ref, cond
+
+
+@pytest.mark.parametrize("kind", [1, 2])
+def test_batched_float32_is_backward_stable_in_both_tiers(key, np_rng, kind):
+    alpha, beta = cj.chebyshev_points(M, kind=kind), cj.chebyshev_points(K)
+    masks = _mixed_masks(key, M, D)
+    coef = np_rng.standard_normal((D, 16))
+    t = npcheb.chebvander(np.asarray(alpha, np.float64), D - 1)
+    y = jnp.asarray(t @ coef, jnp.float32)  # a degree D-1 polynomial: consistent
+    r = cj.chebyls_decode_batched(y, masks, alpha, beta, num_coeffs=D)
+    ref, cond = _float64_reference(alpha, beta, masks, y, D)
+    okm = np.asarray(r.ok)
+    solvable = cond * EPS32 < 0.5  # the rest may be flagged (cond eps near 1)
+    assert okm[solvable].all(), np.asarray(r.cond)[solvable & ~okm]
+    assert not okm[cond * EPS32 > 2].any()
+    err = (np.linalg.norm((np.asarray(r.value) - ref).reshape(len(ref), -1), axis=1)
+           / np.linalg.norm(ref.reshape(len(ref), -1), axis=1))
+    bound = 10 * cond * EPS32
+    assert np.all(err[solvable] <= bound[solvable]), (err / (cond * EPS32))[solvable].max()
+    # both tiers did work: well-conditioned masks (normal equations) and masks past
+    # the cond^2 eps limit (QR)
+    limit = np.sqrt(_lsq._NE_COND_SQ_EPS / EPS32)
+    assert (cond < limit / 2).sum() > 50 and (cond > 2 * limit).sum() > 5
+
+
+def test_qr_tier_loops_when_most_masks_need_it(key, np_rng):
+    # responders in one contiguous block: cond 500 to 1e5, so every mask needs QR,
+    # far more than one call's share (B/64 rounded up = 1 here), so the tier loops
+    alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
+    shapes = [(32, 4), (32, 12), (32, 16), (32, 20), (30, 16), (30, 20), (30, 4),
+              (28, 20)]
+    rows = [np.roll(np.arange(M) < n, s) for n, s in shapes]
+    masks = jnp.asarray(np.stack(rows))
+    y = jnp.asarray(np_rng.standard_normal((M, 3)), jnp.float32)
+    r = cj.chebyls_decode_batched(y, masks, alpha, beta, num_coeffs=D)
+    a_qr, ok_qr, cond_qr, _ = _lsq.qr_decoding_matrices(
+        masks, alpha, beta, D, jnp.float32)
+    assert np.all(np.asarray(cond_qr) ** 2 * EPS32 > _lsq._NE_COND_SQ_EPS)
+    assert np.asarray(r.ok).all() and np.asarray(ok_qr).all()
+    # the same QR estimate, up to the rounding of a cond ~ 1e4 factorisation
+    cq = np.asarray(cond_qr, np.float64)
+    assert np.all(np.abs(np.asarray(r.cond) / cq - 1) <= 10 * cq * EPS32)
+    ref, cond = _float64_reference(alpha, beta, masks, y, D)
+    err = (np.linalg.norm((np.asarray(r.value) - ref).reshape(len(ref), -1), axis=1)
+           / np.linalg.norm(ref.reshape(len(ref), -1), axis=1))
+    assert np.all(err <= 10 * cond * EPS32), (err / (cond * EPS32)).max()
+
+
+def test_cond_estimate_is_a_tight_lower_bound(key):
+    alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
+    masks = cj.sample_masks(key, num_workers=M, num_responses=30, shape=(1024,))
+    r = cj.chebyls_decode_batched(jnp.zeros((M, 1), jnp.float32), masks, alpha, beta,
+                                  num_coeffs=D)
+    exact = np.linalg.cond(_equilibrated(np.asarray(alpha, np.float64), D)[None]
+                           * np.asarray(masks)[:, :, None])
+    ratio = np.asarray(r.cond, np.float64) / exact
+    # Lanczos Ritz values never exceed lambda_max (up to float32 rounding of H^-1,
+    # which is cond^2 eps relative); QR-tier masks carry a certified D^(+-1/32)
+    # estimate instead
+    small = exact < 100
+    assert np.all(ratio[small] <= 1 + 1e-3)
+    assert np.all(ratio <= D ** (1 / 32) * 1.001)
+    assert np.median(ratio) > 0.9999
+    assert np.quantile(ratio, 0.01) > 0.95  # measured: 0.99 over 4096 masks
+    assert ratio.min() > 0.8  # measured: 0.876 over 4096 masks
+
+
+def test_sweep_inverse_matches_numpy(np_rng):
+    d, b = 9, 64
+    q, _ = np.linalg.qr(np_rng.standard_normal((b, d, d)))
+    lam = np.exp(np_rng.uniform(-np.log(1e3), 0, (b, d)))  # cond up to 1e3
+    h = np.einsum("bij,bj,bkj->bik", q, lam, q)
+    ii, jj, _ = _lsq._packed_index(d)
+    packed = jnp.asarray(h[:, ii, jj].T, jnp.float32)  # [P, B]
+    got = np.asarray(_lsq._sweep_inverse(packed, d), np.float64).T
+    want = np.linalg.inv(h)[:, ii, jj]
+    cond = lam.max(1) / lam.min(1)
+    err = np.abs(got - want).max(1) / np.abs(want).max(1)
+    assert np.all(err <= 8 * d * cond * EPS32), (err / (cond * EPS32)).max()
+    # not positive definite: NaN, never a plausible-looking inverse
+    bad = h[:1].copy()
+    bad[0] -= 2 * np.eye(d)
+    out = _lsq._sweep_inverse(jnp.asarray(bad[:, ii, jj].T, jnp.float32), d)
+    assert np.all(np.isnan(np.asarray(out)))
+
+
+def test_tridiagonal_lambda_max_matches_eigvalsh(np_rng):
+    m, b = 4, 200
+    diag = np_rng.uniform(0, 10, (m, b))
+    off = np_rng.standard_normal((m - 1, b))
+    got = _lsq._tridiagonal_lambda_max([jnp.asarray(x, jnp.float32) for x in diag],
+                                       [jnp.asarray(x, jnp.float32) for x in off])
+    t = np.zeros((b, m, m))
+    for i in range(m):
+        t[:, i, i] = diag[i]
+    for i in range(m - 1):
+        t[:, i, i + 1] = t[:, i + 1, i] = off[i]
+    want = np.linalg.eigvalsh(t)[:, -1]
+    np.testing.assert_allclose(np.asarray(got), want, rtol=4 * EPS32 * 8,
+                               atol=1e-6 * np.abs(want).max())
+
+
+def test_lanczos_is_a_lower_bound_and_exact_on_the_full_space(np_rng):
+    d, b = 6, 50
+    a = np_rng.standard_normal((b, d, d))
+    spd = np.einsum("bij,bkj->bik", a, a) + 0.1 * np.eye(d)
+    lam = np.linalg.eigvalsh(spd)[:, -1]
+    mat = jnp.asarray(spd, jnp.float32)
+
+    def matvec(x):
+        return jnp.einsum("bde,be->bd", mat, x)
+
+    v = jnp.asarray(np_rng.standard_normal((b, d)), jnp.float32)
+    two = np.asarray(_lsq._lanczos_lambda_max(matvec, v, 2), np.float64)
+    full = np.asarray(_lsq._lanczos_lambda_max(matvec, v, d), np.float64)
+    assert np.all(two <= lam * (1 + 1e-5))
+    np.testing.assert_allclose(full, lam, rtol=1e-4)
+
+
+def test_too_few_rows_and_faulty_workers_in_a_batch(np_rng):
+    alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
+    masks = np.ones((4, M), bool)
+    masks[1, D - 1:] = False  # D - 1 responders
+    y = jnp.asarray(np_rng.standard_normal((4, M, 2)), jnp.float32)
+    y = y.at[2, 5].set(jnp.nan)  # a faulty worker in mask 2
+    r = cj.chebyls_decode_batched(y, jnp.asarray(masks), alpha, beta, num_coeffs=D)
+    assert np.asarray(r.ok).tolist() == [True, False, True, True]
+    assert np.asarray(r.num_used).tolist() == [M, D - 1, M - 1, M]
+    assert np.isinf(float(r.cond[1])) and np.all(np.asarray(r.value[1]) == 0)
+    assert np.all(np.isfinite(np.asarray(r.value)))
