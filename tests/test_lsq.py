@@ -22,7 +22,8 @@ K, M, D = 8, 40, 22
 
 def _equilibrated(x, d):
     m = len(x)
-    return npcheb.chebvander(x, d - 1) * np.r_[np.sqrt(1 / m), np.full(d - 1, np.sqrt(2 / m))]
+    scale = np.r_[np.sqrt(1 / m), np.full(d - 1, np.sqrt(2 / m))]
+    return npcheb.chebvander(x, d - 1) * scale
 
 
 def _mixed_masks(key, m, d, per_n=48):
@@ -61,7 +62,8 @@ def test_batched_float32_is_backward_stable_in_both_tiers(key, np_rng, kind):
     err = (np.linalg.norm((np.asarray(r.value) - ref).reshape(len(ref), -1), axis=1)
            / np.linalg.norm(ref.reshape(len(ref), -1), axis=1))
     bound = 10 * cond * EPS32
-    assert np.all(err[solvable] <= bound[solvable]), (err / (cond * EPS32))[solvable].max()
+    worst = (err / (cond * EPS32))[solvable].max()
+    assert np.all(err[solvable] <= bound[solvable]), worst
     # both tiers did work: well-conditioned masks (normal equations) and masks past
     # the cond^2 eps limit (QR)
     limit = np.sqrt(_lsq._NE_COND_SQ_EPS / EPS32)
