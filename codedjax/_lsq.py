@@ -352,19 +352,30 @@ def _lanczos_lambda_max(matvec, v, steps):
     sec. 10.1). For the inverse Gram matrices of the decoders 4 steps from the
     largest-diagonal column give sqrt(lambda) within 1% for 99% of masks.
     """
-    norm = jnp.sqrt(jnp.sum(v * v, axis=1, keepdims=True))
-    q = v / jnp.where(norm > 0, norm, jnp.ones_like(norm))
+    def norm(x):
+        return jnp.sqrt(jnp.sum(x * x, axis=1))
+
+    n0 = norm(v)[:, None]
+    q = v / jnp.where(n0 > 0, n0, jnp.ones_like(n0))
     basis, diag, off = [q], [], []
+    tol = jnp.sqrt(jnp.finfo(v.dtype).eps)
     for j in range(steps):
         w = matvec(basis[-1])
         diag.append(jnp.sum(w * basis[-1], axis=1))
-        for qq in basis:  # full reorthogonalisation (steps is small)
-            w = w - jnp.sum(w * qq, axis=1, keepdims=True) * qq
         if j == steps - 1:
             break
-        nrm = jnp.sqrt(jnp.sum(w * w, axis=1))
-        off.append(nrm)
-        basis.append(w / jnp.where(nrm > 0, nrm, jnp.ones_like(nrm))[:, None])
+        size = norm(w)
+        for _ in range(2):  # full reorthogonalisation, twice ("twice is enough")
+            for qq in basis:
+                w = w - jnp.sum(w * qq, axis=1, keepdims=True) * qq
+        nrm = norm(w)
+        # breakdown: what is left is rounding noise, not a new direction (and its
+        # normalised copy need not be orthogonal to the basis): the Krylov space is
+        # invariant, so stop here (zero vector, zero coupling)
+        live = nrm > tol * size
+        off.append(jnp.where(live, nrm, jnp.zeros_like(nrm)))
+        scale = jnp.where(live, 1 / jnp.where(live, nrm, jnp.ones_like(nrm)), 0)
+        basis.append(w * scale[:, None])
     return _tridiagonal_lambda_max(diag, off)
 
 

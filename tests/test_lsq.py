@@ -112,6 +112,22 @@ def test_cond_estimate_is_a_tight_lower_bound(key):
     assert ratio.min() > 0.8  # measured: 0.876 over 4096 masks
 
 
+def test_cond_with_every_worker_or_nearly_is_exact():
+    # H = I (first-kind points, all M workers): the Krylov space breaks down after
+    # one step; the noise left by the reorthogonalisation must not count as a
+    # direction (it once gave cond = 1.16 here)
+    alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
+    masks = np.ones((3, M), bool)
+    masks[1, :3] = False
+    masks[2, ::7] = False
+    r = cj.chebyls_decode_batched(jnp.zeros((M, 1), jnp.float32), jnp.asarray(masks),
+                                  alpha, beta, num_coeffs=D)
+    exact = np.linalg.cond(_equilibrated(np.asarray(alpha, np.float64), D)[None]
+                           * masks[:, :, None])
+    np.testing.assert_allclose(np.asarray(r.cond), exact, rtol=1e-4)
+    assert abs(float(r.cond[0]) - 1) < 1e-5
+
+
 def test_sweep_inverse_matches_numpy(np_rng):
     d, b = 9, 64
     q, _ = np.linalg.qr(np_rng.standard_normal((b, d, d)))
