@@ -126,8 +126,12 @@ def _chebyls(p: dict) -> Built:
         "ok_agrees_with_exact": float(np.mean(okm == (cond * EPS32 < 1))),
     }
 
-    # QR (2 M D^2 - 2 D^3 / 3), A = T_b R^-1 Q^T (K D^2 + 2 K D M), A y (2 K M F)
-    flops = b * (2 * m * d * d - 2 * d**3 / 3 + k * d * d + 2 * k * d * m
+    # what the float32 kernel computes per mask (codedjax._lsq.ne_decoding_matrices):
+    # packed Gram (2 M P, P = D(D+1)/2), sweep (3 P D), Z = T_b H^-1 (2 K D^2),
+    # A = Z U^T, A U and the correction (3 x 2 K D M), dZ = R H^-1 (2 K D^2),
+    # 4 Lanczos products (8 D^2) and the payload A y (2 K M F)
+    p_ = d * (d + 1) // 2
+    flops = b * (2 * m * p_ + 3 * p_ * d + 4 * k * d * d + 6 * k * d * m + 8 * d * d
                  + 2 * k * m * f)
     return Built(fn, (y, masks), check,
                  {"lstsq_loop": lstsq_loop, "numpy_batched_qr": batched_qr,

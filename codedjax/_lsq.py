@@ -276,9 +276,9 @@ def _packed_index(d):
 def _sweep_inverse(hp, d):
     """Inverses of B symmetric positive definite matrices by the sweep operator.
 
-    ``hp`` [P, B] holds the matrices in packed upper-triangle storage (see
-    :func:`_packed_index`) with the batch last, so every step is one elementwise
-    pass over P x B numbers that vectorises across the batch (no per-matrix LAPACK
+    ``hp`` [..., P, C] holds the matrices in packed upper-triangle storage (see
+    :func:`_packed_index`) with the batch (or a chunk of it) last, so every step is
+    one elementwise pass that vectorises across the batch (no per-matrix LAPACK
     call, whose fixed cost dominates at D ~ 20). Sweeping pivot k maps
     a_kk -> -1/a_kk, a_ik -> a_ik / a_kk and a_ij -> a_ij - a_ik a_kj / a_kk, which
     keeps the matrix symmetric; sweeping every pivot gives -H^{-1}. This is
@@ -286,23 +286,24 @@ def _sweep_inverse(hp, d):
     is within a small multiple of cond(H) * eps of the exact one.
 
     Returns:
-        H^{-1} packed [P, B]. A matrix that meets a pivot <= 0 (not numerically
-        positive definite) gets NaN in every entry of its inverse.
+        H^{-1} packed, shaped like ``hp``. A matrix that meets a pivot <= 0 (not
+        numerically positive definite) gets NaN in every entry of its inverse.
     """
     ii, jj, pos = _packed_index(d)
     nan = jnp.asarray(jnp.nan, hp.dtype)
-    x = hp
+    x = hp  # [..., P, C]: packed axis second to last, batch (or a chunk of it) last
     for k in range(d):
-        col = x[pos[:, k]]  # [D, B] column k
+        col = x[..., pos[:, k], :]  # [..., D, C] column k
         # read the pivot from x, not from col, and return nothing but x: either
         # change makes XLA:CPU recompute the whole chain (3-10x slower)
-        piv = x[pos[k, k]]
+        piv = x[..., pos[k, k], :]
         piv = jnp.where(piv > 0, piv, nan)  # not positive definite: NaN, flagged later
-        ratio = col / piv[None, :]
+        ratio = col / piv[..., None, :]
         touches = (ii == k) | (jj == k)
         other = np.where(ii == k, jj, ii)
-        x = jnp.where(touches[:, None], ratio[other], x - col[ii] * ratio[jj])
-        x = x.at[pos[k, k]].set(-1.0 / piv)
+        x = jnp.where(touches[:, None], ratio[..., other, :],
+                      x - col[..., ii, :] * ratio[..., jj, :])
+        x = x.at[..., pos[k, k], :].set(-1.0 / piv)
     return -x
 
 
@@ -462,13 +463,13 @@ def ne_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     gram = jnp.matmul((u[:, ii] * u[:, jj]).T, w.T, precision=prec)  # [P, B]
     hinv_last = _sweep_inverse(gram, d)[pos]  # [D, D, B]
     hinv = jnp.transpose(hinv_last, (2, 0, 1))  # [B, D, D]
+    # Z = T_beta H^{-1}: one [K, D] x [D, D B] product on the batch-last inverses
+    z = jnp.matmul(tb, hinv_last.reshape(d, d * b), precision=prec)
+    z = jnp.transpose(z.reshape(k, d, b), (2, 0, 1))  # [B, K, D]
 
     def rows(z):  # Z_b U^T diag(w_b): [B, K, D] -> [B, K, M]
         return jnp.matmul(z, u.T, precision=prec) * w[:, None, :]
 
-    # Z = T_beta H^{-1}: one [K, D] x [D, D B] product on the batch-last inverses
-    z = jnp.matmul(tb, hinv_last.reshape(d, d * b), precision=prec)
-    z = jnp.transpose(z.reshape(k, d, b), (2, 0, 1))  # [B, K, D]
     a = rows(z)
     # refinement: the correction is added to the computed A, never recomputed from
     # Z + dZ (||Z|| ~ cond^2 ||A|| / cond, so a fresh product would bring back an

@@ -140,6 +140,10 @@ def test_sweep_inverse_matches_numpy(np_rng):
     cond = lam.max(1) / lam.min(1)
     err = np.abs(got - want).max(1) / np.abs(want).max(1)
     assert np.all(err <= 8 * d * cond * EPS32), (err / (cond * EPS32)).max()
+    # leading axes: the same numbers for the batch split in two chunks
+    split = packed.reshape(-1, 2, b // 2).transpose(1, 0, 2)
+    again = np.asarray(_lsq._sweep_inverse(split, d)).transpose(1, 0, 2).reshape(-1, b)
+    np.testing.assert_array_equal(again.T, got.astype(np.float32))
     # not positive definite: NaN, never a plausible-looking inverse
     bad = h[:1].copy()
     bad[0] -= 2 * np.eye(d)
