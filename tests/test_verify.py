@@ -200,3 +200,24 @@ def test_end_to_end_tiny_run(tmp_path):
 def test_public_api_used_by_theory():
     # the theory code reaches the library only through public names
     assert cj.first_arrivals is not None and cj.bounds is cb
+
+
+def test_equilibration_claim_skips_trials_float64_cannot_resolve():
+    # at cond ~ 1/eps the SVD returns noise or inf for either matrix (the full run
+    # met eq = inf beside a finite raw at M = 200, N = D = 40): such trials are
+    # counted as unresolved, not as violations; a resolved violation still fails
+    t, n = 4, 1
+    raw = np.array([[2.0], [3.0], [1e17], [5.0]])
+    eq = np.array([[2.1], [np.inf], [1e19], [5.0]])
+    samples = _mc.CondSamples(raw=raw, eq=eq, gap=np.ones((t, n), np.int32),
+                              wratio=np.ones((t, n)), orders=np.zeros((0, 8), int),
+                              seconds=0.0, compile_seconds=0.0)
+    _, checks = V.analyse_cond(samples, m=8, d=3, responses=(5,), eta=0.05,
+                               level=0.99, identity_trials=0)
+    (c,) = [c for c in checks if c["bound"] == "equilibration"]
+    assert c["holds"] and c["exceed"] == 0 and c["unresolved_trials"] == 2
+    bad = samples._replace(eq=np.array([[2.1], [np.inf], [1e19], [50.0]]))
+    _, checks = V.analyse_cond(bad, m=8, d=3, responses=(5,), eta=0.05, level=0.99,
+                               identity_trials=0)
+    (c,) = [c for c in checks if c["bound"] == "equilibration"]
+    assert not c["holds"] and c["exceed"] == 1
