@@ -474,7 +474,10 @@ def ne_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     1/sigma_min^2 (up to rounding, of relative size cond^2 eps for the computed
     inverse), and ||U||_2^2 is used only within 1% of the Ritz value. Measured
     against numpy's float64 cond (M = 40, N = 30, D = 22, 4096 random masks):
-    median ratio 1.0000, [MEASURED]; masks symmetric about 0: [MEASURED_SYM].
+    median ratio 1.0000, 97% of masks within 1e-3, 1% below 0.993, the worst
+    0.89; masks symmetric about 0: worst 0.97. Less tight where sigma_max needs
+    Lanczos too (second-kind points: 1% below 0.80; M = 100, N = 30: 1% below
+    0.84).
 
     Args/returns: as :func:`ls_decoding_matrices` (``acc`` float32 here).
     """
