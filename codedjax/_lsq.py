@@ -353,8 +353,9 @@ def _lanczos_lambda_max(matvec, v, steps):
     ``steps`` Lanczos steps (one ``matvec`` each, full reorthogonalisation) from
     the start vectors ``v`` [B, D], then the largest Ritz value, a lower bound on
     lambda_max up to rounding (Golub and Van Loan, Matrix Computations, 4th ed.,
-    sec. 10.1). For the inverse Gram matrices of the decoders 4 steps from the
-    largest-diagonal column give sqrt(lambda) within 1% for 99% of masks.
+    sec. 10.1). For the inverse Gram matrices of the decoders, 4 steps from
+    :func:`_two_column_start` give sqrt(lambda) within 1% for 99% of masks
+    (M = 40, N = 30, D = 22).
     """
     def norm(x):
         return jnp.sqrt(jnp.sum(x * x, axis=1))
