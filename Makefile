@@ -28,6 +28,7 @@ run: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check codedjax theory models benchmarks tests
+	$(PY) -m ruff format --check codedjax theory models benchmarks tests
 
 clean:
 	rm -rf $(VENV) $(OUT)

@@ -45,8 +45,12 @@ QUICK = {
     "cond_mc": COND_MC[:1],
     "coded_dcn": CODED_DCN,
 }
-FULL = {"chebyls": CHEBYLS, "encode": ENCODE, "cond_mc": COND_MC,
-        "coded_dcn": CODED_DCN}
+FULL = {
+    "chebyls": CHEBYLS,
+    "encode": ENCODE,
+    "cond_mc": COND_MC,
+    "coded_dcn": CODED_DCN,
+}
 
 
 def _name(group: str, p: dict) -> str:
@@ -73,8 +77,9 @@ def _chebyls(p: dict) -> Built:
     t, tb = npcheb.chebvander(a64, d - 1), npcheb.chebvander(b64, d - 1)
     y = jnp.asarray(t @ coef, dt)  # responses of a random degree D-1 polynomial
     y64 = np.asarray(y, np.float64)  # what the decoder really receives
-    masks = cj.sample_masks(jax.random.key(0), num_workers=m, num_responses=n,
-                            shape=(b,))
+    masks = cj.sample_masks(
+        jax.random.key(0), num_workers=m, num_responses=n, shape=(b,)
+    )
     mk = np.asarray(masks)
 
     def lstsq_loop():
@@ -105,11 +110,15 @@ def _chebyls(p: dict) -> Built:
 
     def check(out: np.ndarray) -> dict:
         err = np.linalg.norm((out - ref).reshape(b, -1), axis=1) / np.linalg.norm(
-            ref.reshape(b, -1), axis=1)
+            ref.reshape(b, -1), axis=1
+        )
         backward = err / (cond * EPS32)
-        return {"median_err": float(np.median(err)), "max_err": float(err.max()),
-                "max_err_over_cond_eps": float(backward.max()),
-                "ok": bool(np.median(err) <= 1e-5 and backward.max() <= 100)}
+        return {
+            "median_err": float(np.median(err)),
+            "max_err": float(err.max()),
+            "max_err_over_cond_eps": float(backward.max()),
+            "ok": bool(np.median(err) <= 1e-5 and backward.max() <= 100),
+        }
 
     def fn(yy, ms):
         return cj.chebyls_decode_batched(yy, ms, alpha, beta, num_coeffs=d).value
@@ -131,12 +140,26 @@ def _chebyls(p: dict) -> Built:
     # A = Z U^T, A U and the correction (3 x 2 K D M), dZ = R H^-1 (2 K D^2),
     # 4 Lanczos products (8 D^2) and the payload A y (2 K M F)
     p_ = d * (d + 1) // 2
-    flops = b * (2 * m * p_ + 3 * p_ * d + 4 * k * d * d + 6 * k * d * m + 8 * d * d
-                 + 2 * k * m * f)
-    return Built(fn, (y, masks), check,
-                 {"lstsq_loop": lstsq_loop, "numpy_batched_qr": batched_qr,
-                  "numpy_batched_qr_cheap_order": batched_qr_cheap_order},
-                 flops=flops, extra=cond_stats)
+    flops = b * (
+        2 * m * p_
+        + 3 * p_ * d
+        + 4 * k * d * d
+        + 6 * k * d * m
+        + 8 * d * d
+        + 2 * k * m * f
+    )
+    return Built(
+        fn,
+        (y, masks),
+        check,
+        {
+            "lstsq_loop": lstsq_loop,
+            "numpy_batched_qr": batched_qr,
+            "numpy_batched_qr_cheap_order": batched_qr_cheap_order,
+        },
+        flops=flops,
+        extra=cond_stats,
+    )
 
 
 # ---------------------------------------------------------------------------------
@@ -169,24 +192,37 @@ def _encode(p: dict) -> Built:
         enc = cj.berrut_encode
     x64 = np.random.default_rng(1).standard_normal((k, f))
     x = jnp.asarray(x64, jnp.float32)
-    e = _barycentric_np(np.asarray(beta, np.float64), np.asarray(alpha, np.float64),
-                        p["code"] == "berrut")
+    e = _barycentric_np(
+        np.asarray(beta, np.float64),
+        np.asarray(alpha, np.float64),
+        p["code"] == "berrut",
+    )
     ref = e @ np.asarray(x, np.float64)
     lebesgue = np.abs(e).sum(1).max()
     e32, xn = e.astype(np.float32), np.asarray(x)
 
     def numpy_f32():  # build the M x K matrix in float64, encode with a BLAS matmul
-        return _barycentric_np(np.asarray(beta, np.float64),
-                               np.asarray(alpha, np.float64),
-                               p["code"] == "berrut").astype(np.float32) @ xn
+        return (
+            _barycentric_np(
+                np.asarray(beta, np.float64),
+                np.asarray(alpha, np.float64),
+                p["code"] == "berrut",
+            ).astype(np.float32)
+            @ xn
+        )
 
     def check(out):
         err = np.abs(out - ref).max() / np.abs(x64).max()
         return {"max_err": float(err), "ok": bool(err <= 8 * k * lebesgue * EPS32)}
 
     del e32
-    return Built(lambda xx: enc(xx, beta, alpha), (x,), check,
-                 {"numpy_f32": numpy_f32}, flops=2.0 * m * k * f)
+    return Built(
+        lambda xx: enc(xx, beta, alpha),
+        (x,),
+        check,
+        {"numpy_f32": numpy_f32},
+        flops=2.0 * m * k * f,
+    )
 
 
 # ---------------------------------------------------------------------------------
@@ -197,13 +233,13 @@ def _cond_mc(p: dict) -> Built:
     m, n, d, b = p["M"], p["N"], p["D"], p["B"]
     u64 = _equilibrated(np.asarray(cj.chebyshev_points(m), np.float64), d)
     u = jnp.asarray(u64, jnp.float32)
-    masks = cj.sample_masks(jax.random.key(2), num_workers=m, num_responses=n,
-                            shape=(b,))
+    masks = cj.sample_masks(
+        jax.random.key(2), num_workers=m, num_responses=n, shape=(b,)
+    )
     mk = np.asarray(masks)
 
     def fn(ms):
-        sv = jnp.linalg.svd(u[None] * ms[:, :, None].astype(u.dtype),
-                            compute_uv=False)
+        sv = jnp.linalg.svd(u[None] * ms[:, :, None].astype(u.dtype), compute_uv=False)
         return sv[:, 0] / sv[:, d - 1]
 
     def numpy_svd_f64():
@@ -218,15 +254,22 @@ def _cond_mc(p: dict) -> Built:
         return {"max_err": float(rel.max()), "ok": bool(np.all(rel <= bound + 1e-6))}
 
     def numpy_svd_f32():
-        sv = np.linalg.svd(u64.astype(np.float32)[None] * mk[:, :, None],
-                           compute_uv=False)
+        sv = np.linalg.svd(
+            u64.astype(np.float32)[None] * mk[:, :, None], compute_uv=False
+        )
         return sv[:, 0] / sv[:, -1]
 
-    return Built(fn, (masks,), check,
-                 {"numpy_stacked_svd_f64": numpy_svd_f64,
-                  "numpy_stacked_svd_f32": numpy_svd_f32},
-                 flops=b * (4 * m * d * d - 4 * d**3 / 3),
-                 extra={"trials": b})
+    return Built(
+        fn,
+        (masks,),
+        check,
+        {
+            "numpy_stacked_svd_f64": numpy_svd_f64,
+            "numpy_stacked_svd_f32": numpy_svd_f32,
+        },
+        flops=b * (4 * m * d * d - 4 * d**3 / 3),
+        extra={"trials": b},
+    )
 
 
 # ---------------------------------------------------------------------------------
@@ -248,8 +291,9 @@ def _coded_dcn(p: dict) -> Built:
     rng = np.random.default_rng(3)
     cat = jnp.asarray(rng.integers(0, 5, size=(g * k, 8)), jnp.int32)
     num = jnp.asarray(rng.standard_normal((g * k, 6)), jnp.float32)
-    masks = cj.sample_masks(jax.random.key(4), num_workers=m, num_responses=n,
-                            shape=(g,))
+    masks = cj.sample_masks(
+        jax.random.key(4), num_workers=m, num_responses=n, shape=(g,)
+    )
 
     def coded(cat, num, masks):
         x0 = model.embed(cat, num).reshape(g, k, -1)  # master, float32
@@ -260,7 +304,8 @@ def _coded_dcn(p: dict) -> Built:
         yd = worker.deep_logit(flat(xd)).reshape(g, m)
         c = cj.chebyls_decode_batched(yc, masks, alpha, beta, num_coeffs=d).value
         dd = jax.vmap(lambda yy, mk: cj.repapprox_decode(yy, mk, layout).value)(
-            yd, masks)
+            yd, masks
+        )
         return (c[..., 0] + dd + model.output_bias()).reshape(-1)
 
     uncoded_f32 = jax.jit(lambda c, x: model(c, x))
@@ -268,26 +313,46 @@ def _coded_dcn(p: dict) -> Built:
 
     def check(out):
         err = np.linalg.norm((out - ref).reshape(g, k), axis=1) / np.linalg.norm(
-            ref.reshape(g, k), axis=1)
-        return {"max_err": float(err.max()), "median_err": float(np.median(err)),
-                "ok": bool(np.median(err) < 5e-2)}
+            ref.reshape(g, k), axis=1
+        )
+        return {
+            "max_err": float(err.max()),
+            "median_err": float(np.median(err)),
+            "ok": bool(np.median(err) < 5e-2),
+        }
 
     def uncoded():
         return np.asarray(jax.block_until_ready(uncoded_f32(cat, num)))
 
-    per_query = sum(
-        int(np.prod(v.shape)) for v in jax.tree_util.tree_leaves(nnx.state(model))
-        if hasattr(v, "shape") and len(v.shape) == 2) * 2
-    return Built(coded, (cat, num, masks), check, {"uncoded_f32": uncoded},
-                 flops=float(g * m * per_query),
-                 extra={"queries": g * k,
-                        "note": "ratio_vs_uncoded_f32 < 1 is the cost of coding: "
-                                "M/K = 5x more worker evaluations (simulated on one "
-                                "device), encoding and decoding"})
+    per_query = (
+        sum(
+            int(np.prod(v.shape))
+            for v in jax.tree_util.tree_leaves(nnx.state(model))
+            if hasattr(v, "shape") and len(v.shape) == 2
+        )
+        * 2
+    )
+    return Built(
+        coded,
+        (cat, num, masks),
+        check,
+        {"uncoded_f32": uncoded},
+        flops=float(g * m * per_query),
+        extra={
+            "queries": g * k,
+            "note": "ratio_vs_uncoded_f32 < 1 is the cost of coding: "
+            "M/K = 5x more worker evaluations (simulated on one "
+            "device), encoding and decoding",
+        },
+    )
 
 
-BUILDERS = {"chebyls": _chebyls, "encode": _encode, "cond_mc": _cond_mc,
-            "coded_dcn": _coded_dcn}
+BUILDERS = {
+    "chebyls": _chebyls,
+    "encode": _encode,
+    "cond_mc": _cond_mc,
+    "coded_dcn": _coded_dcn,
+}
 
 
 def cases(quick: bool) -> list[Case]:
@@ -295,6 +360,11 @@ def cases(quick: bool) -> list[Case]:
     out = []
     for group, rows in table.items():
         for p in rows:
-            out.append(Case(_name(group, p), group,
-                            (lambda p=p, group=group: BUILDERS[group](p))))
+            out.append(
+                Case(
+                    _name(group, p),
+                    group,
+                    (lambda p=p, group=group: BUILDERS[group](p)),
+                )
+            )
     return out

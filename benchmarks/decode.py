@@ -19,8 +19,12 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--out", default="results/benchmarks_decode")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     args = parser.parse_args(argv)
-    return run(BenchConfig(only=f"chebyls[M=40,N=30,D=22,K=8,F=64,B=4096,"
-                                f"dtype={args.dtype}]", out=args.out))
+    return run(
+        BenchConfig(
+            only=f"chebyls[M=40,N=30,D=22,K=8,F=64,B=4096,dtype={args.dtype}]",
+            out=args.out,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -92,10 +92,16 @@ def matmul_rate(n: int = 1024, *, repeats: int = 5) -> float:
 def environment() -> dict:
     """Backend, device kind, versions and git revision for every record."""
     try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-            timeout=5, cwd=os.path.dirname(os.path.abspath(__file__)),
-        ).stdout.strip() or "unknown"
+        rev = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+                cwd=os.path.dirname(os.path.abspath(__file__)),
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         rev = "unknown"
     dev = jax.devices()[0]
@@ -115,8 +121,9 @@ def environment() -> dict:
     }
 
 
-def run_case(case: Case, *, repeats: int, min_seconds: float, rate: float,
-             env: dict) -> dict:
+def run_case(
+    case: Case, *, repeats: int, min_seconds: float, rate: float, env: dict
+) -> dict:
     """Compile, check, time one case and its baselines; return its record."""
     built = case.build()
     jitted = jax.jit(built.fn)
@@ -126,15 +133,18 @@ def run_case(case: Case, *, repeats: int, min_seconds: float, rate: float,
     out = np.asarray(jax.device_get(_block(compiled(*built.args))))
     check = built.check(out)
     record: dict[str, Any] = {
-        "case": case.name, "group": case.group, "compile_s": compile_s,
+        "case": case.name,
+        "group": case.group,
+        "compile_s": compile_s,
         **{f"codedjax_{k}": v for k, v in check.items()},
     }
     if not check["ok"]:
         record["median_s"] = None
         record["error"] = "codedjax output failed its accuracy check; not timed"
         return {**record, **env}
-    median = time_call(lambda: _block(compiled(*built.args)), repeats=repeats,
-                       min_seconds=min_seconds)
+    median = time_call(
+        lambda: _block(compiled(*built.args)), repeats=repeats, min_seconds=min_seconds
+    )
     record["median_s"] = median
     if built.flops is not None:
         record["flops"] = built.flops
@@ -187,7 +197,8 @@ def report_markdown(records: list[dict], env: dict, rate: float) -> str:
     for r in records:
         ratios = ", ".join(
             f"{k.removeprefix('ratio_vs_')} {_fmt(v, '.2f')}x"
-            for k, v in r.items() if k.startswith("ratio_vs_")
+            for k, v in r.items()
+            if k.startswith("ratio_vs_")
         )
         berr = ", ".join(
             f"{k.removesuffix('_max_err')} {_fmt(v, '.1e')}"

@@ -35,8 +35,11 @@ def run(config: BenchConfig, *, case_list=None) -> list[dict]:
     elif config.only and any(config.only in c.name for c in selected):
         selected = [c for c in selected if config.only in c.name]
     elif config.only:
-        pattern = config.only if any(c in config.only for c in "*?[") else (
-            f"*{config.only}*")
+        pattern = (
+            config.only
+            if any(c in config.only for c in "*?[")
+            else (f"*{config.only}*")
+        )
         selected = [c for c in selected if fnmatch.fnmatch(c.name, pattern)]
         if not selected:
             raise ValueError(f"benchmarks.run: --only {config.only!r} matches no case")
@@ -45,8 +48,15 @@ def run(config: BenchConfig, *, case_list=None) -> list[dict]:
     records = []
     for i, case in enumerate(selected, 1):
         print(f"[{i}/{len(selected)}] {case.name}", file=sys.stderr, flush=True)
-        records.append(run_case(case, repeats=config.repeats,
-                                min_seconds=config.min_seconds, rate=rate, env=env))
+        records.append(
+            run_case(
+                case,
+                repeats=config.repeats,
+                min_seconds=config.min_seconds,
+                rate=rate,
+                env=env,
+            )
+        )
     os.makedirs(config.out, exist_ok=True)
     write_jsonl(records, os.path.join(config.out, "results.jsonl"))
     text = report_markdown(records, env, rate)
@@ -59,13 +69,23 @@ def run(config: BenchConfig, *, case_list=None) -> list[dict]:
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer, smaller cases")
-    parser.add_argument("--only", default=None,
-                        help="run the cases whose name matches (substring or glob)")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="run the cases whose name matches (substring or glob)",
+    )
     parser.add_argument("--repeats", type=int, default=BenchConfig.repeats)
     parser.add_argument("--out", default=BenchConfig.out)
     args = parser.parse_args(argv)
-    return run(BenchConfig(quick=args.quick, only=args.only, repeats=args.repeats,
-                           min_seconds=0.2 if args.quick else 0.5, out=args.out))
+    return run(
+        BenchConfig(
+            quick=args.quick,
+            only=args.only,
+            repeats=args.repeats,
+            min_seconds=0.2 if args.quick else 0.5,
+            out=args.out,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -61,8 +61,9 @@ def berrut_matrix(nodes: jax.Array, sel: jax.Array, z: jax.Array):
     hit = dmin == 0
     scale = jnp.where(jnp.isfinite(dmin) & ~hit, dmin, jnp.ones_like(dmin))
     safe = jnp.where(rep[None, :] & (dz != 0), dz, jnp.ones_like(dz))
-    t = jnp.where(rep[None, :], sign[None, :] * (scale[:, None] / safe),
-                  jnp.zeros_like(dz))
+    t = jnp.where(
+        rep[None, :], sign[None, :] * (scale[:, None] / safe), jnp.zeros_like(dz)
+    )
     den = jnp.sum(t, axis=1, keepdims=True)
     den = jnp.where(den == 0, jnp.ones_like(den), den)
     b = t / den
@@ -124,8 +125,10 @@ def bacc_points(num_inputs: int, num_workers: int, *, dtype: Any = None):
     """
     k = check_int("bacc_points", "num_inputs", num_inputs, minimum=1)
     m = check_int("bacc_points", "num_workers", num_workers, minimum=2)
-    return (chebyshev_points(k, kind=1, dtype=dtype),
-            chebyshev_points(m, kind=2, dtype=dtype))
+    return (
+        chebyshev_points(k, kind=1, dtype=dtype),
+        chebyshev_points(m, kind=2, dtype=dtype),
+    )
 
 
 def berrut_encode(x: Any, beta: Any, alpha: Any) -> jax.Array:

@@ -48,9 +48,7 @@ def chebyshev_points(n: int, kind: int = 1, dtype: Any = None) -> jax.Array:
         x = np.sin(np.pi * (n - 1 - 2 * np.arange(n)) / (2.0 * n))
     else:
         if n < 2:
-            raise ValueError(
-                f"chebyshev_points: kind=2 needs n >= 2 points, got n={n}"
-            )
+            raise ValueError(f"chebyshev_points: kind=2 needs n >= 2 points, got n={n}")
         # cos(i pi/(n-1)) = sin(pi (n-1-2i) / (2(n-1)))
         x = np.sin(np.pi * (n - 1 - 2 * np.arange(n)) / (2.0 * (n - 1)))
     dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)

@@ -42,9 +42,7 @@ def accumulation_dtype(dtype: Any, accum_dtype: Any = None) -> jnp.dtype:
     """
     dt = jnp.dtype(dtype)
     if not jnp.issubdtype(dt, jnp.floating):
-        raise TypeError(
-            f"accumulation_dtype: expected a floating dtype, got {dt}"
-        )
+        raise TypeError(f"accumulation_dtype: expected a floating dtype, got {dt}")
     if accum_dtype is not None:
         acc = jnp.dtype(accum_dtype)
         if acc not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)):
@@ -132,9 +130,7 @@ def check_floating(fname: str, name: str, x: Any) -> jax.Array:
     """Convert to a jax array and require a floating dtype."""
     x = jnp.asarray(x)
     if not jnp.issubdtype(x.dtype, jnp.floating):
-        raise TypeError(
-            f"{fname}: {name} must have a floating dtype, got {x.dtype}"
-        )
+        raise TypeError(f"{fname}: {name} must have a floating dtype, got {x.dtype}")
     return x
 
 
@@ -142,13 +138,9 @@ def check_vector(fname: str, name: str, x: Any, length: int | None = None) -> ja
     """A floating 1-D array, optionally of a given length."""
     x = check_floating(fname, name, x)
     if x.ndim != 1:
-        raise ValueError(
-            f"{fname}: {name} must be 1-D, got shape {tuple(x.shape)}"
-        )
+        raise ValueError(f"{fname}: {name} must be 1-D, got shape {tuple(x.shape)}")
     if length is not None and x.shape[0] != length:
-        raise ValueError(
-            f"{fname}: {name} must have length {length}, got {x.shape[0]}"
-        )
+        raise ValueError(f"{fname}: {name} must have length {length}, got {x.shape[0]}")
     return x
 
 
@@ -179,9 +171,7 @@ def concrete_finite(fname: str, name: str, x: jax.Array) -> None:
     v = np.asarray(x, dtype=np.float64)
     if not np.all(np.isfinite(v)):
         bad = int(np.flatnonzero(~np.isfinite(v))[0])
-        raise ValueError(
-            f"{fname}: {name} must be finite, got {v[bad]} at index {bad}"
-        )
+        raise ValueError(f"{fname}: {name} must be finite, got {v[bad]} at index {bad}")
 
 
 def concrete_points(fname: str, name: str, x: jax.Array) -> None:
@@ -198,7 +188,13 @@ def concrete_points(fname: str, name: str, x: jax.Array) -> None:
 
 
 def check_decode_inputs(
-    fname: str, y: Any, mask: Any, alpha: Any, beta: Any, *, min_workers: int = 1,
+    fname: str,
+    y: Any,
+    mask: Any,
+    alpha: Any,
+    beta: Any,
+    *,
+    min_workers: int = 1,
     hint: str = "use jax.vmap for many masks",
 ):
     """Shapes shared by every decoder: y [M, ...], mask [M] bool, alpha [M], beta [K].

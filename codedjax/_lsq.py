@@ -200,8 +200,9 @@ def qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     q, r = jnp.linalg.qr(us)
     r = _after(r, q)  # orgqr before the triangular solve (see _after)
     rhs = jnp.concatenate([tb.T, jnp.eye(d, dtype=acc)], axis=1)  # [D, K + D]
-    w = solve_triangular(r, jnp.broadcast_to(rhs, (b, d, k + d)), trans="T",
-                         lower=False)  # R^{-T} [T_b^T | I]
+    w = solve_triangular(
+        r, jnp.broadcast_to(rhs, (b, d, k + d)), trans="T", lower=False
+    )  # R^{-T} [T_b^T | I]
     a = _mT(_bmm(q, w[..., :k]))  # (T_b R^{-1}) Q^T  [B, K, M] (Q is not transposed)
     zi = w[..., k:]  # R^{-T}
 
@@ -304,8 +305,11 @@ def _sweep_inverse(hp, d):
         ratio = col / piv[..., None, :]
         touches = (ii == k) | (jj == k)
         other = np.where(ii == k, jj, ii)
-        x = jnp.where(touches[:, None], ratio[..., other, :],
-                      x - col[..., ii, :] * ratio[..., jj, :])
+        x = jnp.where(
+            touches[:, None],
+            ratio[..., other, :],
+            x - col[..., ii, :] * ratio[..., jj, :],
+        )
         x = x.at[..., pos[k, k], :].set(-1.0 / piv)
     return -x
 
@@ -357,6 +361,7 @@ def _lanczos_lambda_max(matvec, v, steps):
     :func:`_two_column_start` give sqrt(lambda) within 1% for 99% of masks
     (M = 40, N = 30, D = 22).
     """
+
     def norm(x):
         return jnp.sqrt(jnp.sum(x * x, axis=1))
 
@@ -520,7 +525,8 @@ def ne_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
 
     t01 = (1 + alpha.astype(acc))[None, :]  # T_0 + T_1 at the workers: both parities
     lam_h = _lanczos_lambda_max(
-        matvec_h, jnp.matmul(w * t01, u, precision=prec), _LANCZOS_STEPS_GRAM)
+        matvec_h, jnp.matmul(w * t01, u, precision=prec), _LANCZOS_STEPS_GRAM
+    )
     # ||U||_2^2 bounds lambda_max(H_b) from above and equals it for first-kind
     # points with fewer than D stragglers, where the Lanczos value converges slowly
     # (a large cluster at 1): take the bound when the two agree within 1%
@@ -528,15 +534,18 @@ def ne_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     lam_h = jnp.where(lam_h >= 0.99 * unorm2, unorm2, lam_h)
     rho = _lanczos_lambda_max(
         lambda x: jnp.einsum("bde,be->bd", hinv, x, precision=prec),
-        _two_column_start(hinv), _LANCZOS_STEPS)
+        _two_column_start(hinv),
+        _LANCZOS_STEPS,
+    )
     cond = jnp.sqrt(jnp.maximum(lam_h, 0) * jnp.maximum(rho, 0))
 
     eps = jnp.finfo(acc).eps
     # a NaN or Inf anywhere in H_b^{-1} (a non-positive pivot, an overflow) reaches
     # rho through the Lanczos products (Inf * 0 is NaN), so a finite rho means a
     # finite H_b^{-1} and A_b: no separate finiteness pass over A is needed
-    good = (enough & (rho > 0) & jnp.isfinite(cond)
-            & (cond * cond * eps <= _NE_COND_SQ_EPS))
+    good = (
+        enough & (rho > 0) & jnp.isfinite(cond) & (cond * cond * eps <= _NE_COND_SQ_EPS)
+    )
     need = enough & ~good
     cap = min(b, max(1, -(-b // _QR_TIER_FRACTION)))
     a, ok, cond = _qr_tier(sel, need, a, good, cond, alpha, beta, d, acc, cap)

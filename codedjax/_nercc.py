@@ -99,17 +99,21 @@ def spline_matrix(nodes: jax.Array, sel: jax.Array, z: jax.Array, lam: jax.Array
     hl, hr = h[:-1], h[1:]
     rr = np.arange(m)[:, None]
     cc = np.arange(m - 2)[None, :]
-    q = (jnp.asarray(rr == cc, dt) * (ones / hl)[None, :]
-         + jnp.asarray(rr == cc + 1, dt) * (-ones / hl - ones / hr)[None, :]
-         + jnp.asarray(rr == cc + 2, dt) * (ones / hr)[None, :])
+    q = (
+        jnp.asarray(rr == cc, dt) * (ones / hl)[None, :]
+        + jnp.asarray(rr == cc + 1, dt) * (-ones / hl - ones / hr)[None, :]
+        + jnp.asarray(rr == cc + 2, dt) * (ones / hr)[None, :]
+    )
     q = jnp.where(colv[None, :], q, jnp.zeros_like(q))  # [m, m-2]
     diag = jnp.where(colv, (hl + hr) / 3, ones)
     off = jnp.where(colv[:-1] & colv[1:], hr[:-1] / 6, jnp.zeros_like(hr[:-1]))
     off = jnp.concatenate([off, jnp.zeros((1,), dt)])  # off[c] couples c and c+1
     ci = np.arange(m - 2)
-    r = (jnp.asarray(ci[:, None] == ci[None, :], dt) * diag[:, None]
-         + jnp.asarray(ci[:, None] + 1 == ci[None, :], dt) * off[:, None]
-         + jnp.asarray(ci[:, None] == ci[None, :] + 1, dt) * off[None, :])
+    r = (
+        jnp.asarray(ci[:, None] == ci[None, :], dt) * diag[:, None]
+        + jnp.asarray(ci[:, None] + 1 == ci[None, :], dt) * off[:, None]
+        + jnp.asarray(ci[:, None] == ci[None, :] + 1, dt) * off[None, :]
+    )
     if m > 2:
         # Fitted values g = S y with S = I - lam Q (R + lam Q^T Q)^{-1} Q^T. The
         # middle factor is a normal-equations matrix (it squares the conditioning
@@ -123,7 +127,7 @@ def spline_matrix(nodes: jax.Array, sel: jax.Array, z: jax.Array, lam: jax.Array
         root = jnp.sqrt(jnp.maximum(lam, jnp.zeros_like(lam)))
         stacked = jnp.concatenate([low.T, root * q], axis=0)
         qb, _ = jnp.linalg.qr(stacked)
-        u = qb[m - 2:]  # [m, m-2]
+        u = qb[m - 2 :]  # [m, m-2]
         fit = jnp.eye(m, dtype=dt) - jnp.matmul(u, u.T, precision=_HI)
         qtf = jnp.matmul(q.T, fit, precision=_HI)
         g = cho_solve((low, True), qtf)  # gamma at interior knots, [m-2, m]
@@ -137,32 +141,34 @@ def spline_matrix(nodes: jax.Array, sel: jax.Array, z: jax.Array, lam: jax.Array
     n1 = jnp.clip(count - 1, 1, m - 1)  # index of the last knot (>= 1)
     i = jnp.sum(t[None, :] <= z[:, None], axis=1, dtype=jnp.int32) - 1
     i = jnp.clip(i, 0, n1 - 1)
-    pick = jnp.concatenate([(idx[None, :] == i[:, None]),
-                            (idx[None, :] == i[:, None] + 1)], axis=0).astype(dt)
+    pick = jnp.concatenate(
+        [(idx[None, :] == i[:, None]), (idx[None, :] == i[:, None] + 1)], axis=0
+    ).astype(dt)
     ends = jnp.stack([idx == 0, idx == 1, idx == n1 - 1, idx == n1]).astype(dt)
     sel_all = jnp.concatenate([pick, ends], axis=0)  # [2Q + 4, m]
-    both = jnp.matmul(sel_all, jnp.concatenate([fit, gam, t[:, None]], axis=1),
-                      precision=_HI)
+    both = jnp.matmul(
+        sel_all, jnp.concatenate([fit, gam, t[:, None]], axis=1), precision=_HI
+    )
     nq = z.shape[0]
-    f_rows, g_rows, t_rows = both[:, :m], both[:, m:2 * m], both[:, 2 * m]
-    fit_i, fit_i1 = f_rows[:nq], f_rows[nq:2 * nq]
-    gam_i, gam_i1 = g_rows[:nq], g_rows[nq:2 * nq]
-    ti, ti1 = t_rows[:nq], t_rows[nq:2 * nq]
+    f_rows, g_rows, t_rows = both[:, :m], both[:, m : 2 * m], both[:, 2 * m]
+    fit_i, fit_i1 = f_rows[:nq], f_rows[nq : 2 * nq]
+    gam_i, gam_i1 = g_rows[:nq], g_rows[nq : 2 * nq]
+    ti, ti1 = t_rows[:nq], t_rows[nq : 2 * nq]
     t0, t1_, tb, tn = (t_rows[2 * nq + k] for k in range(4))
     f0, f1, fb, fn = (f_rows[2 * nq + k] for k in range(4))
     g1, gb = g_rows[2 * nq + 1], g_rows[2 * nq + 2]
     aa = (z - ti)[:, None]
     bb = (ti1 - z)[:, None]
     hh = (ti1 - ti)[:, None]
-    inside = ((aa * fit_i1 + bb * fit_i) / hh
-              - aa * bb / 6 * ((1 + aa / hh) * gam_i1 + (1 + bb / hh) * gam_i))
+    inside = (aa * fit_i1 + bb * fit_i) / hh - aa * bb / 6 * (
+        (1 + aa / hh) * gam_i1 + (1 + bb / hh) * gam_i
+    )
     h0, hn = t1_ - t0, tn - tb
     d_left = (f1 - f0) / h0 - h0 * g1 / 6
     d_right = (fn - fb) / hn + hn * gb / 6
     left = f0[None, :] + (z - t0)[:, None] * d_left[None, :]
     right = fn[None, :] + (z - tn)[:, None] * d_right[None, :]
-    e = jnp.where((z < t0)[:, None], left,
-                  jnp.where((z > tn)[:, None], right, inside))
+    e = jnp.where((z < t0)[:, None], left, jnp.where((z > tn)[:, None], right, inside))
     out = jnp.matmul(e, back.astype(dt), precision=_HI)  # columns back to workers
     out = jnp.where(count >= 2, out, jnp.zeros_like(out))
     return out, count
@@ -181,8 +187,10 @@ def _check_smoothing(fname: str, smoothing: Any, acc) -> jax.Array:
         raise ValueError(
             f"{fname}: smoothing must be a scalar, got shape {tuple(lam.shape)}"
         )
-    if not (jnp.issubdtype(lam.dtype, jnp.floating)
-            or jnp.issubdtype(lam.dtype, jnp.integer)):
+    if not (
+        jnp.issubdtype(lam.dtype, jnp.floating)
+        or jnp.issubdtype(lam.dtype, jnp.integer)
+    ):
         raise TypeError(f"{fname}: smoothing must be a real number, got {lam.dtype}")
     if is_concrete(lam):
         v = float(lam)
@@ -197,9 +205,7 @@ def _check_smoothing(fname: str, smoothing: Any, acc) -> jax.Array:
 # public API
 
 
-def nercc_encode(
-    x: Any, beta: Any, alpha: Any, *, smoothing: Any = 0.0
-) -> jax.Array:
+def nercc_encode(x: Any, beta: Any, alpha: Any, *, smoothing: Any = 0.0) -> jax.Array:
     r"""NeRCC encoding: the smoothing spline through (beta_k, X_k), sampled at alpha.
 
     .. math::
@@ -290,8 +296,9 @@ def nercc_encoding_matrix(
     acc = accumulation_dtype(jnp.float32, accum_dtype)
     beta = check_vector(fname, "beta", beta)
     if beta.shape[0] < 2:
-        raise ValueError(f"{fname}: beta must hold at least 2 points, got "
-                         f"{beta.shape[0]}")
+        raise ValueError(
+            f"{fname}: beta must hold at least 2 points, got {beta.shape[0]}"
+        )
     alpha = check_vector(fname, "alpha", alpha)
     concrete_points(fname, "beta", beta)
     concrete_finite(fname, "alpha", alpha)
@@ -306,8 +313,9 @@ def _encoding_matrix(beta, alpha, lam):
 
 def _check_decode(fname, y, mask, alpha, beta, smoothing, accum_dtype):
     # a spline needs 2 knots
-    y, mask, alpha, beta = check_decode_inputs(fname, y, mask, alpha, beta,
-                                               min_workers=2)
+    y, mask, alpha, beta = check_decode_inputs(
+        fname, y, mask, alpha, beta, min_workers=2
+    )
     concrete_finite(fname, "alpha", alpha)
     concrete_finite(fname, "beta", beta)
     acc = accumulation_dtype(y.dtype, accum_dtype)
@@ -450,8 +458,11 @@ def nercc_decoding_matrix(
 def _decoding_matrix(mask, alpha, beta, lam):
     a, count = spline_matrix(alpha, mask, beta, lam)
     ok = (count >= 2) & (lam >= 0) & jnp.all(jnp.isfinite(a))
-    cond = jnp.where(ok, jnp.max(jnp.sum(jnp.abs(a), axis=1), initial=0.0),
-                     jnp.asarray(jnp.inf, a.dtype))
+    cond = jnp.where(
+        ok,
+        jnp.max(jnp.sum(jnp.abs(a), axis=1), initial=0.0),
+        jnp.asarray(jnp.inf, a.dtype),
+    )
     return DecodeResult(jnp.where(ok, a, jnp.zeros_like(a)), ok, cond, count)
 
 
@@ -609,12 +620,19 @@ def tune_nercc(
     v, k = x_val.shape[:2]
     acc = accumulation_dtype(x_val.dtype)
     enc_grid = _grid(fname, "grid", grid)
-    dec_grid = _grid(fname, "decoder_grid", grid if decoder_grid is None
-                     else decoder_grid)
-    beta = (chebyshev_points(k, kind=1, dtype=acc) if beta is None
-            else check_vector(fname, "beta", beta, length=k))
-    alpha = (chebyshev_points(m, kind=2, dtype=acc) if alpha is None
-             else check_vector(fname, "alpha", alpha, length=m))
+    dec_grid = _grid(
+        fname, "decoder_grid", grid if decoder_grid is None else decoder_grid
+    )
+    beta = (
+        chebyshev_points(k, kind=1, dtype=acc)
+        if beta is None
+        else check_vector(fname, "beta", beta, length=k)
+    )
+    alpha = (
+        chebyshev_points(m, kind=2, dtype=acc)
+        if alpha is None
+        else check_vector(fname, "alpha", alpha, length=m)
+    )
     concrete_points(fname, "beta", beta)
     concrete_finite(fname, "alpha", alpha)
     beta, alpha = beta.astype(acc), alpha.astype(acc)

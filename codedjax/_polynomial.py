@@ -156,8 +156,13 @@ def _lagrange_encode(x, beta, alpha):
 
 def _check_decode_args(fname, y, mask, alpha, beta, num_coeffs, accum_dtype):
     y, mask, alpha, beta = check_decode_inputs(
-        fname, y, mask, alpha, beta,
-        hint="use chebyls_decode_batched or jax.vmap for many masks")
+        fname,
+        y,
+        mask,
+        alpha,
+        beta,
+        hint="use chebyls_decode_batched or jax.vmap for many masks",
+    )
     m = y.shape[0]
     num_coeffs = check_int(fname, "num_coeffs", num_coeffs, minimum=1)
     if num_coeffs > m:
@@ -371,8 +376,9 @@ def chebyls_decode_batched(
     y0, _, alpha, beta, d, acc = _check_decode_args(
         fname, y0, masks[0], alpha, beta, num_coeffs, accum_dtype
     )
-    return _chebyls_batched(y, masks, alpha, beta, num_coeffs=d, acc=acc,
-                            per_mask=per_mask)
+    return _chebyls_batched(
+        y, masks, alpha, beta, num_coeffs=d, acc=acc, per_mask=per_mask
+    )
 
 
 def _chebyls_batched_impl(y, masks, alpha, beta, num_coeffs, acc, per_mask):

@@ -392,10 +392,12 @@ def exact_recovery_probability(
     References:
         The more the merrier (seed paper of codedjax), RepApprox.
     """
-    k, c, m, n = _check_prob_args("exact_recovery_probability", num_tasks,
-                                  replication, num_workers, num_responses)
-    num = sum((-1) ** j * math.comb(k, j) * math.comb(m - j * c, n)
-              for j in range(k + 1))
+    k, c, m, n = _check_prob_args(
+        "exact_recovery_probability", num_tasks, replication, num_workers, num_responses
+    )
+    num = sum(
+        (-1) ** j * math.comb(k, j) * math.comb(m - j * c, n) for j in range(k + 1)
+    )
     return float(Fraction(num, math.comb(m, n)))
 
 
@@ -421,8 +423,9 @@ def recovery_probability_union(
     References:
         The more the merrier (seed paper of codedjax), RepApprox.
     """
-    k, c, m, n = _check_prob_args("recovery_probability_union", num_tasks,
-                                  replication, num_workers, num_responses)
+    k, c, m, n = _check_prob_args(
+        "recovery_probability_union", num_tasks, replication, num_workers, num_responses
+    )
     return float(1 - Fraction(k * math.comb(m - c, n), math.comb(m, n)))
 
 
@@ -451,7 +454,7 @@ def recovery_probability_bound(
     References:
         The more the merrier (seed paper of codedjax), RepApprox.
     """
-    k, c, m, n = _check_prob_args("recovery_probability_bound", num_tasks,
-                                  replication, num_workers, num_responses)
+    k, c, m, n = _check_prob_args(
+        "recovery_probability_bound", num_tasks, replication, num_workers, num_responses
+    )
     return float(1 - k * Fraction(m - n, m) ** c)
-

@@ -131,9 +131,7 @@ def first_arrivals(latencies: Any, *, num_responses: int) -> Arrivals:
     m = lat.shape[-1]
     n = check_int(fname, "num_responses", num_responses, minimum=1)
     if n > m:
-        raise ValueError(
-            f"{fname}: num_responses (N) must be at most M={m}, got {n}"
-        )
+        raise ValueError(f"{fname}: num_responses (N) must be at most M={m}, got {n}")
     return _first_arrivals(lat, jnp.asarray(n, jnp.int32))
 
 
@@ -143,8 +141,9 @@ def _first_arrivals(lat, n):
     rank = jnp.argsort(order, axis=-1, stable=True)
     mask = rank < n.astype(rank.dtype)
     nth = jnp.broadcast_to(n - 1, order.shape[:-1] + (1,))
-    time = jnp.take_along_axis(lat, jnp.take_along_axis(order, nth, axis=-1),
-                               axis=-1)[..., 0]
+    time = jnp.take_along_axis(lat, jnp.take_along_axis(order, nth, axis=-1), axis=-1)[
+        ..., 0
+    ]
     return Arrivals(mask, order, time, lat)
 
 
@@ -203,8 +202,7 @@ def sample_arrivals(
     if model == "shifted_exponential":
         if not (shift >= 0 and rate > 0):
             raise ValueError(
-                f"{fname}: need shift >= 0 and rate > 0, got shift={shift}, "
-                f"rate={rate}"
+                f"{fname}: need shift >= 0 and rate > 0, got shift={shift}, rate={rate}"
             )
         lat = shift + jax.random.exponential(key, shape + (m,)) / rate
     elif model == "pareto":

@@ -468,13 +468,23 @@ def chernoff_delta(dim: int, ratio: float, prob: float, *, tail: str) -> float:
     if tail == "lower":
         if target >= 1.0:  # h_lower < 1 on [0, 1)
             return math.inf
-        return optimize.brentq(lambda x: _h_lower(x) - target, 0.0, 1.0,
-                               xtol=1e-15, rtol=4 * np.finfo(float).eps)
+        return optimize.brentq(
+            lambda x: _h_lower(x) - target,
+            0.0,
+            1.0,
+            xtol=1e-15,
+            rtol=4 * np.finfo(float).eps,
+        )
     hi = 1.0
     while _h_upper(hi) < target:
         hi *= 2.0
-    return optimize.brentq(lambda x: _h_upper(x) - target, 0.0, hi,
-                           xtol=1e-15, rtol=4 * np.finfo(float).eps)
+    return optimize.brentq(
+        lambda x: _h_upper(x) - target,
+        0.0,
+        hi,
+        xtol=1e-15,
+        rtol=4 * np.finfo(float).eps,
+    )
 
 
 def _leverage_l(fname: str, m: int, d: int, coherence_: float | None) -> float:

@@ -600,8 +600,11 @@ def run_coded_dcn(
                              f"validation queries, got {len(vcat)}")  # fmt: skip
         x_val = jnp.asarray(served.embed(vcat[:nv], vnum[:nv]).reshape(nv // k, k, -1))
         keys = jax.random.split(k_tune, len(config.responses))
-        for n, kn in progress(list(zip(config.responses, keys, strict=True)),
-                              desc="tune NeRCC (validation)", disable=disable):
+        for n, kn in progress(
+            list(zip(config.responses, keys, strict=True)),
+            desc="tune NeRCC (validation)",
+            disable=disable,
+        ):
             t = cj.tune_nercc(
                 kn, served.worker_total, x_val, num_workers=m, num_responses=n,
                 beta=codes.beta_b, alpha=codes.alpha_b, grid=config.nercc_grid,
@@ -631,7 +634,8 @@ def run_coded_dcn(
             row: dict[str, Any] = {"scheme": scheme, "N": n}
             if scheme in _POLY_SCHEMES:
                 vc, okc, condc, vd, okd, exact = codes.poly[scheme](
-                    tile(y_cross), tile(y_deep), masks, orders)
+                    tile(y_cross), tile(y_deep), masks, orders
+                )
                 vc = np.asarray(vc).reshape(r, g, k)
                 vd = np.asarray(vd).reshape(r, g, k)
                 z = vc.astype(np.float32) + vd.astype(np.float32) + bias
@@ -662,13 +666,15 @@ def run_coded_dcn(
                     ch = nercc_choice[n]
                     lam_e, lam_d = ch["encoder_smoothing"], ch["decoder_smoothing"]
                     if lam_e not in nercc_cache:
-                        nercc_cache[lam_e] = _run_workers(served,
-                                                          codes.nercc(xg, lam_e))
+                        nercc_cache[lam_e] = _run_workers(
+                            served, codes.nercc(xg, lam_e)
+                        )
                     y = nercc_cache[lam_e]
                     row["encoder_smoothing"] = lam_e
                     row["decoder_smoothing"] = lam_d
-                val, ok, cond = codes.approx[scheme](tile(y), masks,
-                                                     jnp.asarray(lam_d, jnp.float32))
+                val, ok, cond = codes.approx[scheme](
+                    tile(y), masks, jnp.asarray(lam_d, jnp.float32)
+                )
                 val = np.asarray(val).reshape(r, g, k, 2)
                 z = val[..., 0] + val[..., 1] + bias
                 row.update(_scheme_metrics(z, labels, nq, gidx, z32, zw,
@@ -685,8 +691,11 @@ def run_coded_dcn(
             row["logloss_diff"] = row["logloss"] - uncoded["logloss"]
             coded.append(row)
         if n == d and all(s in per_scheme_z for s in _POLY_SCHEMES):
-            identical_at_d = bool(np.array_equal(per_scheme_z[_POLY_SCHEMES[0]],
-                                                 per_scheme_z[_POLY_SCHEMES[1]]))
+            identical_at_d = bool(
+                np.array_equal(
+                    per_scheme_z[_POLY_SCHEMES[0]], per_scheme_z[_POLY_SCHEMES[1]]
+                )
+            )
     timing["decode_seconds"] = time.perf_counter() - t0
     timing["total_seconds"] = time.perf_counter() - t_start
 
@@ -709,7 +718,7 @@ def run_coded_dcn(
             "cross_points": "Lagrange: K and M first-kind Chebyshev points",
             "bacc_nercc_points": "K first-kind data points, M second-kind workers",
             "deep_assignment": "worker i replicates query i // c; workers K c.. are "
-                               "extra Berrut-coded servers",
+            "extra Berrut-coded servers",
         },
         "train_metrics": {k_: v for k_, v in train_metrics.items() if k_ != "curve"},
         "identical_at_threshold": identical_at_d,
@@ -764,8 +773,10 @@ def _targets(summary: dict) -> dict[str, Any]:
     ns = sorted({row["N"] for row in summary["coded"] if row["N"] >= 24})
     ratios = {}
     for n in ns:
-        a, b = _row(summary, "chebyls+repapprox", n), _row(
-            summary, "threshold+repapprox", n)
+        a, b = (
+            _row(summary, "chebyls+repapprox", n),
+            _row(summary, "threshold+repapprox", n),
+        )
         if a is not None and b is not None:
             ratios[str(n)] = {
                 "median_err_ratio": (b["logit_rel_err_median"]
@@ -982,20 +993,32 @@ def _report(summary: dict, plots: list[str]) -> str:
                          f"{v['p95_err_ratio']:.3g} | {v['auc_gap']:.2e} | "
                          f"{v['logloss_gap']:.3g} |")  # fmt: skip
     if summary.get("nercc"):
-        lines += ["", "NeRCC smoothing chosen on the validation split "
-                  f"({cfg['nercc_val_groups']} groups max, "
-                  f"{cfg['nercc_num_masks']} masks per N):", "",
-                  "| N | lambda_e | lambda_d | validation MSE |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "NeRCC smoothing chosen on the validation split "
+            f"({cfg['nercc_val_groups']} groups max, "
+            f"{cfg['nercc_num_masks']} masks per N):",
+            "",
+            "| N | lambda_e | lambda_d | validation MSE |",
+            "|---|---|---|---|",
+        ]
         for n, v in summary["nercc"].items():
-            lines.append(f"| {n} | {v['encoder_smoothing']:g} | "
-                         f"{v['decoder_smoothing']:g} | {v['val_mse']:.3g} |")
-    lines += ["", "## Results per scheme", "",
-              "err = relative logit error against uncoded float32; vs bf16 = against "
-              "the uncoded model in the worker dtype; deep exact = fraction of Deep "
-              "tasks returned exactly by RepApprox (P = the exact probability); all "
-              "exact = fraction of groups with every task exact; lost deep abs err = "
-              "median absolute error (logit units) of the Berrut fallback on the "
-              "Deep tasks whose replicas all straggled.", ""]
+            lines.append(
+                f"| {n} | {v['encoder_smoothing']:g} | "
+                f"{v['decoder_smoothing']:g} | {v['val_mse']:.3g} |"
+            )
+    lines += [
+        "",
+        "## Results per scheme",
+        "",
+        "err = relative logit error against uncoded float32; vs bf16 = against "
+        "the uncoded model in the worker dtype; deep exact = fraction of Deep "
+        "tasks returned exactly by RepApprox (P = the exact probability); all "
+        "exact = fraction of groups with every task exact; lost deep abs err = "
+        "median absolute error (logit units) of the Berrut fallback on the "
+        "Deep tasks whose replicas all straggled.",
+        "",
+    ]
     lines.append(format_table(summary, markdown=True))
     if plots:
         lines += ["## Plots", ""]
@@ -1020,17 +1043,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(prog="python -m models.coded_dcn",
                                 description=__doc__.split("\n\n")[0])  # fmt: skip
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--quick", action="store_true",
-                   help="small model, fewer straggler patterns (< 5 min on 2 CPUs)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="small model, fewer straggler patterns (< 5 min on 2 CPUs)",
+    )
     p.add_argument("--ckpt-dir", default="checkpoints")
-    p.add_argument("--repetitions", type=int, default=None,
-                   help="straggler patterns per group (default 2 quick, 8 full)")
+    p.add_argument(
+        "--repetitions",
+        type=int,
+        default=None,
+        help="straggler patterns per group (default 2 quick, 8 full)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--schemes", default=",".join(SCHEMES))
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
-    over: dict[str, Any] = {"ckpt_dir": a.ckpt_dir, "seed": a.seed,
-                            "schemes": tuple(s for s in a.schemes.split(",") if s)}
+    over: dict[str, Any] = {
+        "ckpt_dir": a.ckpt_dir,
+        "seed": a.seed,
+        "schemes": tuple(s for s in a.schemes.split(",") if s),
+    }
     if a.repetitions is not None:
         over["num_repetitions"] = a.repetitions
     try:
@@ -1038,21 +1071,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     except (ValueError, TypeError) as err:
         p.error(str(err))
     t0 = time.perf_counter()
-    summary = run_coded_dcn(config, out=a.out,
-                            show_progress=False if a.no_progress else None)
-    print(f"uncoded float32: AUC {summary['uncoded']['auc']:.4f} logloss "
-          f"{summary['uncoded']['logloss']:.4f}; uncoded "
-          f"{summary['uncoded_bf16']['dtype']}: AUC "
-          f"{summary['uncoded_bf16']['auc']:.4f} logloss "
-          f"{summary['uncoded_bf16']['logloss']:.4f} logit error median "
-          f"{summary['uncoded_bf16']['logit_rel_err_median']:.2e}")
+    summary = run_coded_dcn(
+        config, out=a.out, show_progress=False if a.no_progress else None
+    )
+    print(
+        f"uncoded float32: AUC {summary['uncoded']['auc']:.4f} logloss "
+        f"{summary['uncoded']['logloss']:.4f}; uncoded "
+        f"{summary['uncoded_bf16']['dtype']}: AUC "
+        f"{summary['uncoded_bf16']['auc']:.4f} logloss "
+        f"{summary['uncoded_bf16']['logloss']:.4f} logit error median "
+        f"{summary['uncoded_bf16']['logit_rel_err_median']:.2e}"
+    )
     print(format_table(summary))
     for name, t in summary["targets"].items():
         val = t["value"]
         sval = str(val) if isinstance(val, bool) else f"{val:.3g}"
         print(f"target {name}: {sval} -> {'met' if t['met'] else 'NOT met'}")
-    print(f"wrote {Path(a.out) / 'summary.json'}, {Path(a.out) / 'report.md'} "
-          f"({time.perf_counter() - t0:.0f} s)")
+    print(
+        f"wrote {Path(a.out) / 'summary.json'}, {Path(a.out) / 'report.md'} "
+        f"({time.perf_counter() - t0:.0f} s)"
+    )
     return summary
 
 

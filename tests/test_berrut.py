@@ -58,7 +58,7 @@ def test_bacc_points():
 def _random_problems(np_rng, trials=40, m=M64, q=Q64):
     """Random node sets (some with repeated nodes), payloads, masks, points."""
     alpha = np_rng.uniform(-1, 1, (trials, m))
-    alpha[::4, : m // 3] = alpha[::4, m // 3: 2 * (m // 3)]  # replicas: merged
+    alpha[::4, : m // 3] = alpha[::4, m // 3 : 2 * (m // 3)]  # replicas: merged
     y = np_rng.standard_normal((trials, m, 3))
     mask = np_rng.random((trials, m)) < np_rng.uniform(0.1, 1.0, (trials, 1))
     mask[:, 0] |= ~mask.any(1)
@@ -78,8 +78,9 @@ def test_decode_matches_floater_hormann_random_nodes_and_masks(x64, np_rng):
         assert bool(r.ok[i]) and int(r.num_used[i]) == nodes.size
         # cond is the Lebesgue constant at z: the inf-norm of the reference matrix
         basis = _fh(nodes, np.eye(nodes.size), z[i])
-        np.testing.assert_allclose(float(r.cond[i]), np.abs(basis).sum(1).max(),
-                                   rtol=1e-12)
+        np.testing.assert_allclose(
+            float(r.cond[i]), np.abs(basis).sum(1).max(), rtol=1e-12
+        )
         tol = _tol(nodes.size, float(r.cond[i]), np.abs(y[i]).max())
         err = np.abs(np.asarray(r.value[i]) - ref).max()
         assert err <= tol
@@ -88,8 +89,12 @@ def test_decode_matches_floater_hormann_random_nodes_and_masks(x64, np_rng):
     # eager calls agree with the vmapped ones
     for i in (0, 1):
         e = cj.berrut_decode(*map(jnp.asarray, (y[i], mask[i], alpha[i], z[i])))
-        np.testing.assert_allclose(np.asarray(e.value), np.asarray(r.value[i]),
-                                   rtol=0, atol=_tol(M64, float(e.cond), 5.0))
+        np.testing.assert_allclose(
+            np.asarray(e.value),
+            np.asarray(r.value[i]),
+            rtol=0,
+            atol=_tol(M64, float(e.cond), 5.0),
+        )
 
 
 def test_signs_follow_sorted_order_not_worker_order(x64, np_rng):
@@ -98,13 +103,18 @@ def test_signs_follow_sorted_order_not_worker_order(x64, np_rng):
     y = np_rng.standard_normal((M64, 3))
     mask = np_rng.random(M64) < 0.6
     z = np_rng.uniform(-1, 1, Q64)
-    r = cj.berrut_decode(jnp.asarray(y), jnp.asarray(mask), jnp.asarray(alpha),
-                         jnp.asarray(z))
+    r = cj.berrut_decode(
+        jnp.asarray(y), jnp.asarray(mask), jnp.asarray(alpha), jnp.asarray(z)
+    )
     p = np_rng.permutation(M64)
-    rp = cj.berrut_decode(jnp.asarray(y[p]), jnp.asarray(mask[p]),
-                          jnp.asarray(alpha[p]), jnp.asarray(z))
-    np.testing.assert_allclose(np.asarray(rp.value), np.asarray(r.value),
-                               atol=_tol(M64, float(r.cond), np.abs(y).max()))
+    rp = cj.berrut_decode(
+        jnp.asarray(y[p]), jnp.asarray(mask[p]), jnp.asarray(alpha[p]), jnp.asarray(z)
+    )
+    np.testing.assert_allclose(
+        np.asarray(rp.value),
+        np.asarray(r.value),
+        atol=_tol(M64, float(r.cond), np.abs(y).max()),
+    )
 
 
 def test_interpolates_at_nodes_exactly_and_no_nan_at_coinciding_points(np_rng):
@@ -114,15 +124,19 @@ def test_interpolates_at_nodes_exactly_and_no_nan_at_coinciding_points(np_rng):
     mask[:K] = True
     # evaluate at responding nodes: the responses themselves, bit for bit
     r = cj.berrut_decode(y, jnp.asarray(mask), alpha, alpha[:K])
-    np.testing.assert_array_equal(np.asarray(r.value),
-                                  np.asarray(y.astype(jnp.float32))[:K])
+    np.testing.assert_array_equal(
+        np.asarray(r.value), np.asarray(y.astype(jnp.float32))[:K]
+    )
     # an evaluation point one ulp away from a node: finite, close to the node value
     near = alpha[:K].at[3].set(jnp.nextafter(alpha[3], jnp.float32(2.0)))
     r2 = cj.berrut_decode(y, jnp.asarray(mask), alpha, near)
     assert bool(r2.ok) and bool(jnp.all(jnp.isfinite(r2.value)))
-    np.testing.assert_allclose(np.asarray(r2.value[3]),
-                               np.asarray(y[3].astype(jnp.float32)), rtol=1e-3,
-                               atol=1e-3)
+    np.testing.assert_allclose(
+        np.asarray(r2.value[3]),
+        np.asarray(y[3].astype(jnp.float32)),
+        rtol=1e-3,
+        atol=1e-3,
+    )
     # default BACC points with an odd K and odd M share the point 0
     beta, alpha9 = cj.bacc_points(5, 9)
     yy = jnp.asarray(np_rng.standard_normal((9, 3)), jnp.float32)
@@ -139,8 +153,7 @@ def test_encode_matches_reference_and_returns_data_at_data_points(x64, np_rng):
     ref = _fh(np.asarray(beta), x, np.asarray(alpha))
     basis = _fh(np.asarray(beta), np.eye(Q64), np.asarray(alpha))
     lam = np.abs(basis).sum(1).max()
-    np.testing.assert_allclose(np.asarray(u), ref,
-                               atol=_tol(Q64, lam, np.abs(x).max()))
+    np.testing.assert_allclose(np.asarray(u), ref, atol=_tol(Q64, lam, np.abs(x).max()))
     back = cj.berrut_encode(jnp.asarray(x), beta, beta)
     np.testing.assert_array_equal(np.asarray(back), x)
     # constants are reproduced (partition of unity)
@@ -148,8 +161,9 @@ def test_encode_matches_reference_and_returns_data_at_data_points(x64, np_rng):
     np.testing.assert_allclose(np.asarray(ones), 1.0, atol=_tol(Q64, lam, 1.0))
     # a non-finite input is propagated, never silently replaced
     bad = cj.berrut_encode(jnp.asarray(x).at[2, 0, 0].set(jnp.nan), beta, alpha)
-    assert bool(jnp.all(jnp.isnan(bad[:, 0, 0]))) and bool(jnp.all(
-        jnp.isfinite(bad[:, 1:])))
+    assert bool(jnp.all(jnp.isnan(bad[:, 0, 0]))) and bool(
+        jnp.all(jnp.isfinite(bad[:, 1:]))
+    )
 
 
 def test_known_truth_first_order_convergence(x64):
@@ -176,13 +190,14 @@ def test_all_false_mask_and_faulty_workers(np_rng):
     clean_mask[idx] = False
     clean = cj.berrut_decode(y, jnp.asarray(clean_mask), alpha, beta)
     for bad in (jnp.nan, jnp.inf):
-        poisoned = cj.berrut_decode(y.at[idx, 1].set(bad), jnp.asarray(mask), alpha,
-                                    beta)
+        poisoned = cj.berrut_decode(
+            y.at[idx, 1].set(bad), jnp.asarray(mask), alpha, beta
+        )
         assert bool(poisoned.ok) and int(poisoned.num_used) == 14
-        np.testing.assert_array_equal(np.asarray(poisoned.value),
-                                      np.asarray(clean.value))
-    allbad = cj.berrut_decode(jnp.full((M, 3), jnp.nan), jnp.asarray(mask), alpha,
-                              beta)
+        np.testing.assert_array_equal(
+            np.asarray(poisoned.value), np.asarray(clean.value)
+        )
+    allbad = cj.berrut_decode(jnp.full((M, 3), jnp.nan), jnp.asarray(mask), alpha, beta)
     assert not bool(allbad.ok) and not bool(jnp.any(jnp.isnan(allbad.value)))
 
 
@@ -192,8 +207,11 @@ def test_decoding_matrix(x64, np_rng):
     y = jnp.asarray(np_rng.standard_normal((M64, 3)))
     b = cj.berrut_decoding_matrix(mask, alpha, beta, accum_dtype=jnp.float64)
     r = cj.berrut_decode(y, mask, alpha, beta)
-    np.testing.assert_allclose(np.asarray(b.value @ y), np.asarray(r.value),
-                               atol=_tol(11, float(r.cond), float(jnp.abs(y).max())))
+    np.testing.assert_allclose(
+        np.asarray(b.value @ y),
+        np.asarray(r.value),
+        atol=_tol(11, float(r.cond), float(jnp.abs(y).max())),
+    )
     assert bool(jnp.all(b.value[:, ~mask] == 0))
     np.testing.assert_allclose(np.asarray(b.value.sum(1)), 1.0, atol=1e-14)
     assert float(b.cond) == float(r.cond) and int(b.num_used) == 11
@@ -210,8 +228,9 @@ def test_jit_equals_eager_vmap_equals_loop_no_recompile(np_rng, caplog):
         j = jitted(y, mk)
         tol = _tol(12, float(e.cond), float(jnp.abs(y).max()), np.float32)
         for other in (j, jax.tree.map(lambda a, i=i: a[i], vm)):
-            np.testing.assert_allclose(np.asarray(other.value), np.asarray(e.value),
-                                       atol=tol)
+            np.testing.assert_allclose(
+                np.asarray(other.value), np.asarray(e.value), atol=tol
+            )
             assert bool(other.ok) == bool(e.ok)
             assert int(other.num_used) == int(e.num_used)
     with jax.log_compiles(True), caplog.at_level(logging.WARNING, logger="jax"):
@@ -228,8 +247,9 @@ def test_accumulation_dtype(np_rng, dt):
     y = jnp.ones((M, 3), dt)
     r = cj.berrut_decode(y, jnp.asarray(_mask(np_rng, M, 9)), alpha, beta)
     assert r.value.dtype == jnp.float32 and r.cond.dtype == jnp.float32
-    np.testing.assert_allclose(np.asarray(r.value), 1.0,
-                               atol=_tol(9, float(r.cond), 1.0, np.float32))
+    np.testing.assert_allclose(
+        np.asarray(r.value), 1.0, atol=_tol(9, float(r.cond), 1.0, np.float32)
+    )
     assert cj.berrut_encode(jnp.ones((K, 3), dt), beta, alpha).dtype == jnp.float32
 
 
@@ -246,7 +266,8 @@ def test_errors_name_function_and_argument():
     with pytest.raises(TypeError, match="berrut_decode: mask must be boolean"):
         cj.berrut_decode(jnp.ones((M, 2)), jnp.ones(M), alpha, beta)
     with pytest.raises(ValueError, match="berrut_decode: beta must be finite"):
-        cj.berrut_decode(jnp.ones((M, 2)), jnp.ones(M, bool), alpha,
-                         beta.at[0].set(jnp.nan))
+        cj.berrut_decode(
+            jnp.ones((M, 2)), jnp.ones(M, bool), alpha, beta.at[0].set(jnp.nan)
+        )
     with pytest.raises(TypeError, match="berrut_decode: y must have a floating"):
         cj.berrut_decode(jnp.ones((M, 2), jnp.int32), jnp.ones(M, bool), alpha, beta)

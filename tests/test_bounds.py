@@ -60,10 +60,12 @@ def test_closed_form_leverage_matches_qr(m, d):
 
 def test_leverage_known_truths():
     # D = M: U is square orthogonal, every leverage is 1; D = 1: all 1/M
-    np.testing.assert_allclose(cb.chebyshev_leverage_scores(12, num_coeffs=12), 1.0,
-                               atol=64 * EPS)
-    np.testing.assert_allclose(cb.chebyshev_leverage_scores(12, num_coeffs=1), 1 / 12,
-                               atol=4 * EPS)
+    np.testing.assert_allclose(
+        cb.chebyshev_leverage_scores(12, num_coeffs=12), 1.0, atol=64 * EPS
+    )
+    np.testing.assert_allclose(
+        cb.chebyshev_leverage_scores(12, num_coeffs=1), 1 / 12, atol=4 * EPS
+    )
     # the largest leverage sits at the ends and is below (2D - 1) / M
     lev = cb.chebyshev_leverage_scores(40, num_coeffs=13)
     assert np.argmax(lev) in (0, 39)
@@ -77,8 +79,9 @@ def test_leverage_at_other_points_matches_projector_diagonal(np_rng):
     x = np.sort(np_rng.uniform(-1, 1, 25))
     t = npcheb.chebvander(x, 7)
     proj = t @ np.linalg.pinv(t)  # orthogonal projector onto range(T)
-    np.testing.assert_allclose(cb.leverage_scores(x, num_coeffs=8), np.diag(proj),
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        cb.leverage_scores(x, num_coeffs=8), np.diag(proj), rtol=0, atol=1e-12
+    )
     # equispaced points are more coherent than Chebyshev points
     eq = cb.coherence(cb.leverage_scores(np.linspace(-1, 1, 40), num_coeffs=13))
     assert eq > cb.chebyshev_coherence(40, num_coeffs=13)
@@ -113,7 +116,7 @@ def test_complement_identity_known_truths():
     full = np.ones(m, bool)
     assert cb.complement_condition_number(full, num_coeffs=d) == 1.0
     too_few = np.zeros(m, bool)
-    too_few[:d - 1] = True
+    too_few[: d - 1] = True
     assert cb.complement_condition_number(too_few, num_coeffs=d) == math.inf
     # one missing worker: cond = (1 - l_a)^{-1/2} exactly
     lev = cb.chebyshev_leverage_scores(m, num_coeffs=d)
@@ -132,8 +135,9 @@ def test_complement_identity_known_truths():
 def test_deterministic_bound_holds_exhaustively_and_is_tight_at_one(m, d):
     u = _u(m, d)
     for s in (1, 2, 3):
-        bound = cb.deterministic_condition_bound(num_workers=m, num_coeffs=d,
-                                                 num_responses=m - s)
+        bound = cb.deterministic_condition_bound(
+            num_workers=m, num_coeffs=d, num_responses=m - s
+        )
         worst = 0.0
         for miss in itertools.combinations(range(m), s):
             mask = np.ones(m, bool)
@@ -147,23 +151,37 @@ def test_deterministic_bound_holds_exhaustively_and_is_tight_at_one(m, d):
 def test_deterministic_bound_values():
     # notes/theory-notes.md A.8: 1/sqrt(1 - max leverage) = 1.538, 2.268, 5.903
     for d, want in [(13, 1.538), (20, 2.268), (30, 5.903)]:
-        got = cb.deterministic_condition_bound(num_workers=40, num_coeffs=d,
-                                               num_responses=39)
+        got = cb.deterministic_condition_bound(
+            num_workers=40, num_coeffs=d, num_responses=39
+        )
         assert got == pytest.approx(want, abs=5e-4)
-    assert cb.deterministic_condition_bound(num_workers=40, num_coeffs=13,
-                                            num_responses=38) == math.inf
-    assert cb.deterministic_condition_bound(num_workers=40, num_coeffs=13,
-                                            num_responses=40) == 1.0
-    assert cb.deterministic_condition_bound(num_workers=40, num_coeffs=13,
-                                            num_responses=12) == math.inf
+    assert (
+        cb.deterministic_condition_bound(
+            num_workers=40, num_coeffs=13, num_responses=38
+        )
+        == math.inf
+    )
+    assert (
+        cb.deterministic_condition_bound(
+            num_workers=40, num_coeffs=13, num_responses=40
+        )
+        == 1.0
+    )
+    assert (
+        cb.deterministic_condition_bound(
+            num_workers=40, num_coeffs=13, num_responses=12
+        )
+        == math.inf
+    )
 
 
 # ----------------------------------------------------------------- Chernoff
 
 
 @pytest.mark.parametrize("tail", ["upper", "lower"])
-@pytest.mark.parametrize("dim,ratio,prob", [(13, 5.0, 0.025), (40, 80.0, 0.05),
-                                            (2, 0.5, 0.3)])
+@pytest.mark.parametrize(
+    "dim,ratio,prob", [(13, 5.0, 0.025), (40, 80.0, 0.05), (2, 0.5, 0.3)]
+)
 def test_chernoff_delta_solves_its_equation(tail, dim, ratio, prob):
     delta = cb.chernoff_delta(dim, ratio, prob, tail=tail)
     if tail == "upper":
@@ -181,8 +199,9 @@ def test_chernoff_delta_monotone_and_errors():
     # a smaller failure probability, or fewer samples, needs a larger deviation
     ds = [cb.chernoff_delta(13, 20.0, p, tail="upper") for p in (0.1, 0.01, 0.001)]
     assert ds[0] < ds[1] < ds[2]
-    assert (cb.chernoff_delta(13, 10.0, 0.05, tail="lower")
-            > cb.chernoff_delta(13, 40.0, 0.05, tail="lower"))
+    assert cb.chernoff_delta(13, 10.0, 0.05, tail="lower") > cb.chernoff_delta(
+        13, 40.0, 0.05, tail="lower"
+    )
     with pytest.raises(ValueError, match="chernoff_delta: tail"):
         cb.chernoff_delta(3, 1.0, 0.1, tail="both")
     with pytest.raises(ValueError, match="prob"):
@@ -192,41 +211,58 @@ def test_chernoff_delta_monotone_and_errors():
 def test_sampling_bound_from_its_deltas():
     m, d, n, eta = 5000, 13, 4000, 0.05
     ell = cb.chebyshev_coherence(m, num_coeffs=d) * d
-    got = cb.sampling_condition_bound(num_workers=m, num_coeffs=d, num_responses=n,
-                                      eta=eta)
+    got = cb.sampling_condition_bound(
+        num_workers=m, num_coeffs=d, num_responses=n, eta=eta
+    )
     d1 = cb.chernoff_delta(d, n / ell, eta / 2, tail="lower")
     d2 = cb.chernoff_delta(d, n / ell, eta / 2, tail="upper")
     assert got == pytest.approx(math.sqrt((1 + d2) / (1 - d1)), rel=1e-14)
     assert 1.0 < got < 2.0
     # vacuous at M = 40 (notes 2.4: needs ~1.7e3 rows for D = 13)
-    assert cb.sampling_condition_bound(num_workers=40, num_coeffs=13,
-                                       num_responses=40, eta=eta) == math.inf
+    assert (
+        cb.sampling_condition_bound(
+            num_workers=40, num_coeffs=13, num_responses=40, eta=eta
+        )
+        == math.inf
+    )
     # the simplified sufficient row count makes the exact form finite
     need = cb.sufficient_responses(num_coeffs=d, coherence=ell / d, eta=eta, eps=0.5)
-    k = cb.sampling_condition_bound(num_workers=20 * math.ceil(need), num_coeffs=d,
-                                    num_responses=math.ceil(need), eta=eta)
+    k = cb.sampling_condition_bound(
+        num_workers=20 * math.ceil(need),
+        num_coeffs=d,
+        num_responses=math.ceil(need),
+        eta=eta,
+    )
     assert k <= math.sqrt(1.5 / 0.5) * (1 + 1e-12)
 
 
 def test_missing_rows_bound_is_a_valid_probability_bound(np_rng):
     # M = 200, D = 20, s = 10: Prop. C is finite where Prop. B is vacuous.
     m, d, n, eta = 200, 20, 190, 0.05
-    bound = cb.missing_rows_condition_bound(num_workers=m, num_coeffs=d,
-                                            num_responses=n, eta=eta)
+    bound = cb.missing_rows_condition_bound(
+        num_workers=m, num_coeffs=d, num_responses=n, eta=eta
+    )
     assert math.isfinite(bound)
-    assert cb.deterministic_condition_bound(num_workers=m, num_coeffs=d,
-                                            num_responses=n) == math.inf
+    assert (
+        cb.deterministic_condition_bound(num_workers=m, num_coeffs=d, num_responses=n)
+        == math.inf
+    )
     u = _u(m, d)
     trials = 400
-    k = sum(np.linalg.cond(u[_random_mask(np_rng, m, n)]) > bound
-            for _ in range(trials))
+    k = sum(
+        np.linalg.cond(u[_random_mask(np_rng, m, n)]) > bound for _ in range(trials)
+    )
     lo, _ = cb.clopper_pearson(int(k), trials, confidence=0.999)
     assert lo <= eta
     # and at s = 1 it equals Prop. B (capped by the trace bound)
     assert cb.missing_rows_condition_bound(
         num_workers=40, num_coeffs=13, num_responses=39, eta=eta
-    ) == pytest.approx(cb.deterministic_condition_bound(
-        num_workers=40, num_coeffs=13, num_responses=39), rel=1e-15)
+    ) == pytest.approx(
+        cb.deterministic_condition_bound(
+            num_workers=40, num_coeffs=13, num_responses=39
+        ),
+        rel=1e-15,
+    )
 
 
 # ----------------------------------------------------------------- Prop. D
@@ -285,8 +321,10 @@ def test_gap_tail_bound_dominates_the_exact_tail(m, n):
 
 def test_gap_quantile_and_probabilistic_bound():
     # notes/theory-notes.md A.3 (G95 there is g_eta + 1): 3, 4, 4, 5, 6, 8 at M=40
-    got = [cb.gap_quantile(num_workers=40, num_responses=40 - s, eta=0.05) + 1
-           for s in (1, 2, 3, 5, 8, 12)]
+    got = [
+        cb.gap_quantile(num_workers=40, num_responses=40 - s, eta=0.05) + 1
+        for s in (1, 2, 3, 5, 8, 12)
+    ]
     assert got == [3, 4, 4, 5, 6, 8]
     g = cb.gap_quantile(num_workers=200, num_responses=195, eta=0.05)
     assert cb.gap_tail_bound(num_workers=200, num_responses=195, gap=g + 1) <= 0.05
@@ -296,8 +334,12 @@ def test_gap_quantile_and_probabilistic_bound():
     assert cb.gap_condition_bound_probabilistic(
         num_workers=200, num_coeffs=20, num_responses=195, eta=0.05
     ) == pytest.approx(want, rel=1e-15)
-    assert cb.gap_condition_bound_probabilistic(
-        num_workers=40, num_coeffs=13, num_responses=35, eta=0.05) == math.inf
+    assert (
+        cb.gap_condition_bound_probabilistic(
+            num_workers=40, num_coeffs=13, num_responses=35, eta=0.05
+        )
+        == math.inf
+    )
 
 
 # -------------------------------------------------------------- Clopper-Pearson
@@ -319,8 +361,10 @@ def test_clopper_pearson_matches_scipy_binomtest(k, n, conf):
 def _enumerate(k, c, m, n):
     """P(every replica group has a responder), listing every N-subset."""
     groups = [set(range(g * c, (g + 1) * c)) for g in range(k)]
-    good = sum(all(g & set(resp) for g in groups)
-               for resp in itertools.combinations(range(m), n))
+    good = sum(
+        all(g & set(resp) for g in groups)
+        for resp in itertools.combinations(range(m), n)
+    )
     return good / math.comb(m, n)
 
 
@@ -340,35 +384,63 @@ def test_recovery_notes_values():
     # notes/theory-notes.md 3.2 table
     exact = cb.exact_recovery_probability(8, 4, 40, 20)
     assert exact == pytest.approx(0.6205, abs=5e-5)
-    assert cb.recovery_probability_union(8, 4, 40, 20) == pytest.approx(0.5759,
-                                                                         abs=5e-5)
+    assert cb.recovery_probability_union(8, 4, 40, 20) == pytest.approx(
+        0.5759, abs=5e-5
+    )
     assert cb.recovery_probability_bound(8, 4, 40, 20) == 0.5
 
 
 # ------------------------------------------------------------------ bad input
 
 
-@pytest.mark.parametrize("call,arg", [
-    (lambda: cb.deterministic_condition_bound(num_workers=10, num_coeffs=3,
-                                              num_responses=11), "num_responses"),
-    (lambda: cb.deterministic_condition_bound(num_workers=10, num_coeffs=11,
-                                              num_responses=10), "num_coeffs"),
-    (lambda: cb.sampling_condition_bound(num_workers=10, num_coeffs=3,
-                                         num_responses=8, eta=1.0), "eta"),
-    (lambda: cb.missing_rows_condition_bound(num_workers=10, num_coeffs=3,
-                                             num_responses=8, eta=0.0), "eta"),
-    (lambda: cb.gap_condition_bound_probabilistic(num_workers=10, num_coeffs=3,
-                                                  num_responses=8, eta=-0.1), "eta"),
-    (lambda: cb.gap_condition_bound(np.ones(5, bool), num_coeffs=6), "num_coeffs"),
-    (lambda: cb.chebyshev_leverage_scores(5, num_coeffs=6), "num_coeffs"),
-    (lambda: cb.complement_condition_number(np.ones(5, bool), num_coeffs=6),
-     "num_coeffs"),
-    (lambda: cb.gap_tail_bound(num_workers=5, num_responses=6, gap=2),
-     "num_responses"),
-    (lambda: cb.exact_recovery_probability(4, 3, 11, 5), "num_workers"),
-    (lambda: cb.recovery_probability_union(4, 3, 12, 13), "num_responses"),
-    (lambda: cb.clopper_pearson(5, 4), "successes"),
-])
+@pytest.mark.parametrize(
+    "call,arg",
+    [
+        (
+            lambda: cb.deterministic_condition_bound(
+                num_workers=10, num_coeffs=3, num_responses=11
+            ),
+            "num_responses",
+        ),
+        (
+            lambda: cb.deterministic_condition_bound(
+                num_workers=10, num_coeffs=11, num_responses=10
+            ),
+            "num_coeffs",
+        ),
+        (
+            lambda: cb.sampling_condition_bound(
+                num_workers=10, num_coeffs=3, num_responses=8, eta=1.0
+            ),
+            "eta",
+        ),
+        (
+            lambda: cb.missing_rows_condition_bound(
+                num_workers=10, num_coeffs=3, num_responses=8, eta=0.0
+            ),
+            "eta",
+        ),
+        (
+            lambda: cb.gap_condition_bound_probabilistic(
+                num_workers=10, num_coeffs=3, num_responses=8, eta=-0.1
+            ),
+            "eta",
+        ),
+        (lambda: cb.gap_condition_bound(np.ones(5, bool), num_coeffs=6), "num_coeffs"),
+        (lambda: cb.chebyshev_leverage_scores(5, num_coeffs=6), "num_coeffs"),
+        (
+            lambda: cb.complement_condition_number(np.ones(5, bool), num_coeffs=6),
+            "num_coeffs",
+        ),
+        (
+            lambda: cb.gap_tail_bound(num_workers=5, num_responses=6, gap=2),
+            "num_responses",
+        ),
+        (lambda: cb.exact_recovery_probability(4, 3, 11, 5), "num_workers"),
+        (lambda: cb.recovery_probability_union(4, 3, 12, 13), "num_responses"),
+        (lambda: cb.clopper_pearson(5, 4), "successes"),
+    ],
+)
 def test_bad_input_names_the_argument(call, arg):
     with pytest.raises(ValueError, match=arg):
         call()
@@ -378,5 +450,4 @@ def test_bad_types():
     with pytest.raises(TypeError, match="mask must be boolean"):
         cb.max_gap(np.ones(4, int))
     with pytest.raises(TypeError, match="num_workers"):
-        cb.deterministic_condition_bound(num_workers=4.0, num_coeffs=2,
-                                         num_responses=3)
+        cb.deterministic_condition_bound(num_workers=4.0, num_coeffs=2, num_responses=3)

@@ -62,7 +62,9 @@ def test_first_kind_gram_is_diagonal(x64, m, d):
 
 
 def test_vandermonde_errors():
-    with pytest.raises(TypeError, match="chebyshev_vandermonde: x must have a floating"):
+    with pytest.raises(
+        TypeError, match="chebyshev_vandermonde: x must have a floating"
+    ):
         cj.chebyshev_vandermonde(jnp.arange(3), num_coeffs=2)
     with pytest.raises(ValueError, match="num_coeffs must be >= 1"):
         cj.chebyshev_vandermonde(jnp.zeros(3), num_coeffs=0)

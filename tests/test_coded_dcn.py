@@ -42,8 +42,14 @@ def _data(seed: int, n_test: int = N_TEST) -> ArrayData:
 
 
 def _model_config(*, layers: int = L, structure: str = "parallel") -> DCNConfig:
-    return DCNConfig(vocab_sizes=(5, 7), num_numeric=3, embed_dim=4,
-                     num_cross_layers=layers, deep_sizes=(16,), structure=structure)
+    return DCNConfig(
+        vocab_sizes=(5, 7),
+        num_numeric=3,
+        embed_dim=4,
+        num_cross_layers=layers,
+        deep_sizes=(16,),
+        structure=structure,
+    )
 
 
 def _abstract_model(**kw) -> DCNv2:
@@ -54,8 +60,11 @@ def _abstract_model(**kw) -> DCNv2:
 def _config(**over) -> CodedDCNConfig:
     base = dict(
         train=TrainConfig(embed_dim=4, deep_sizes=(16,), num_cross_layers=L),
-        responses=(D, M), num_repetitions=2, nercc_grid=(0.0, 1e-4),
-        nercc_val_groups=4, nercc_num_masks=4,
+        responses=(D, M),
+        num_repetitions=2,
+        nercc_grid=(0.0, 1e-4),
+        nercc_val_groups=4,
+        nercc_num_masks=4,
     )
     return CodedDCNConfig(**{**base, **over})
 
@@ -73,8 +82,9 @@ def run(tmp_path_factory, model):
     # tests reuse its compiled programs
     out = tmp_path_factory.mktemp("coded_dcn")
     with jax.numpy_dtype_promotion("strict"), jax.numpy_rank_promotion("raise"):
-        summary = run_coded_dcn(_config(), model=model, data=_data(1), out=out,
-                                show_progress=False)
+        summary = run_coded_dcn(
+            _config(), model=model, data=_data(1), out=out, show_progress=False
+        )
     return summary, out
 
 
@@ -88,8 +98,15 @@ def test_end_to_end_writes_summary_report_and_plots(run):
     on_disk = json.loads((out / "summary.json").read_text())
     assert set(on_disk["uncoded"]) >= {"auc", "logloss"}
     assert set(on_disk["uncoded_bf16"]) >= {"auc", "logloss", "logit_rel_err_median"}
-    required = {"scheme", "N", "auc", "logloss", "logit_rel_err_median",
-                "logit_rel_err_p95", "deep_exact_fraction"}
+    required = {
+        "scheme",
+        "N",
+        "auc",
+        "logloss",
+        "logit_rel_err_median",
+        "logit_rel_err_p95",
+        "deep_exact_fraction",
+    }
     assert len(on_disk["coded"]) == len(SCHEMES) * 2
     for row in on_disk["coded"]:
         assert required <= set(row)
@@ -117,8 +134,14 @@ def test_chebyls_and_threshold_identical_at_threshold(run):
     assert summary["identical_at_threshold"] is True
     a = _row(summary, "chebyls+repapprox", D)
     b = _row(summary, "threshold+repapprox", D)
-    for key in ("auc", "logloss", "logit_rel_err_median", "logit_rel_err_p95",
-                "logit_rel_err_bf16_median", "deep_exact_fraction"):
+    for key in (
+        "auc",
+        "logloss",
+        "logit_rel_err_median",
+        "logit_rel_err_p95",
+        "logit_rel_err_bf16_median",
+        "deep_exact_fraction",
+    ):
         assert a[key] == b[key], key
 
 
@@ -217,7 +240,8 @@ def test_task_exact_probability_against_enumeration():
                    for s in combinations(range(m), n))  # fmt: skip
         brute = hits / math.comb(m, n)
         assert coded_dcn._task_exact_probability(k, c, m, n) == pytest.approx(
-            brute, rel=1e-12, abs=1e-15)
+            brute, rel=1e-12, abs=1e-15
+        )
 
 
 def test_group_indices_wrap_around():

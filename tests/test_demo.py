@@ -7,8 +7,7 @@ from theory import collect, demo
 
 def test_demo_runs_and_reports(tmp_path):
     out = tmp_path / "demo"
-    summary = demo.main(["--out", str(out), "--masks", "16", "--responses", "22",
-                         "40"])
+    summary = demo.main(["--out", str(out), "--masks", "16", "--responses", "22", "40"])
     assert [r["N"] for r in summary["rows"]] == [22, 40]
     on_disk = json.loads((out / "summary.json").read_text())
     assert on_disk["D"] == 22

@@ -30,8 +30,14 @@ def _mixed_masks(key, m, d, per_n=48):
     """Masks from N = D (often ill-conditioned) to N = M: both tiers get work."""
     out = []
     for n in (d, d + 2, d + 4, d + 8, m - 2, m):
-        out.append(cj.sample_masks(jax.random.fold_in(key, n), num_workers=m,
-                                   num_responses=n, shape=(per_n,)))
+        out.append(
+            cj.sample_masks(
+                jax.random.fold_in(key, n),
+                num_workers=m,
+                num_responses=n,
+                shape=(per_n,),
+            )
+        )
     return jnp.concatenate(out)
 
 
@@ -41,8 +47,9 @@ def _float64_reference(alpha, beta, masks, y, d):
     y64 = np.asarray(y, np.float64)
     mk = np.asarray(masks)
     ref = np.stack([tb @ np.linalg.lstsq(t[s], y64[s], rcond=None)[0] for s in mk])
-    cond = np.linalg.cond(_equilibrated(np.asarray(alpha, np.float64), d)[None]
-                          * mk[:, :, None])
+    cond = np.linalg.cond(
+        _equilibrated(np.asarray(alpha, np.float64), d)[None] * mk[:, :, None]
+    )
     return ref, cond
 
 
@@ -59,8 +66,9 @@ def test_batched_float32_is_backward_stable_in_both_tiers(key, np_rng, kind):
     solvable = cond * EPS32 < 0.5  # the rest may be flagged (cond eps near 1)
     assert okm[solvable].all(), np.asarray(r.cond)[solvable & ~okm]
     assert not okm[cond * EPS32 > 2].any()
-    err = (np.linalg.norm((np.asarray(r.value) - ref).reshape(len(ref), -1), axis=1)
-           / np.linalg.norm(ref.reshape(len(ref), -1), axis=1))
+    err = np.linalg.norm(
+        (np.asarray(r.value) - ref).reshape(len(ref), -1), axis=1
+    ) / np.linalg.norm(ref.reshape(len(ref), -1), axis=1)
     bound = 10 * cond * EPS32
     worst = (err / (cond * EPS32))[solvable].max()
     assert np.all(err[solvable] <= bound[solvable]), worst
@@ -74,32 +82,45 @@ def test_qr_tier_loops_when_most_masks_need_it(key, np_rng):
     # responders in one contiguous block: cond 500 to 1e5, so every mask needs QR,
     # far more than one call's share (B/64 rounded up = 1 here), so the tier loops
     alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
-    shapes = [(32, 4), (32, 12), (32, 16), (32, 20), (30, 16), (30, 20), (30, 4),
-              (28, 20)]
+    shapes = [
+        (32, 4),
+        (32, 12),
+        (32, 16),
+        (32, 20),
+        (30, 16),
+        (30, 20),
+        (30, 4),
+        (28, 20),
+    ]
     rows = [np.roll(np.arange(M) < n, s) for n, s in shapes]
     masks = jnp.asarray(np.stack(rows))
     y = jnp.asarray(np_rng.standard_normal((M, 3)), jnp.float32)
     r = cj.chebyls_decode_batched(y, masks, alpha, beta, num_coeffs=D)
     a_qr, ok_qr, cond_qr, _ = _lsq.qr_decoding_matrices(
-        masks, alpha, beta, D, jnp.float32)
+        masks, alpha, beta, D, jnp.float32
+    )
     assert np.all(np.asarray(cond_qr) ** 2 * EPS32 > _lsq._NE_COND_SQ_EPS)
     assert np.asarray(r.ok).all() and np.asarray(ok_qr).all()
     # the same QR estimate, up to the rounding of a cond ~ 1e4 factorisation
     cq = np.asarray(cond_qr, np.float64)
     assert np.all(np.abs(np.asarray(r.cond) / cq - 1) <= 10 * cq * EPS32)
     ref, cond = _float64_reference(alpha, beta, masks, y, D)
-    err = (np.linalg.norm((np.asarray(r.value) - ref).reshape(len(ref), -1), axis=1)
-           / np.linalg.norm(ref.reshape(len(ref), -1), axis=1))
+    err = np.linalg.norm(
+        (np.asarray(r.value) - ref).reshape(len(ref), -1), axis=1
+    ) / np.linalg.norm(ref.reshape(len(ref), -1), axis=1)
     assert np.all(err <= 10 * cond * EPS32), (err / (cond * EPS32)).max()
 
 
 def test_cond_estimate_is_a_tight_lower_bound(key):
     alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
     masks = cj.sample_masks(key, num_workers=M, num_responses=30, shape=(1024,))
-    r = cj.chebyls_decode_batched(jnp.zeros((M, 1), jnp.float32), masks, alpha, beta,
-                                  num_coeffs=D)
-    exact = np.linalg.cond(_equilibrated(np.asarray(alpha, np.float64), D)[None]
-                           * np.asarray(masks)[:, :, None])
+    r = cj.chebyls_decode_batched(
+        jnp.zeros((M, 1), jnp.float32), masks, alpha, beta, num_coeffs=D
+    )
+    exact = np.linalg.cond(
+        _equilibrated(np.asarray(alpha, np.float64), D)[None]
+        * np.asarray(masks)[:, :, None]
+    )
     ratio = np.asarray(r.cond, np.float64) / exact
     # Lanczos Ritz values never exceed lambda_max (up to float32 rounding of H^-1,
     # which is cond^2 eps relative); QR-tier masks carry a certified D^(+-1/32)
@@ -120,10 +141,12 @@ def test_cond_estimate_on_symmetric_masks_and_other_points(np_rng, kind):
     alpha, beta = cj.chebyshev_points(M, kind=kind), cj.chebyshev_points(K)
     half = np.stack([np_rng.permutation(M // 2) < 15 for _ in range(256)])
     masks = np.concatenate([half, half[:, ::-1]], axis=1)
-    r = cj.chebyls_decode_batched(jnp.zeros((M, 1), jnp.float32), jnp.asarray(masks),
-                                  alpha, beta, num_coeffs=D)
-    exact = np.linalg.cond(_equilibrated(np.asarray(alpha, np.float64), D)[None]
-                           * masks[:, :, None])
+    r = cj.chebyls_decode_batched(
+        jnp.zeros((M, 1), jnp.float32), jnp.asarray(masks), alpha, beta, num_coeffs=D
+    )
+    exact = np.linalg.cond(
+        _equilibrated(np.asarray(alpha, np.float64), D)[None] * masks[:, :, None]
+    )
     ratio = np.asarray(r.cond, np.float64) / exact
     tier1 = exact < 256
     # from below up to 0.5% (||U||^2 used within 1%) and the cond^2 eps rounding
@@ -139,10 +162,12 @@ def test_cond_with_every_worker_or_nearly_is_exact():
     masks = np.ones((3, M), bool)
     masks[1, :3] = False
     masks[2, ::7] = False
-    r = cj.chebyls_decode_batched(jnp.zeros((M, 1), jnp.float32), jnp.asarray(masks),
-                                  alpha, beta, num_coeffs=D)
-    exact = np.linalg.cond(_equilibrated(np.asarray(alpha, np.float64), D)[None]
-                           * masks[:, :, None])
+    r = cj.chebyls_decode_batched(
+        jnp.zeros((M, 1), jnp.float32), jnp.asarray(masks), alpha, beta, num_coeffs=D
+    )
+    exact = np.linalg.cond(
+        _equilibrated(np.asarray(alpha, np.float64), D)[None] * masks[:, :, None]
+    )
     np.testing.assert_allclose(np.asarray(r.cond), exact, rtol=1e-4)
     assert abs(float(r.cond[0]) - 1) < 1e-5
 
@@ -174,16 +199,19 @@ def test_tridiagonal_lambda_max_matches_eigvalsh(np_rng):
     m, b = 4, 200
     diag = np_rng.uniform(0, 10, (m, b))
     off = np_rng.standard_normal((m - 1, b))
-    got = _lsq._tridiagonal_lambda_max([jnp.asarray(x, jnp.float32) for x in diag],
-                                       [jnp.asarray(x, jnp.float32) for x in off])
+    got = _lsq._tridiagonal_lambda_max(
+        [jnp.asarray(x, jnp.float32) for x in diag],
+        [jnp.asarray(x, jnp.float32) for x in off],
+    )
     t = np.zeros((b, m, m))
     for i in range(m):
         t[:, i, i] = diag[i]
     for i in range(m - 1):
         t[:, i, i + 1] = t[:, i + 1, i] = off[i]
     want = np.linalg.eigvalsh(t)[:, -1]
-    np.testing.assert_allclose(np.asarray(got), want, rtol=4 * EPS32 * 8,
-                               atol=1e-6 * np.abs(want).max())
+    np.testing.assert_allclose(
+        np.asarray(got), want, rtol=4 * EPS32 * 8, atol=1e-6 * np.abs(want).max()
+    )
 
 
 def test_lanczos_is_a_lower_bound_and_exact_on_the_full_space(np_rng):
@@ -206,7 +234,7 @@ def test_lanczos_is_a_lower_bound_and_exact_on_the_full_space(np_rng):
 def test_too_few_rows_and_faulty_workers_in_a_batch(np_rng):
     alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
     masks = np.ones((4, M), bool)
-    masks[1, D - 1:] = False  # D - 1 responders
+    masks[1, D - 1 :] = False  # D - 1 responders
     y = jnp.asarray(np_rng.standard_normal((4, M, 2)), jnp.float32)
     y = y.at[2, 5].set(jnp.nan)  # a faulty worker in mask 2
     r = cj.chebyls_decode_batched(y, jnp.asarray(masks), alpha, beta, num_coeffs=D)

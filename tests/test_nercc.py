@@ -37,8 +37,9 @@ def _problems(np_rng, trials=30, m=12, q=12):
     alpha[::5, :3] = alpha[::5, 3:6]  # repeated nodes: merged, first taken
     y = np_rng.standard_normal((trials, m, 2))
     mask = np_rng.random((trials, m)) < np_rng.uniform(0.45, 1.0, (trials, 1))
-    lam = np.where(np.arange(trials) % 3 == 0, 0.0,
-                   10.0 ** np_rng.uniform(-7, -1, trials))
+    lam = np.where(
+        np.arange(trials) % 3 == 0, 0.0, 10.0 ** np_rng.uniform(-7, -1, trials)
+    )
     z = np.empty((trials, q))
     for i in range(trials):
         s = alpha[i][mask[i]]
@@ -63,17 +64,20 @@ def test_decode_matches_make_smoothing_spline(x64, np_rng):
         if t.size < 5:  # scipy's lower limit; small cases are tested below
             continue
         ref = make_smoothing_spline(t, v, lam=float(lam[i]))(z[i])
-        np.testing.assert_allclose(np.asarray(r.value[i]), ref, rtol=0,
-                                   atol=RTOL * np.abs(ref).max())
+        np.testing.assert_allclose(
+            np.asarray(r.value[i]), ref, rtol=0, atol=RTOL * np.abs(ref).max()
+        )
         assert bool(r.ok[i])
         checked += 1
     assert checked >= 15
     # eager equals vmapped (no jit difference in float64 beyond rounding)
     for i in (1, 2):
-        e = cj.nercc_decode(*map(jnp.asarray, (y[i], mask[i], alpha[i], z[i])),
-                            smoothing=float(lam[i]))
-        np.testing.assert_allclose(np.asarray(e.value), np.asarray(r.value[i]),
-                                   rtol=1e-13, atol=1e-13)
+        e = cj.nercc_decode(
+            *map(jnp.asarray, (y[i], mask[i], alpha[i], z[i])), smoothing=float(lam[i])
+        )
+        np.testing.assert_allclose(
+            np.asarray(e.value), np.asarray(r.value[i]), rtol=1e-13, atol=1e-13
+        )
 
 
 def _exact_spline(t, y, lam, z):
@@ -91,29 +95,36 @@ def _exact_spline(t, y, lam, z):
         r[j - 1][j - 1] = (h[j - 1] + h[j]) / 3
         if j < n - 2:
             r[j - 1][j] = r[j][j - 1] = h[j] / 6
-    a = [[r[i][k] + lam * sum(q[p][i] * q[p][k] for p in range(n))
-          for k in range(n - 2)] + [sum(q[p][i] * y[p] for p in range(n))]
-         for i in range(n - 2)]
+    a = [
+        [r[i][k] + lam * sum(q[p][i] * q[p][k] for p in range(n)) for k in range(n - 2)]
+        + [sum(q[p][i] * y[p] for p in range(n))]
+        for i in range(n - 2)
+    ]
     for c in range(n - 2):  # Gauss-Jordan (SPD: no pivoting needed)
         for rr in range(n - 2):
             if rr != c and a[rr][c] != 0:
                 f = a[rr][c] / a[c][c]
                 a[rr] = [u - f * v for u, v in zip(a[rr], a[c], strict=True)]
     gam = [Fraction(0)] + [a[i][n - 2] / a[i][i] for i in range(n - 2)] + [Fraction(0)]
-    g = [y[i] - lam * sum(q[i][k] * gam[k + 1] for k in range(n - 2))
-         for i in range(n)]
+    g = [y[i] - lam * sum(q[i][k] * gam[k + 1] for k in range(n - 2)) for i in range(n)]
     out = []
     for zz in z:
         zz = Fraction(float(zz))
         i = max(0, min(n - 2, sum(1 for v in t if v <= zz) - 1))
         aa, bb = zz - t[i], t[i + 1] - zz
-        out.append(float((aa * g[i + 1] + bb * g[i]) / h[i] - aa * bb / 6 * (
-            (1 + aa / h[i]) * gam[i + 1] + (1 + bb / h[i]) * gam[i])))
+        out.append(
+            float(
+                (aa * g[i + 1] + bb * g[i]) / h[i]
+                - aa
+                * bb
+                / 6
+                * ((1 + aa / h[i]) * gam[i + 1] + (1 + bb / h[i]) * gam[i])
+            )
+        )
     return np.array(out)
 
 
-def test_decode_matches_exact_arithmetic_for_large_lam_and_clustered_knots(x64,
-                                                                           np_rng):
+def test_decode_matches_exact_arithmetic_for_large_lam_and_clustered_knots(x64, np_rng):
     m = 12
     for lam in (0.0, 2.3, 50.0):
         alpha = np_rng.uniform(-1, 1, m)
@@ -125,15 +136,20 @@ def test_decode_matches_exact_arithmetic_for_large_lam_and_clustered_knots(x64,
         z = np.linspace(t[0], t[-1], m)
         ref = _exact_spline(t, v, lam, z)
         tol = 4 * m**2 * cj.unit_roundoff(jnp.float64) * np.abs(y).max()
-        np.testing.assert_allclose(np.asarray(_decode12(y, mask, alpha, z, lam)), ref,
-                                   rtol=0, atol=tol)
+        np.testing.assert_allclose(
+            np.asarray(_decode12(y, mask, alpha, z, lam)), ref, rtol=0, atol=tol
+        )
 
 
 def _decode12(y, mask, alpha, z, lam):
     """Every small-case check runs at M = 12 workers, 12 points (one compilation)."""
-    return cj.nercc_decode(jnp.asarray(y).reshape(12, 1), jnp.asarray(mask),
-                           jnp.asarray(alpha), jnp.asarray(z),
-                           smoothing=lam).value[:, 0]
+    return cj.nercc_decode(
+        jnp.asarray(y).reshape(12, 1),
+        jnp.asarray(mask),
+        jnp.asarray(alpha),
+        jnp.asarray(z),
+        smoothing=lam,
+    ).value[:, 0]
 
 
 def test_lam_zero_is_the_natural_interpolating_spline(x64, np_rng):
@@ -146,8 +162,12 @@ def test_lam_zero_is_the_natural_interpolating_spline(x64, np_rng):
         t = alpha[mask]
         z = np.linspace(t[0], t[-1], m)
         ref = CubicSpline(t, y[mask], bc_type="natural")(z)
-        np.testing.assert_allclose(np.asarray(_decode12(y, mask, alpha, z, 0.0)), ref,
-                                   rtol=0, atol=RTOL * np.abs(ref).max())
+        np.testing.assert_allclose(
+            np.asarray(_decode12(y, mask, alpha, z, 0.0)),
+            ref,
+            rtol=0,
+            atol=RTOL * np.abs(ref).max(),
+        )
         # interpolation at the responding nodes
         at_nodes = np.asarray(_decode12(y, mask, alpha, alpha, 0.0))
         np.testing.assert_allclose(at_nodes[mask], y[mask], rtol=0, atol=1e-14)
@@ -162,8 +182,12 @@ def test_two_responders_give_the_line_for_every_lam(x64, np_rng):
     slope = (y[8] - y[3]) / (alpha[8] - alpha[3])
     line = y[3] + (z - alpha[3]) * slope
     for lam in (0.0, 1e-3, 1e3):
-        np.testing.assert_allclose(np.asarray(_decode12(y, mask, alpha, z, lam)), line,
-                                   rtol=0, atol=1e-13 * np.abs(line).max())
+        np.testing.assert_allclose(
+            np.asarray(_decode12(y, mask, alpha, z, lam)),
+            line,
+            rtol=0,
+            atol=1e-13 * np.abs(line).max(),
+        )
 
 
 def test_known_truths_lines_and_large_lam(x64, np_rng):
@@ -173,13 +197,18 @@ def test_known_truths_lines_and_large_lam(x64, np_rng):
     z = np.linspace(-1.3, 1.3, m)
     line = 0.3 - 2.0 * alpha
     for lam in (0.0, 1e-4, 1.0, 1e4):
-        np.testing.assert_allclose(np.asarray(_decode12(line, mask, alpha, z, lam)),
-                                   0.3 - 2.0 * z, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(
+            np.asarray(_decode12(line, mask, alpha, z, lam)),
+            0.3 - 2.0 * z,
+            rtol=0,
+            atol=1e-13,
+        )
     # lam -> infinity: the least-squares line through the responders, O(1/lam) away
     y = np_rng.standard_normal(m)
     coef = np.polyfit(alpha[mask], y[mask], 1)
-    np.testing.assert_allclose(np.asarray(_decode12(y, mask, alpha, z, 1e8)),
-                               np.polyval(coef, z), atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(_decode12(y, mask, alpha, z, 1e8)), np.polyval(coef, z), atol=1e-6
+    )
 
 
 def test_linear_continuation_outside_the_knots(x64, np_rng):
@@ -189,14 +218,19 @@ def test_linear_continuation_outside_the_knots(x64, np_rng):
     mask = np.ones(m, bool)
     mask[[0, 5]] = False
     t = alpha[mask]
-    z = np.concatenate([np.linspace(-1.0, t[0] - 0.01, 6),
-                        np.linspace(t[-1] + 0.01, 1.0, 6)])
+    z = np.concatenate(
+        [np.linspace(-1.0, t[0] - 0.01, 6), np.linspace(t[-1] + 0.01, 1.0, 6)]
+    )
     ends = np.where(z < t[0], t[0], t[-1])
     for lam in (0.0, 1e-3):
         spl = make_smoothing_spline(t, y[mask], lam=lam)
         ref = spl(ends) + (z - ends) * spl.derivative()(ends)
-        np.testing.assert_allclose(np.asarray(_decode12(y, mask, alpha, z, lam)), ref,
-                                   rtol=0, atol=RTOL * np.abs(y).max() * 10)
+        np.testing.assert_allclose(
+            np.asarray(_decode12(y, mask, alpha, z, lam)),
+            ref,
+            rtol=0,
+            atol=RTOL * np.abs(y).max() * 10,
+        )
 
 
 def test_encode_matches_make_smoothing_spline(x64, np_rng):
@@ -211,13 +245,18 @@ def test_encode_matches_make_smoothing_spline(x64, np_rng):
         u = cj.nercc_encode(jnp.asarray(x), beta, alpha, smoothing=lam)
         assert u.shape == (m, 3, 2) and u.dtype == jnp.float64
         ref = make_smoothing_spline(b[o], x[o], lam=lam)(a[inside])
-        np.testing.assert_allclose(np.asarray(u)[inside], ref, rtol=0,
-                                   atol=RTOL * np.abs(ref).max())
-        e = cj.nercc_encoding_matrix(beta, alpha, smoothing=lam,
-                                     accum_dtype=jnp.float64)
-        np.testing.assert_allclose(np.asarray(u),
-                                   np.einsum("mk,kab->mab", np.asarray(e), x),
-                                   rtol=0, atol=1e-13)
+        np.testing.assert_allclose(
+            np.asarray(u)[inside], ref, rtol=0, atol=RTOL * np.abs(ref).max()
+        )
+        e = cj.nercc_encoding_matrix(
+            beta, alpha, smoothing=lam, accum_dtype=jnp.float64
+        )
+        np.testing.assert_allclose(
+            np.asarray(u),
+            np.einsum("mk,kab->mab", np.asarray(e), x),
+            rtol=0,
+            atol=1e-13,
+        )
     # lam = 0 at the data points returns the inputs
     back = cj.nercc_encode(jnp.asarray(x), beta, beta, smoothing=0.0)
     np.testing.assert_allclose(np.asarray(back), x, rtol=0, atol=1e-14)
@@ -233,17 +272,22 @@ def test_too_few_responders_and_bad_input(np_rng):
     with pytest.raises(ValueError, match="got 1"):  # two responders, one node
         cj.nercc_decode(y, one.at[4].set(True), dup_alpha, beta)
     f = jax.jit(lambda mk, lam: cj.nercc_decode(y, mk, alpha, beta, smoothing=lam))
-    for mk, lam in ((one, 0.0), (jnp.zeros(10, bool), 0.0),
-                    (jnp.ones(10, bool), -1.0)):
+    for mk, lam in ((one, 0.0), (jnp.zeros(10, bool), 0.0), (jnp.ones(10, bool), -1.0)):
         r = f(mk, lam)
         assert not bool(r.ok) and bool(jnp.all(r.value == 0))
         assert not bool(jnp.any(jnp.isnan(r.value))) and float(r.cond) == np.inf
     j = f(jnp.ones(10, bool), 0.5)  # jit (traced mask and smoothing) equals eager
     e = cj.nercc_decode(y, jnp.ones(10, bool), alpha, beta, smoothing=0.5)
     assert bool(j.ok) and bool(e.ok)
-    np.testing.assert_allclose(np.asarray(j.value), np.asarray(e.value), rtol=0,
-                               atol=64 * cj.unit_roundoff(jnp.float32)
-                               * float(e.cond) * float(jnp.abs(y).max()))
+    np.testing.assert_allclose(
+        np.asarray(j.value),
+        np.asarray(e.value),
+        rtol=0,
+        atol=64
+        * cj.unit_roundoff(jnp.float32)
+        * float(e.cond)
+        * float(jnp.abs(y).max()),
+    )
     with pytest.raises(ValueError, match="nercc_decode: smoothing must be a finite"):
         cj.nercc_decode(y, jnp.ones(10, bool), alpha, beta, smoothing=-1e-3)
     with pytest.raises(ValueError, match="nercc_encode: smoothing must be a finite"):
@@ -292,15 +336,18 @@ def test_tune_nercc_grid_is_the_mse_of_public_encode_decode(key, np_rng):
     k, m, n, v = 4, 10, 7, 6
     x = jnp.asarray(np_rng.standard_normal((v, k, 3)), jnp.float32)
     mkey = key
-    t = cj.tune_nercc(mkey, counted, x, num_workers=m, num_responses=n,
-                      grid=(1e-3, 1e-1), num_masks=8)
+    t = cj.tune_nercc(
+        mkey, counted, x, num_workers=m, num_responses=n, grid=(1e-3, 1e-1), num_masks=8
+    )
     np.testing.assert_array_equal(t.encoder_grid, [0.0, 1e-3, 1e-1])
     np.testing.assert_array_equal(t.decoder_grid, [0.0, 1e-3, 1e-1])
     assert t.grid_mse.shape == (3, 3) and np.all(np.isfinite(t.grid_mse))
     assert calls == [(v * k, 3)] + [(v * m, 3)] * 3  # truth, then once per lam_e
     ie, jd = np.unravel_index(np.argmin(t.grid_mse), t.grid_mse.shape)
     assert (t.encoder_smoothing, t.decoder_smoothing) == (
-        t.encoder_grid[ie], t.decoder_grid[jd])
+        t.encoder_grid[ie],
+        t.decoder_grid[jd],
+    )
     assert t.mse == t.grid_mse.min() and t.num_masks == 8 and t.num_responses == n
     # oracle: the same quantity through the public encode/decode, one pair
     beta, alpha = cj.bacc_points(k, m)
@@ -312,14 +359,22 @@ def test_tune_nercc_grid_is_the_mse_of_public_encode_decode(key, np_rng):
         y = np.asarray(fn(cj.nercc_encode(xt, beta, alpha, smoothing=lam_e)))
         errs = []
         for mk in list(masks):
-            a = np.asarray(cj.nercc_decoding_matrix(mk, alpha, beta,
-                                                    smoothing=lam_d).value)
+            a = np.asarray(
+                cj.nercc_decoding_matrix(mk, alpha, beta, smoothing=lam_d).value
+            )
             dec = np.einsum("km,mvf->vkf", a, y)
             errs.append((dec - truth) ** 2)
         np.testing.assert_allclose(t.grid_mse[i, j], np.mean(errs), rtol=1e-4)
     # user-supplied straggler patterns
-    t2 = cj.tune_nercc(key, fn, x, num_workers=m, masks=masks, grid=(1e-3, 1e-1),
-                       decoder_grid=(1e-3, 0.5))
+    t2 = cj.tune_nercc(
+        key,
+        fn,
+        x,
+        num_workers=m,
+        masks=masks,
+        grid=(1e-3, 1e-1),
+        decoder_grid=(1e-3, 0.5),
+    )
     np.testing.assert_array_equal(t2.decoder_grid, [0.0, 1e-3, 0.5])
     np.testing.assert_allclose(t2.grid_mse[:, :2], t.grid_mse[:, :2], rtol=1e-6)
     with pytest.raises(ValueError, match="tune_nercc: grid must be a non-empty"):
@@ -334,10 +389,19 @@ def test_theory_script_with_a_shrunken_config(tmp_path):
     """``python -m theory.nercc_vs_bacc``: the logic on one tiny cell."""
     from theory import nercc_vs_bacc as nvb
 
-    cfg = nvb.Config(models=("tanh",), num_inputs=4, workers=(10,),
-                     straggler_fractions=(0.3,), dims=(3, 16, 2), val_groups=6,
-                     test_groups=6, tune_masks=8, test_masks=8,
-                     grid=(0.0, 1e-3, 1e-1), bootstrap=50)
+    cfg = nvb.Config(
+        models=("tanh",),
+        num_inputs=4,
+        workers=(10,),
+        straggler_fractions=(0.3,),
+        dims=(3, 16, 2),
+        val_groups=6,
+        test_groups=6,
+        tune_masks=8,
+        test_masks=8,
+        grid=(0.0, 1e-3, 1e-1),
+        bootstrap=50,
+    )
     summary = nvb.run(cfg, progress=False)
     (row,) = summary["rows"]
     assert (row["M"], row["S"], row["N"], row["K"]) == (10, 3, 7, 4)

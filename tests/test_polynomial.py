@@ -55,8 +55,11 @@ def test_lagrange_encode_interpolates_and_matches_numpy(x64, np_rng):
 
 def test_lagrange_encode_dtypes():
     alpha, beta = _points()
-    for dt, acc in [(jnp.bfloat16, jnp.float32), (jnp.float16, jnp.float32),
-                    (jnp.float32, jnp.float32)]:
+    for dt, acc in [
+        (jnp.bfloat16, jnp.float32),
+        (jnp.float16, jnp.float32),
+        (jnp.float32, jnp.float32),
+    ]:
         out = cj.lagrange_encode(jnp.ones((K, 2), dt), beta, alpha)
         assert out.dtype == acc
         # partition of unity: constant inputs encode to the constant
@@ -65,7 +68,9 @@ def test_lagrange_encode_dtypes():
 
 def test_lagrange_encode_errors():
     alpha, beta = _points()
-    with pytest.raises(ValueError, match=r"lagrange_encode: beta must have length 7, got 8"):
+    with pytest.raises(
+        ValueError, match=r"lagrange_encode: beta must have length 7, got 8"
+    ):
         cj.lagrange_encode(jnp.ones((7, 2)), beta, alpha)
     dup = beta.at[1].set(beta[0])
     with pytest.raises(ValueError, match="lagrange_encode: beta must be distinct"):
@@ -86,8 +91,9 @@ def test_chebyls_float64_exact_for_every_n(x64, key, np_rng):
     tb = npcheb.chebvander(np.asarray(beta), D - 1)
     scale = np.r_[np.sqrt(1 / M), np.full(D - 1, np.sqrt(2 / M))]
     for n in range(D, M + 1):
-        masks = cj.sample_masks(jax.random.fold_in(key, n), num_workers=M,
-                                num_responses=n, shape=(8,))
+        masks = cj.sample_masks(
+            jax.random.fold_in(key, n), num_workers=M, num_responses=n, shape=(8,)
+        )
         r = cj.chebyls_decode_batched(y, masks, alpha, beta, num_coeffs=D)
         assert r.value.dtype == jnp.float64 and bool(jnp.all(r.ok))
         assert np.all(np.asarray(r.num_used) == n)
@@ -107,8 +113,9 @@ def test_chebyls_float64_exact_for_every_n(x64, key, np_rng):
             assert cond == pytest.approx(np.linalg.cond(ts * scale), rel=1e-8)
     # the single-mask entry point agrees with the batched one
     one = cj.chebyls_decode(y, masks[0], alpha, beta, num_coeffs=D)
-    np.testing.assert_allclose(np.asarray(one.value), np.asarray(r.value[0]),
-                               atol=1e-13 * float(one.cond))
+    np.testing.assert_allclose(
+        np.asarray(one.value), np.asarray(r.value[0]), atol=1e-13 * float(one.cond)
+    )
 
 
 def test_threshold_float64_square_solve(x64, key, np_rng):
@@ -167,30 +174,46 @@ def test_bf16_workers_chebyls_beats_threshold():
         params = _cross_params(kp)
         x = jax.random.normal(kx, (K, 16))
         with jax.enable_x64(True):
-            p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64),
-                                         params)
+            p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
             truth = np.asarray(cross_tower(p64, jnp.asarray(x, jnp.float64)))
         y = worker(params, cj.lagrange_encode(x, beta, alpha))  # bf16 workers
         assert y.dtype == jnp.bfloat16
         uncoded = np.asarray(worker(params, x), np.float64)
         floors.append(np.linalg.norm(uncoded - truth) / np.linalg.norm(truth))
         for n in (30, 40):
-            arr = cj.sample_arrivals(jax.random.fold_in(km, n), num_workers=M,
-                                     num_responses=n, model="uniform",
-                                     shape=(n_masks,))
+            arr = cj.sample_arrivals(
+                jax.random.fold_in(km, n),
+                num_workers=M,
+                num_responses=n,
+                model="uniform",
+                shape=(n_masks,),
+            )
             ls = cj.chebyls_decode_batched(y, arr.mask, alpha, beta, num_coeffs=D)
             assert ls.value.dtype == jnp.float32 and bool(jnp.all(ls.ok))
-            thr = jax.vmap(lambda mk, od: cj.threshold_decode(
-                y, mk, alpha, beta, num_coeffs=D, order=od))(arr.mask, arr.order)
-            spread = jax.vmap(lambda mk: cj.threshold_decode(
-                y, mk, alpha, beta, num_coeffs=D,
-                order=cj.spread_order(mk, num_coeffs=D)))(arr.mask)
+            thr = jax.vmap(
+                lambda mk, od, y=y: cj.threshold_decode(
+                    y, mk, alpha, beta, num_coeffs=D, order=od
+                )
+            )(arr.mask, arr.order)
+            spread = jax.vmap(
+                lambda mk, y=y: cj.threshold_decode(
+                    y,
+                    mk,
+                    alpha,
+                    beta,
+                    num_coeffs=D,
+                    order=cj.spread_order(mk, num_coeffs=D),
+                )
+            )(arr.mask)
             for name, r in (("ls", ls), ("thr", thr), ("spread", spread)):
                 errs[name, n].append(_rel_err(np.asarray(r.value, np.float64), truth))
     med = {k: float(np.median(np.concatenate(v))) for k, v in errs.items()}
     floor = float(np.median(floors))
-    print("median rel err:", {k: f"{v:.3g}" for k, v in med.items()},
-          f"uncoded bf16 {floor:.3g}")
+    print(
+        "median rel err:",
+        {k: f"{v:.3g}" for k, v in med.items()},
+        f"uncoded bf16 {floor:.3g}",
+    )
     assert 1e-3 < floor < 2e-2  # bf16 really is in play
     assert med["ls", 30] <= 1e-2
     assert med["ls", 40] <= 5e-3
@@ -208,8 +231,9 @@ def _setup(key, n=30, batch=5):
     alpha, beta = _points()
     x = jax.random.normal(key, (K, 3))
     y = cubic(cj.lagrange_encode(x, beta, alpha))
-    masks = cj.sample_masks(jax.random.fold_in(key, 1), num_workers=M,
-                            num_responses=n, shape=(batch,))
+    masks = cj.sample_masks(
+        jax.random.fold_in(key, 1), num_workers=M, num_responses=n, shape=(batch,)
+    )
     return alpha, beta, y, masks
 
 
@@ -217,11 +241,13 @@ def test_jit_equals_eager_and_vmap_equals_loop(key):
     alpha, beta, y, masks = _setup(key)
     masks = list(masks)
     eager = [cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D) for mk in masks]
-    jitted = jax.jit(lambda yy, mk: cj.chebyls_decode(yy, mk, alpha, beta,
-                                                      num_coeffs=D))
+    jitted = jax.jit(
+        lambda yy, mk: cj.chebyls_decode(yy, mk, alpha, beta, num_coeffs=D)
+    )
     stacked = jnp.stack(masks)
     vm = jax.vmap(lambda mk: cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D))(
-        stacked)
+        stacked
+    )
     bat = cj.chebyls_decode_batched(y, stacked, alpha, beta, num_coeffs=D)
     vm, bat = jax.tree_util.tree_map(np.asarray, (vm, bat))
     for i, e in enumerate(eager):
@@ -238,12 +264,12 @@ def test_jit_equals_eager_and_vmap_equals_loop(key):
 def test_batched_with_per_mask_payloads(key):
     alpha, beta, y, masks = _setup(key)
     ys = jnp.stack([y * (i + 1.0) for i in range(masks.shape[0])])
-    bat = np.asarray(cj.chebyls_decode_batched(ys, masks, alpha, beta,
-                                               num_coeffs=D).value)
+    bat = np.asarray(
+        cj.chebyls_decode_batched(ys, masks, alpha, beta, num_coeffs=D).value
+    )
     for i, (yi, mk) in enumerate(zip(list(ys), list(masks), strict=True)):
         one = cj.chebyls_decode(yi, mk, alpha, beta, num_coeffs=D)
-        np.testing.assert_allclose(bat[i], np.asarray(one.value),
-                                   rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(bat[i], np.asarray(one.value), rtol=1e-4, atol=1e-4)
 
 
 def test_new_masks_do_not_recompile(key, caplog):
@@ -254,7 +280,9 @@ def test_new_masks_do_not_recompile(key, caplog):
         for i, mk in enumerate(masks):
             if i == 1:
                 caplog.clear()  # the first call compiles; later masks must not
-            cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D).value.block_until_ready()
+            cj.chebyls_decode(
+                y, mk, alpha, beta, num_coeffs=D
+            ).value.block_until_ready()
             cj.threshold_decode(y, mk, alpha, beta, num_coeffs=D, order=order)
         msgs = [r.getMessage() for r in caplog.records]
     assert not [m for m in msgs if "Compiling" in m and "decode" in m], msgs
@@ -264,9 +292,14 @@ def test_new_masks_do_not_recompile(key, caplog):
 # precision policy
 
 
-@pytest.mark.parametrize("dt,acc", [(jnp.bfloat16, jnp.float32),
-                                    (jnp.float16, jnp.float32),
-                                    (jnp.float32, jnp.float32)])
+@pytest.mark.parametrize(
+    "dt,acc",
+    [
+        (jnp.bfloat16, jnp.float32),
+        (jnp.float16, jnp.float32),
+        (jnp.float32, jnp.float32),
+    ],
+)
 def test_accumulation_dtype(key, dt, acc):
     alpha, beta, y, masks = _setup(key, n=M)
     r = cj.chebyls_decode(y.astype(dt), masks[0], alpha, beta, num_coeffs=D)
@@ -279,14 +312,23 @@ def test_accumulation_dtype(key, dt, acc):
 
 def test_float64_accumulation_and_override(x64, key):
     alpha, beta, y, masks = _setup(key)
-    assert cj.chebyls_decode(y, masks[0], alpha, beta, num_coeffs=D).value.dtype == \
-        jnp.float64
-    r = cj.chebyls_decode(y.astype(jnp.bfloat16), masks[0], alpha, beta,
-                          num_coeffs=D, accum_dtype=jnp.float64)
+    assert (
+        cj.chebyls_decode(y, masks[0], alpha, beta, num_coeffs=D).value.dtype
+        == jnp.float64
+    )
+    r = cj.chebyls_decode(
+        y.astype(jnp.bfloat16),
+        masks[0],
+        alpha,
+        beta,
+        num_coeffs=D,
+        accum_dtype=jnp.float64,
+    )
     assert r.value.dtype == jnp.float64
     with pytest.raises(TypeError, match="accum_dtype must be float32 or float64"):
-        cj.chebyls_decode(y, masks[0], alpha, beta, num_coeffs=D,
-                          accum_dtype=jnp.bfloat16)
+        cj.chebyls_decode(
+            y, masks[0], alpha, beta, num_coeffs=D, accum_dtype=jnp.bfloat16
+        )
 
 
 def test_low_precision_worker_rounds_parameters_and_inputs(key):
@@ -310,22 +352,33 @@ def test_static_errors_name_function_expected_and_actual():
     alpha, beta = _points()
     y = jnp.ones((M, 2))
     mask = jnp.ones(M, bool)
-    with pytest.raises(ValueError, match=r"chebyls_decode: alpha must have length 40, got 39"):
+    with pytest.raises(
+        ValueError, match=r"chebyls_decode: alpha must have length 40, got 39"
+    ):
         cj.chebyls_decode(y, mask, alpha[:-1], beta, num_coeffs=D)
-    with pytest.raises(ValueError, match=r"chebyls_decode: mask must have shape \[\.\.\., 40\]"):
+    with pytest.raises(
+        ValueError, match=r"chebyls_decode: mask must have shape \[\.\.\., 40\]"
+    ):
         cj.chebyls_decode(y, mask[:-1], alpha, beta, num_coeffs=D)
-    with pytest.raises(ValueError, match=r"num_coeffs \(D\) must be at most the number "
-                                          r"of workers M=40, got 41"):
+    with pytest.raises(
+        ValueError,
+        match=r"num_coeffs \(D\) must be at most the number "
+        r"of workers M=40, got 41",
+    ):
         cj.chebyls_decode(y, mask, alpha, beta, num_coeffs=41)
     with pytest.raises(ValueError, match=r"threshold_decode: num_coeffs"):
         cj.threshold_decode(y, mask, alpha, beta, num_coeffs=41, order=jnp.arange(M))
-    with pytest.raises(ValueError, match="threshold_decode: order must be a 1-D integer"):
+    with pytest.raises(
+        ValueError, match="threshold_decode: order must be a 1-D integer"
+    ):
         cj.threshold_decode(y, mask, alpha, beta, num_coeffs=D, order=jnp.ones(M))
     with pytest.raises(TypeError, match="chebyls_decode: mask must be boolean"):
         cj.chebyls_decode(y, jnp.ones(M), alpha, beta, num_coeffs=D)
     with pytest.raises(TypeError, match="num_coeffs must be a Python int"):
         cj.chebyls_decode(y, mask, alpha, beta, num_coeffs=22.0)
-    with pytest.raises(ValueError, match=r"chebyls_decode_batched: masks must have shape \[B, M\]"):
+    with pytest.raises(
+        ValueError, match=r"chebyls_decode_batched: masks must have shape \[B, M\]"
+    ):
         cj.chebyls_decode_batched(y, mask, alpha, beta, num_coeffs=D)
 
 
@@ -340,8 +393,11 @@ def test_duplicate_and_nonfinite_points():
         cj.chebyls_decode(y, mask, alpha, beta.at[0].set(jnp.inf), num_coeffs=D)
     # under jit the points are traced: reported through ok, never NaN
     f = jax.jit(lambda a, b: cj.chebyls_decode(y, mask, a, b, num_coeffs=D))
-    for a, b in [(dup, beta), (alpha, beta.at[0].set(jnp.inf)),
-                 (alpha.at[0].set(jnp.nan), beta)]:
+    for a, b in [
+        (dup, beta),
+        (alpha, beta.at[0].set(jnp.inf)),
+        (alpha.at[0].set(jnp.nan), beta),
+    ]:
         r = f(a, b)
         assert not bool(r.ok)
         assert not bool(jnp.any(jnp.isnan(r.value)))
@@ -351,8 +407,7 @@ def test_too_few_responders_under_jit(key):
     alpha, beta, y, _ = _setup(key)
     f = jax.jit(lambda mk: cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D))
     for n in (0, 1, D - 1):
-        mk = cj.sample_masks(jax.random.fold_in(key, n), num_workers=M,
-                             num_responses=n)
+        mk = cj.sample_masks(jax.random.fold_in(key, n), num_workers=M, num_responses=n)
         r = f(mk)
         assert not bool(r.ok) and int(r.num_used) == n
         assert bool(jnp.all(r.value == 0))  # documented: zeros, no Inf/NaN
@@ -375,16 +430,18 @@ def test_faulty_worker_is_treated_as_missing(key, bad):
     assert not bool(r.ok) and int(r.num_used) == D - 1
     assert bool(jnp.all(jnp.isfinite(r.value)))
     order = jax.random.permutation(key, M)  # a random arrival order
-    thr = cj.threshold_decode(y.at[order[3]].set(bad), mask, alpha, beta,
-                              num_coeffs=D, order=order)
+    thr = cj.threshold_decode(
+        y.at[order[3]].set(bad), mask, alpha, beta, num_coeffs=D, order=order
+    )
     assert bool(thr.ok) and int(thr.num_used) == D
     assert bool(jnp.all(jnp.isfinite(thr.value)))
 
 
 def test_decoding_matrix_noise_gain(x64):
     alpha, beta = _points()
-    a = cj.chebyls_decoding_matrix(jnp.ones(M, bool), alpha, beta, num_coeffs=D,
-                                   accum_dtype=jnp.float64)
+    a = cj.chebyls_decoding_matrix(
+        jnp.ones(M, bool), alpha, beta, num_coeffs=D, accum_dtype=jnp.float64
+    )
     # all 40 first-kind points: A = T_b T^+ with T^T T diagonal -> closed form
     t = npcheb.chebvander(np.asarray(alpha), D - 1)
     ref = npcheb.chebvander(np.asarray(beta), D - 1) @ np.linalg.pinv(t)

@@ -11,23 +11,46 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PUBLIC = {
     "__version__",
     # precision
-    "accumulation_dtype", "low_precision_worker", "unit_roundoff",
+    "accumulation_dtype",
+    "low_precision_worker",
+    "unit_roundoff",
     # points and bases
-    "chebyshev_points", "chebyshev_vandermonde",
+    "chebyshev_points",
+    "chebyshev_vandermonde",
     # straggler models
-    "Arrivals", "WorstCase", "first_arrivals", "sample_arrivals", "sample_masks",
+    "Arrivals",
+    "WorstCase",
+    "first_arrivals",
+    "sample_arrivals",
+    "sample_masks",
     "worst_case_mask",
     # polynomial codes
-    "DecodeResult", "chebyls_decode", "chebyls_decode_batched",
-    "chebyls_decoding_matrix", "lagrange_encode", "recovery_threshold",
-    "spread_order", "threshold_decode",
+    "DecodeResult",
+    "chebyls_decode",
+    "chebyls_decode_batched",
+    "chebyls_decoding_matrix",
+    "lagrange_encode",
+    "recovery_threshold",
+    "spread_order",
+    "threshold_decode",
     # approximate codes
-    "bacc_points", "berrut_decode", "berrut_decoding_matrix", "berrut_encode",
-    "NerccTuning", "nercc_decode", "nercc_decoding_matrix", "nercc_encode",
-    "nercc_encoding_matrix", "tune_nercc",
-    "RepApproxLayout", "RepApproxResult", "repapprox_decode", "repapprox_encode",
+    "bacc_points",
+    "berrut_decode",
+    "berrut_decoding_matrix",
+    "berrut_encode",
+    "NerccTuning",
+    "nercc_decode",
+    "nercc_decoding_matrix",
+    "nercc_encode",
+    "nercc_encoding_matrix",
+    "tune_nercc",
+    "RepApproxLayout",
+    "RepApproxResult",
+    "repapprox_decode",
+    "repapprox_encode",
     "repapprox_layout",
-    "exact_recovery_probability", "recovery_probability_bound",
+    "exact_recovery_probability",
+    "recovery_probability_bound",
     "recovery_probability_union",
     # bounds (a public submodule)
     "bounds",
@@ -37,9 +60,12 @@ PUBLIC = {
 RANK = {
     "_dtypes": 0,
     "_chebyshev": 1,
-    "_sampling": 2, "_lsq": 2, "_nodes": 2,
+    "_sampling": 2,
+    "_lsq": 2,
+    "_nodes": 2,
     "_polynomial": 3,
-    "_berrut": 4, "_nercc": 4,
+    "_berrut": 4,
+    "_nercc": 4,
     "_repapprox": 5,
     "bounds": 6,
     "__init__": 7,
@@ -50,7 +76,8 @@ ALLOWED_THIRD_PARTY = {"jax", "jaxlib", "numpy", "scipy"}
 def _public_names():
     return {n for n in dir(cj) if not n.startswith("_") or n == "__version__"} - {
         # submodules appear as attributes once imported
-        name for name in dir(cj)
+        name
+        for name in dir(cj)
         if type(getattr(cj, name)).__name__ == "module" and name != "bounds"
     }
 
@@ -84,8 +111,11 @@ def test_library_imports_only_jax_numpy_scipy_and_lower_layers():
         for level, mod in _imports(path):
             top = mod.split(".")[0]
             if level == 0:
-                assert top in ALLOWED_THIRD_PARTY or top in sys.stdlib_module_names \
-                    or top == "__future__", f"{path.name} imports {mod}"
+                assert (
+                    top in ALLOWED_THIRD_PARTY
+                    or top in sys.stdlib_module_names
+                    or top == "__future__"
+                ), f"{path.name} imports {mod}"
                 assert top != "codedjax", f"{path.name} imports itself absolutely"
             else:
                 assert top in RANK, f"{path.name} imports .{mod}"

@@ -51,19 +51,26 @@ def _masks(np_rng, m, n, trials):
 def test_layout():
     lay = cj.repapprox_layout(K, C, M)
     assert (lay.num_tasks, lay.replication, lay.num_workers, lay.num_extra) == (
-        K, C, M, M - K * C)
+        K,
+        C,
+        M,
+        M - K * C,
+    )
     np.testing.assert_array_equal(lay.task[: K * C], np.repeat(np.arange(K), C))
-    assert np.all(lay.task[K * C:] == -1)
+    assert np.all(lay.task[K * C :] == -1)
     # float64 on the host; the same values as chebyshev_points rounds to float32
     assert lay.beta.dtype == np.float64 and lay.nodes.dtype == np.float64
-    np.testing.assert_array_equal(lay.beta.astype(np.float32),
-                                  cj.chebyshev_points(K, kind=1, dtype=jnp.float32))
-    np.testing.assert_allclose(lay.beta, np.cos((2 * np.arange(K) + 1) * np.pi
-                                                 / (2 * K)), rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(
+        lay.beta.astype(np.float32), cj.chebyshev_points(K, kind=1, dtype=jnp.float32)
+    )
+    np.testing.assert_allclose(
+        lay.beta, np.cos((2 * np.arange(K) + 1) * np.pi / (2 * K)), rtol=0, atol=1e-15
+    )
     np.testing.assert_array_equal(lay.nodes[: K * C], np.repeat(lay.beta, C))
-    np.testing.assert_array_equal(lay.nodes[K * C:].astype(np.float32),
-                                  cj.chebyshev_points(M - K * C, kind=2,
-                                                      dtype=jnp.float32))
+    np.testing.assert_array_equal(
+        lay.nodes[K * C :].astype(np.float32),
+        cj.chebyshev_points(M - K * C, kind=2, dtype=jnp.float32),
+    )
     assert cj.repapprox_layout(2, 1, 3).nodes[-1] == 0.0  # E = 1: the point 0
     assert cj.repapprox_layout(2, 2, 4).num_extra == 0  # pure repetition
     custom = cj.repapprox_layout(2, 1, 4, beta=[-0.5, 0.5], extra_nodes=[0.1, 0.2])
@@ -71,9 +78,12 @@ def test_layout():
 
 
 def test_layout_errors():
-    with pytest.raises(ValueError, match=r"repapprox_layout: num_workers \(M\) must "
-                       r"be at least num_tasks \* replication \(K c = 8 \* 4 = 32\), "
-                       "got 30"):
+    with pytest.raises(
+        ValueError,
+        match=r"repapprox_layout: num_workers \(M\) must "
+        r"be at least num_tasks \* replication \(K c = 8 \* 4 = 32\), "
+        "got 30",
+    ):
         cj.repapprox_layout(8, 4, 30)
     with pytest.raises(ValueError, match="repapprox_layout: replication must be >= 1"):
         cj.repapprox_layout(8, 0, 30)
@@ -94,11 +104,16 @@ def test_encode_replicas_bit_for_bit(np_rng):
         x = jnp.asarray(np_rng.standard_normal((K, 3, 2)), dt)
         u = cj.repapprox_encode(x, lay)
         assert u.shape == (M, 3, 2) and u.dtype == jnp.float32
-        np.testing.assert_array_equal(np.asarray(u[: K * C]),
-                                      np.asarray(x.astype(jnp.float32))[lay.task[:32]])
-        extra = cj.berrut_encode(x, beta, jnp.asarray(lay.nodes[K * C:], jnp.float32))
-        np.testing.assert_allclose(np.asarray(u[K * C:]), np.asarray(extra),
-                                   rtol=0, atol=1e-5 * float(jnp.abs(extra).max()))
+        np.testing.assert_array_equal(
+            np.asarray(u[: K * C]), np.asarray(x.astype(jnp.float32))[lay.task[:32]]
+        )
+        extra = cj.berrut_encode(x, beta, jnp.asarray(lay.nodes[K * C :], jnp.float32))
+        np.testing.assert_allclose(
+            np.asarray(u[K * C :]),
+            np.asarray(extra),
+            rtol=0,
+            atol=1e-5 * float(jnp.abs(extra).max()),
+        )
     with pytest.raises(ValueError, match=r"repapprox_encode: x must have shape \[K"):
         cj.repapprox_encode(jnp.ones((K + 1, 2)), lay)
     with pytest.raises(TypeError, match="repapprox_encode: layout must be a"):
@@ -116,8 +131,9 @@ def _setup(masks, dtype=jnp.float32):
     """ReLU MLP outputs of the RepApprox servers: y [M, GROUPS, 10]."""
     lay = cj.repapprox_layout(K, C, M)
     f = _mlp(2024)
-    x = jnp.asarray(np.random.default_rng(7).standard_normal((K, GROUPS, 32)),
-                    jnp.float32)  # GROUPS sets of K inputs
+    x = jnp.asarray(
+        np.random.default_rng(7).standard_normal((K, GROUPS, 32)), jnp.float32
+    )  # GROUPS sets of K inputs
     y = f(cj.repapprox_encode(x, lay)).astype(dtype)
     return lay, f, x, y, jnp.asarray(masks)
 
@@ -139,10 +155,12 @@ def _oracle(fallback, lay, y, mask, lam):
     return spl(ends) + dz * spl.derivative()(ends), nodes.size
 
 
-@pytest.mark.parametrize("fallback,dtype", [("berrut", jnp.bfloat16),
-                                            ("nercc", jnp.float32)])
+@pytest.mark.parametrize(
+    "fallback,dtype", [("berrut", jnp.bfloat16), ("nercc", jnp.float32)]
+)
 def test_exact_tasks_are_bit_for_bit_and_lost_tasks_use_the_fallback(
-        np_rng, fallback, dtype):
+    np_rng, fallback, dtype
+):
     lay, _, _, y, masks = _setup(_masks(np_rng, M, 20, TRIALS), dtype)
     lam = 1e-4
     r = _vdecode(y, masks, lay, fallback=fallback, smoothing=lam)
@@ -188,8 +206,10 @@ def test_all_false_mask_few_responders_and_faulty_replicas(np_rng):
         assert bool(jnp.all(jnp.isfinite(r.value)))
         if fallback == "berrut":  # the constant through one node
             assert bool(r.ok[1])
-            np.testing.assert_array_equal(np.asarray(r.value[1]), np.broadcast_to(
-                np.asarray(y[4]), (K,) + y.shape[1:]))
+            np.testing.assert_array_equal(
+                np.asarray(r.value[1]),
+                np.broadcast_to(np.asarray(y[4]), (K,) + y.shape[1:]),
+            )
         else:  # a spline needs two distinct nodes: lost tasks are zero, ok False
             assert not bool(r.ok[1])
             assert bool(jnp.all(r.value[1][jnp.arange(K) != 1] == 0))
@@ -209,8 +229,9 @@ def test_layout_is_a_pytree_through_jit(np_rng):
     for mk in list(masks[:2]):
         j, e = f(y, mk, lay), cj.repapprox_decode(y, mk, lay)
         np.testing.assert_array_equal(np.asarray(j.exact), np.asarray(e.exact))
-        np.testing.assert_allclose(np.asarray(j.value), np.asarray(e.value),
-                                   rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(
+            np.asarray(j.value), np.asarray(e.value), rtol=1e-6, atol=1e-6
+        )
 
 
 def test_decode_errors(np_rng):
@@ -240,8 +261,9 @@ def _brute(k, c, m, n):
     return hits / total
 
 
-@pytest.mark.parametrize("k,c,m", [(2, 2, 5), (3, 2, 7), (4, 3, 12), (3, 1, 3),
-                                   (2, 3, 9), (1, 1, 4)])
+@pytest.mark.parametrize(
+    "k,c,m", [(2, 2, 5), (3, 2, 7), (4, 3, 12), (3, 1, 3), (2, 3, 9), (1, 1, 4)]
+)
 def test_probabilities_against_brute_force(k, c, m):
     for n in range(m + 1):
         exact = cj.exact_recovery_probability(k, c, m, n)
@@ -278,8 +300,9 @@ def _clopper_pearson(hits, n, level=0.99):
     return lo, hi
 
 
-@pytest.mark.parametrize("k,c,m,n", [(8, 4, 40, 28), (4, 3, 12, 6), (16, 2, 40, 34),
-                                     (8, 2, 20, 14)])
+@pytest.mark.parametrize(
+    "k,c,m,n", [(8, 4, 40, 28), (4, 3, 12, 6), (16, 2, 40, 34), (8, 2, 20, 14)]
+)
 def test_empirical_all_exact_rate_matches_exact_probability(np_rng, k, c, m, n):
     trials = 20_000
     lay = cj.repapprox_layout(k, c, m)
@@ -307,8 +330,10 @@ def test_design_measurement_repapprox_beats_bacc(key):
     bac = jax.vmap(lambda mk: cj.berrut_decode(y_bacc, mk, alpha, beta).value)(masks)
 
     def rel(v):
-        return (jnp.linalg.norm(v - ref[None], axis=-1)
-                / jnp.linalg.norm(ref, axis=-1)[None])
+        return (
+            jnp.linalg.norm(v - ref[None], axis=-1)
+            / jnp.linalg.norm(ref, axis=-1)[None]
+        )
 
     e_rep, e_bacc = float(jnp.mean(rel(rep))), float(jnp.mean(rel(bac)))
     assert e_rep <= 1e-2, e_rep

@@ -40,13 +40,17 @@ def test_masks_vmap_over_keys_and_differ(key):
     for i, k in enumerate(keys):
         np.testing.assert_array_equal(
             np.asarray(m[i]),
-            np.asarray(cj.sample_masks(k, num_workers=10, num_responses=4)))
+            np.asarray(cj.sample_masks(k, num_workers=10, num_responses=4)),
+        )
     assert len({tuple(r) for r in np.asarray(m).tolist()}) > 1
 
 
 def test_mask_errors(key):
-    with pytest.raises(ValueError, match=r"sample_masks: num_responses \(N\) must be "
-                                         r"at most num_workers \(M=4\), got 5"):
+    with pytest.raises(
+        ValueError,
+        match=r"sample_masks: num_responses \(N\) must be "
+        r"at most num_workers \(M=4\), got 5",
+    ):
         cj.sample_masks(key, num_workers=4, num_responses=5)
     with pytest.raises(TypeError, match="sample_masks: key must be a PRNG key"):
         cj.sample_masks(0, num_workers=4, num_responses=2)
@@ -69,27 +73,43 @@ def test_first_arrivals_against_numpy(np_rng):
 
 def test_latency_models_have_their_laws(key):
     t = 20_000
-    a = cj.sample_arrivals(key, num_workers=1, num_responses=1,
-                           model="shifted_exponential", shift=2.0, rate=4.0,
-                           shape=(t,))
+    a = cj.sample_arrivals(
+        key,
+        num_workers=1,
+        num_responses=1,
+        model="shifted_exponential",
+        shift=2.0,
+        rate=4.0,
+        shape=(t,),
+    )
     lat = np.asarray(a.latencies[:, 0], np.float64)
     assert lat.min() >= 2.0
     assert stats.kstest(lat - 2.0, stats.expon(scale=0.25).cdf).pvalue > 1e-4
-    p = cj.sample_arrivals(key, num_workers=1, num_responses=1, model="pareto",
-                           scale=1.5, tail_index=3.0, shape=(t,))
+    p = cj.sample_arrivals(
+        key,
+        num_workers=1,
+        num_responses=1,
+        model="pareto",
+        scale=1.5,
+        tail_index=3.0,
+        shape=(t,),
+    )
     lat = np.asarray(p.latencies[:, 0], np.float64)
     assert stats.kstest(lat, stats.pareto(b=3.0, scale=1.5).cdf).pvalue > 1e-4
     # the time of the N-th arrival is the N-th order statistic
     a = cj.sample_arrivals(key, num_workers=40, num_responses=30, shape=(3,))
     np.testing.assert_array_equal(
-        np.asarray(a.time), np.sort(np.asarray(a.latencies), -1)[:, 29])
+        np.asarray(a.time), np.sort(np.asarray(a.latencies), -1)[:, 29]
+    )
     assert np.all(np.asarray(a.mask).sum(-1) == 30)
 
 
 def test_arrival_errors(key):
     with pytest.raises(ValueError, match="sample_arrivals: model must be"):
         cj.sample_arrivals(key, num_workers=4, num_responses=2, model="gamma")
-    with pytest.raises(ValueError, match="sample_arrivals: need shift >= 0 and rate > 0"):
+    with pytest.raises(
+        ValueError, match="sample_arrivals: need shift >= 0 and rate > 0"
+    ):
         cj.sample_arrivals(key, num_workers=4, num_responses=2, rate=0.0)
 
 
@@ -97,8 +117,9 @@ def _brute_worst(alpha, d, n):
     m = len(alpha)
     scale = np.r_[np.sqrt(1 / m), np.full(d - 1, np.sqrt(2 / m))]
     u = npcheb.chebvander(alpha, d - 1) * scale
-    best = max(itertools.combinations(range(m), n),
-               key=lambda s: np.linalg.cond(u[list(s)]))
+    best = max(
+        itertools.combinations(range(m), n), key=lambda s: np.linalg.cond(u[list(s)])
+    )
     return set(best), np.linalg.cond(u[list(best)])
 
 
@@ -121,8 +142,9 @@ def test_worst_case_greedy_beyond_budget(x64, key):
     # greedy + swaps is a lower bound of the true worst case, and beats random sets
     assert w.cond <= ex.cond * (1 + 1e-9)
     assert w.cond >= 0.5 * ex.cond
-    masks = np.asarray(cj.sample_masks(key, num_workers=24, num_responses=20,
-                                       shape=(200,)))
+    masks = np.asarray(
+        cj.sample_masks(key, num_workers=24, num_responses=20, shape=(200,))
+    )
     scale = np.r_[np.sqrt(1 / 24), np.full(7, np.sqrt(2 / 24))]
     u = npcheb.chebvander(np.asarray(alpha), 7) * scale
     rand = max(np.linalg.cond(u[mk]) for mk in masks)
@@ -147,4 +169,6 @@ def test_one_program_serves_every_n(key, caplog):
         msgs = [r.getMessage() for r in caplog.records]
     assert not [x for x in msgs if "Compiling" in x and "_sample_masks" in x], msgs
     assert not [x for x in msgs if "Compiling" in x and "_first_arrivals" in x], msgs
-    assert np.all(np.asarray(m).sum(-1) == 11) and np.all(np.asarray(a.mask).sum(-1) == 11)
+    assert np.all(np.asarray(m).sum(-1) == 11) and np.all(
+        np.asarray(a.mask).sum(-1) == 11
+    )

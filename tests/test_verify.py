@@ -45,10 +45,13 @@ def compute(chunk):
                 r=r, q=q, ndev=len(jax.devices()),
                 seq=_mc.sequential_linalg(_mc.make_mesh()))
 """
-SUBPROCESS = TINY_COMPUTE + r"""
+SUBPROCESS = (
+    TINY_COMPUTE
+    + r"""
 import sys
 np.savez(sys.argv[1], **compute(int(sys.argv[2])))
 """
+)
 
 
 def test_sharded_run_equals_unsharded(tmp_path):
@@ -62,8 +65,13 @@ def test_sharded_run_equals_unsharded(tmp_path):
     env["JAX_PLATFORMS"] = "cpu"
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     path = tmp_path / "four.npz"
-    subprocess.run([sys.executable, "-c", SUBPROCESS, str(path), "24"], check=True,
-                   env=env, cwd=ROOT, timeout=300)
+    subprocess.run(
+        [sys.executable, "-c", SUBPROCESS, str(path), "24"],
+        check=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     four = np.load(path)
     assert int(four["ndev"]) == 4 and bool(four["seq"])  # one matrix per LAPACK call
     for name in ("raw", "eq", "gap", "wratio", "orders", "r", "q"):
@@ -74,8 +82,15 @@ def test_sharded_run_equals_unsharded(tmp_path):
 def samples():
     key = jax.random.key(3)
     resp = (6, 7, 10, 19, 20)
-    s = _mc.cond_monte_carlo(key, num_workers=20, num_coeffs=6, responses=resp,
-                             num_trials=120, chunk=48, memory_bytes=1 << 16)
+    s = _mc.cond_monte_carlo(
+        key,
+        num_workers=20,
+        num_coeffs=6,
+        responses=resp,
+        num_trials=120,
+        chunk=48,
+        memory_bytes=1 << 16,
+    )
     assert s.raw.shape == (120, len(resp)) and s.compile_seconds > 0
     return resp, s
 
@@ -83,8 +98,9 @@ def samples():
 def test_cond_kernel_matches_numpy_and_bounds(samples):
     resp, s = samples
     m, d = 20, 6
-    t = np.polynomial.chebyshev.chebvander(np.cos((2 * np.arange(m) + 1) * np.pi
-                                                  / (2 * m)), d - 1)
+    t = np.polynomial.chebyshev.chebvander(
+        np.cos((2 * np.arange(m) + 1) * np.pi / (2 * m)), d - 1
+    )
     u = t * np.r_[np.sqrt(1 / m), np.full(d - 1, np.sqrt(2 / m))]
     assert s.orders.shape == (120, m)
     for i, order in enumerate(s.orders):
@@ -97,10 +113,14 @@ def test_cond_kernel_matches_numpy_and_bounds(samples):
                 assert abs(got / ref - 1) <= 8 * math.sqrt(n * d) * EPS * ref
             assert s.gap[i, j] == cb.max_gap(mask)
             rho = s.gap[i, j] * (d - 1) / m
-            mine = (math.sqrt(s.wratio[i, j]) * (1 + rho) / (1 - rho) if rho < 1
-                    else math.inf)
-            assert mine == pytest.approx(cb.gap_condition_bound(mask, num_coeffs=d),
-                                         rel=1e-14)
+            mine = (
+                math.sqrt(s.wratio[i, j]) * (1 + rho) / (1 - rho)
+                if rho < 1
+                else math.inf
+            )
+            assert mine == pytest.approx(
+                cb.gap_condition_bound(mask, num_coeffs=d), rel=1e-14
+            )
 
 
 def test_arrival_orders_are_uniform(samples):
@@ -117,8 +137,15 @@ def test_arrival_orders_are_uniform(samples):
 
 def test_recovery_counts_match_exact_formula():
     k, c, m, t = 4, 3, 12, 6000
-    counts = _mc.recovery_monte_carlo(jax.random.key(5), num_tasks=k, replication=c,
-                                      num_workers=m, num_trials=t, chunk=48, width=20)
+    counts = _mc.recovery_monte_carlo(
+        jax.random.key(5),
+        num_tasks=k,
+        replication=c,
+        num_workers=m,
+        num_trials=t,
+        chunk=48,
+        width=20,
+    )
     assert counts[0] == 0 and counts[m] == t
     level = 1 - 0.001 / (m + 1)  # Bonferroni over the M + 1 intervals
     for n in range(m + 1):
@@ -130,8 +157,9 @@ def test_enumeration_matches_formula_exactly():
     for k, c, m in ((3, 2, 8), (2, 4, 11)):
         enum = V.enumerate_recovery(k, c, m)
         for n in range(m + 1):
-            assert abs(float(enum[n]) - cb.exact_recovery_probability(k, c, m, n)) \
-                <= 1e-12
+            assert (
+                abs(float(enum[n]) - cb.exact_recovery_probability(k, c, m, n)) <= 1e-12
+            )
 
 
 def test_row_buckets_are_optimal():
@@ -155,25 +183,45 @@ def test_grids():
     assert all(13 <= n <= 40 for n in V.response_grid(40, 13))
     assert V.recovery_rows(8, 4, 40)[0] == 0 and V.recovery_rows(8, 4, 40)[-1] == 40
     with pytest.raises(ValueError, match="responses"):
-        _mc.cond_monte_carlo(jax.random.key(0), num_workers=10, num_coeffs=4,
-                             responses=(3, 10), num_trials=4)
+        _mc.cond_monte_carlo(
+            jax.random.key(0),
+            num_workers=10,
+            num_coeffs=4,
+            responses=(3, 10),
+            num_trials=4,
+        )
 
 
 TINY = dict(
-    cond_grid=((12, (3, 5)),), trials=300, points_workers=12, points_coeffs=(3, 5),
-    points_trials=300, recovery_grid=((3, 2, 8), (2, 3, 9)), recovery_trials=3000,
-    enumeration_grid=((3, 2, 8),), exhaustive_workers=(8,), exhaustive_missing=2,
-    benchmark_case=(12, 5), benchmark_trials=32, benchmark_repeats=1,
+    cond_grid=((12, (3, 5)),),
+    trials=300,
+    points_workers=12,
+    points_coeffs=(3, 5),
+    points_trials=300,
+    recovery_grid=((3, 2, 8), (2, 3, 9)),
+    recovery_trials=3000,
+    enumeration_grid=((3, 2, 8),),
+    exhaustive_workers=(8,),
+    exhaustive_missing=2,
+    benchmark_case=(12, 5),
+    benchmark_trials=32,
+    benchmark_repeats=1,
     decoder_check_workers=(8,),
-    identity_trials=64, progress=False,
+    identity_trials=64,
+    progress=False,
 )
 
 
 def test_end_to_end_tiny_run(tmp_path):
     cfg = V.quick_config(**TINY)
     summary = V.run(cfg, str(tmp_path))
-    for name in ("summary.json", "report.md", "cond_vs_N_M12.png", "recovery.png",
-                 "threshold_points.png"):
+    for name in (
+        "summary.json",
+        "report.md",
+        "cond_vs_N_M12.png",
+        "recovery.png",
+        "threshold_points.png",
+    ):
         assert (tmp_path / name).stat().st_size > 0, name
     data = json.loads((tmp_path / "summary.json").read_text())
     assert data["checks"] and all({"name", "holds"} <= set(c) for c in data["checks"])
@@ -181,8 +229,18 @@ def test_end_to_end_tiny_run(tmp_path):
     assert not failed, failed
     kinds = {c["kind"] for c in data["checks"]}
     assert {"deterministic", "probabilistic", "identity"} <= kinds
-    keys = {"K", "c", "M", "N", "exact", "union", "seed_bound", "monte_carlo",
-            "ci_low", "ci_high"}
+    keys = {
+        "K",
+        "c",
+        "M",
+        "N",
+        "exact",
+        "union",
+        "seed_bound",
+        "monte_carlo",
+        "ci_low",
+        "ci_high",
+    }
     assert data["recovery"] and all(keys <= set(r) for r in data["recovery"])
     for r in data["recovery"]:
         assert r["ci_low"] <= r["monte_carlo"] <= r["ci_high"]
@@ -209,15 +267,23 @@ def test_equilibration_claim_skips_trials_float64_cannot_resolve():
     t, n = 4, 1
     raw = np.array([[2.0], [3.0], [1e17], [5.0]])
     eq = np.array([[2.1], [np.inf], [1e19], [5.0]])
-    samples = _mc.CondSamples(raw=raw, eq=eq, gap=np.ones((t, n), np.int32),
-                              wratio=np.ones((t, n)), orders=np.zeros((0, 8), int),
-                              seconds=0.0, compile_seconds=0.0)
-    _, checks = V.analyse_cond(samples, m=8, d=3, responses=(5,), eta=0.05,
-                               level=0.99, identity_trials=0)
+    samples = _mc.CondSamples(
+        raw=raw,
+        eq=eq,
+        gap=np.ones((t, n), np.int32),
+        wratio=np.ones((t, n)),
+        orders=np.zeros((0, 8), int),
+        seconds=0.0,
+        compile_seconds=0.0,
+    )
+    _, checks = V.analyse_cond(
+        samples, m=8, d=3, responses=(5,), eta=0.05, level=0.99, identity_trials=0
+    )
     (c,) = [c for c in checks if c["bound"] == "equilibration"]
     assert c["holds"] and c["exceed"] == 0 and c["unresolved_trials"] == 2
     bad = samples._replace(eq=np.array([[2.1], [np.inf], [1e19], [50.0]]))
-    _, checks = V.analyse_cond(bad, m=8, d=3, responses=(5,), eta=0.05, level=0.99,
-                               identity_trials=0)
+    _, checks = V.analyse_cond(
+        bad, m=8, d=3, responses=(5,), eta=0.05, level=0.99, identity_trials=0
+    )
     (c,) = [c for c in checks if c["bound"] == "equilibration"]
     assert not c["holds"] and c["exceed"] == 1

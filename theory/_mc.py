@@ -84,11 +84,15 @@ def _sampler_program(width: int, mesh: Mesh):
     """
 
     def batch(key, idx):
-        return jax.vmap(lambda i: jax.random.uniform(jax.random.fold_in(key, i),
-                                                     (width,), jnp.float64))(idx)
+        return jax.vmap(
+            lambda i: jax.random.uniform(
+                jax.random.fold_in(key, i), (width,), jnp.float64
+            )
+        )(idx)
 
-    return jax.jit(jax.shard_map(batch, mesh=mesh, in_specs=(P(), P(AXIS)),
-                                 out_specs=P(AXIS)))
+    return jax.jit(
+        jax.shard_map(batch, mesh=mesh, in_specs=(P(), P(AXIS)), out_specs=P(AXIS))
+    )
 
 
 def replicate(mesh: Mesh, *xs: Any) -> tuple:
@@ -98,15 +102,24 @@ def replicate(mesh: Mesh, *xs: Any) -> tuple:
     global arrays that a multi-controller ``jit`` accepts.
     """
     rep = NamedSharding(mesh, P())
-    out = [x if isinstance(x, jax.Array) and x.sharding == rep
-           else jax.device_put(x, rep) for x in xs]
+    out = [
+        x if isinstance(x, jax.Array) and x.sharding == rep else jax.device_put(x, rep)
+        for x in xs
+    ]
     return out[0], tuple(out[1:])
 
 
-def run_chunked(fn: Callable, key: jax.Array, num_trials: int, chunk: int,
-                width: int, mesh: Mesh, consts: tuple,
-                progress: Callable[[int], None] | None,
-                keep: Callable | None = None) -> list:
+def run_chunked(
+    fn: Callable,
+    key: jax.Array,
+    num_trials: int,
+    chunk: int,
+    width: int,
+    mesh: Mesh,
+    consts: tuple,
+    progress: Callable[[int], None] | None,
+    keep: Callable | None = None,
+) -> list:
     """Run ``fn(latencies, *consts)`` over trials 0..T-1 in padded chunks.
 
     ``latencies`` [chunk, width] come from :func:`_sampler_program`. Returns the
@@ -156,8 +169,7 @@ def _svdvals(x: jax.Array, sequential: bool) -> jax.Array:
     return sv.reshape(x.shape[:-2] + sv.shape[-1:])
 
 
-def _over_trials(fn: Callable, sequential: bool, batch: int | None = None
-                 ) -> Callable:
+def _over_trials(fn: Callable, sequential: bool, batch: int | None = None) -> Callable:
     """Map ``fn`` over the leading (trial) axis of one device's chunk.
 
     ``lax.map`` one trial at a time when ``sequential``; otherwise vmapped in steps
@@ -182,9 +194,14 @@ def _over_trials(fn: Callable, sequential: bool, batch: int | None = None
 
 
 def _shard(batch: Callable, mesh: Mesh, num_consts: int):
-    return jax.jit(jax.shard_map(batch, mesh=mesh,
-                                 in_specs=(P(AXIS),) + (P(),) * num_consts,
-                                 out_specs=P(AXIS)))
+    return jax.jit(
+        jax.shard_map(
+            batch,
+            mesh=mesh,
+            in_specs=(P(AXIS),) + (P(),) * num_consts,
+            out_specs=P(AXIS),
+        )
+    )
 
 
 def fit_chunk(chunk: int | None, num_trials: int, mesh: Mesh) -> int:
@@ -251,10 +268,17 @@ def row_buckets(responses: Sequence[int], max_groups: int = 3) -> list[tuple[int
     return groups[::-1]
 
 
-def cond_from_order(order: jax.Array, v: jax.Array, u: jax.Array, *,
-                    num_workers: int, num_coeffs: int, responses: tuple[int, ...],
-                    gaps: bool = True, sequential: bool = False
-                    ) -> tuple[jax.Array, ...]:
+def cond_from_order(
+    order: jax.Array,
+    v: jax.Array,
+    u: jax.Array,
+    *,
+    num_workers: int,
+    num_coeffs: int,
+    responses: tuple[int, ...],
+    gaps: bool = True,
+    sequential: bool = False,
+) -> tuple[jax.Array, ...]:
     """Condition numbers of the first N arrivals' rows, for every N in ``responses``.
 
     The rows are put in arrival order and the rows past N are zeroed, so the N of
@@ -323,15 +347,21 @@ def bases(num_workers: int, num_coeffs: int) -> tuple[jax.Array, jax.Array]:
 
 
 @functools.lru_cache(maxsize=64)
-def _cond_program(m: int, d: int, responses: tuple[int, ...], mesh: Mesh,
-                  batch: int):
+def _cond_program(m: int, d: int, responses: tuple[int, ...], mesh: Mesh, batch: int):
     seq = sequential_linalg(mesh)
 
     def run(lat, v, u):
         def one(la):
             order = _arrival_order(la, m)
-            return cond_from_order(order, v, u, num_workers=m, num_coeffs=d,
-                                   responses=responses, sequential=seq) + (order,)
+            return cond_from_order(
+                order,
+                v,
+                u,
+                num_workers=m,
+                num_coeffs=d,
+                responses=responses,
+                sequential=seq,
+            ) + (order,)
 
         return _over_trials(one, seq, batch)(lat)
 
@@ -352,12 +382,20 @@ def _width(width: int | None, m: int) -> int:
     return w
 
 
-def cond_monte_carlo(key: jax.Array, *, num_workers: int, num_coeffs: int,
-                     responses: Sequence[int], num_trials: int,
-                     chunk: int | None = None, width: int | None = None,
-                     mesh: Mesh | None = None, memory_bytes: int = 128 << 20,
-                     keep_orders: int = 512,
-                     progress: Callable[[int], None] | None = None) -> CondSamples:
+def cond_monte_carlo(
+    key: jax.Array,
+    *,
+    num_workers: int,
+    num_coeffs: int,
+    responses: Sequence[int],
+    num_trials: int,
+    chunk: int | None = None,
+    width: int | None = None,
+    mesh: Mesh | None = None,
+    memory_bytes: int = 128 << 20,
+    keep_orders: int = 512,
+    progress: Callable[[int], None] | None = None,
+) -> CondSamples:
     """cond(T_S) and cond(U_S) of uniformly random responding sets, sharded.
 
     Args:
@@ -391,8 +429,9 @@ def cond_monte_carlo(key: jax.Array, *, num_workers: int, num_coeffs: int,
     with jax.enable_x64(True):
         v, u = bases(m, d)
         v, (u,) = replicate(mesh, v, u)
-        lat0 = jax.ShapeDtypeStruct((chunk, w), jnp.float64,
-                                    sharding=NamedSharding(mesh, P(AXIS)))
+        lat0 = jax.ShapeDtypeStruct(
+            (chunk, w), jnp.float64, sharding=NamedSharding(mesh, P(AXIS))
+        )
         t0 = time.perf_counter()
         compiled = _cond_program(m, d, resp, mesh, batch).lower(lat0, v, u).compile()
         compile_s = time.perf_counter() - t0
@@ -402,8 +441,9 @@ def cond_monte_carlo(key: jax.Array, *, num_workers: int, num_coeffs: int,
             return raw, eq, g, wr, order[: max(0, keep_orders - c0)]
 
         t0 = time.perf_counter()
-        outs = run_chunked(compiled, key, num_trials, chunk, w, mesh, (v, u),
-                           progress, keep)
+        outs = run_chunked(
+            compiled, key, num_trials, chunk, w, mesh, (v, u), progress, keep
+        )
         secs = time.perf_counter() - t0
     raw, eq, g, wr, order = (np.concatenate(x) for x in zip(*outs, strict=True))
     return CondSamples(raw, eq, g, wr, order, secs, compile_s)
@@ -427,12 +467,18 @@ def _square_program(m: int, d: int, mesh: Mesh, batch: int):
     return _shard(run, mesh, 1)
 
 
-def square_cond_monte_carlo(key: jax.Array, matrices: Any, *, num_coeffs: int,
-                            num_trials: int, chunk: int | None = None,
-                            width: int | None = None, mesh: Mesh | None = None,
-                            memory_bytes: int = 128 << 20,
-                            progress: Callable[[int], None] | None = None
-                            ) -> np.ndarray:
+def square_cond_monte_carlo(
+    key: jax.Array,
+    matrices: Any,
+    *,
+    num_coeffs: int,
+    num_trials: int,
+    chunk: int | None = None,
+    width: int | None = None,
+    mesh: Mesh | None = None,
+    memory_bytes: int = 128 << 20,
+    progress: Callable[[int], None] | None = None,
+) -> np.ndarray:
     """cond of the D x D systems of the first D arrivals, for B bases at once.
 
     Args:
@@ -454,8 +500,16 @@ def square_cond_monte_carlo(key: jax.Array, matrices: Any, *, num_coeffs: int,
             )
         chunk = fit_chunk(chunk, num_trials, mesh)
         batch = vmap_batch(8 * 4 * b * (d * d + m), memory_bytes)
-        outs = run_chunked(_square_program(m, d, mesh, batch), key, num_trials,
-                           chunk, _width(width, m), mesh, (mats,), progress)
+        outs = run_chunked(
+            _square_program(m, d, mesh, batch),
+            key,
+            num_trials,
+            chunk,
+            _width(width, m),
+            mesh,
+            (mats,),
+            progress,
+        )
     return np.concatenate(outs)
 
 
@@ -474,10 +528,18 @@ def _recovery_program(k: int, c: int, m: int, mesh: Mesh):
     return _shard(jax.vmap(one), mesh, 0)
 
 
-def recovery_monte_carlo(key: jax.Array, *, num_tasks: int, replication: int,
-                         num_workers: int, num_trials: int, chunk: int | None = None,
-                         width: int | None = None, mesh: Mesh | None = None,
-                         progress: Callable[[int], None] | None = None) -> np.ndarray:
+def recovery_monte_carlo(
+    key: jax.Array,
+    *,
+    num_tasks: int,
+    replication: int,
+    num_workers: int,
+    num_trials: int,
+    chunk: int | None = None,
+    width: int | None = None,
+    mesh: Mesh | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> np.ndarray:
     """Counts of exact recovery for every N = 0..M from one set of trials.
 
     Workers 0..Kc-1 form the K disjoint replica groups (c each), the others are the
@@ -496,8 +558,16 @@ def recovery_monte_carlo(key: jax.Array, *, num_tasks: int, replication: int,
         )
     with jax.enable_x64(True):
         chunk = fit_chunk(chunk, num_trials, mesh)
-        outs = run_chunked(_recovery_program(k, c, m, mesh), key, num_trials, chunk,
-                           _width(width, m), mesh, (), progress)
+        outs = run_chunked(
+            _recovery_program(k, c, m, mesh),
+            key,
+            num_trials,
+            chunk,
+            _width(width, m),
+            mesh,
+            (),
+            progress,
+        )
     r = np.concatenate(outs).astype(np.int64)
     hist = np.bincount(r, minlength=m + 1)
     # exact at N iff R < N: counts[N] = #{R <= N - 1}

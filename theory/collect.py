@@ -30,9 +30,11 @@ def _verdict(part: str, summary: dict) -> str:
         return f"uncoded float32 test AUC {u['auc']:.4f}, logloss {u['logloss']:.4f}."
     if part == "demo" and "rows" in summary:
         last = summary["rows"][-1]
-        return (f"ChebyLS with all N={last['N']} bf16 answers: median error "
-                f"{last['chebyls_bf16']['median']:.2e} (uncoded bf16 "
-                f"{summary['uncoded_bf16_rel_err']:.2e}).")
+        return (
+            f"ChebyLS with all N={last['N']} bf16 answers: median error "
+            f"{last['chebyls_bf16']['median']:.2e} (uncoded bf16 "
+            f"{summary['uncoded_bf16_rel_err']:.2e})."
+        )
     return ""
 
 
@@ -55,9 +57,11 @@ def collect(out: str) -> str:
         if body and body[0].startswith("# "):
             body = body[1:]
         # demote headings and re-root relative links (plots) under the part folder
-        text = "\n".join(
-            ("#" + line if line.startswith("#") else line) for line in body
-        ).replace("](", f"]({part}/").replace(f"]({part}/http", "](http")
+        text = (
+            "\n".join(("#" + line if line.startswith("#") else line) for line in body)
+            .replace("](", f"]({part}/")
+            .replace(f"]({part}/http", "](http")
+        )
         sections += [f"## {title}", "", verdict, "", text.strip(), ""]
     text = "\n".join(sections)
     with open(os.path.join(out, "report.md"), "w") as f:

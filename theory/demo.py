@@ -75,7 +75,8 @@ def run_demo(cfg: DemoConfig) -> dict:
         "float32": cross_tower(params, coded),
     }
     uncoded = np.asarray(
-        cj.low_precision_worker(cross_tower, jnp.bfloat16)(params, x), np.float64)
+        cj.low_precision_worker(cross_tower, jnp.bfloat16)(params, x), np.float64
+    )
 
     def rel(v):
         v = np.asarray(v, np.float64)
@@ -85,14 +86,21 @@ def run_demo(cfg: DemoConfig) -> dict:
     for n in cfg.responses:
         if not d <= n <= m:
             raise ValueError(f"run_demo: responses must lie in [D={d}, M={m}], got {n}")
-        arr = cj.sample_arrivals(jax.random.fold_in(km, n), num_workers=m,
-                                 num_responses=n, model="uniform",
-                                 shape=(cfg.num_masks,))
+        arr = cj.sample_arrivals(
+            jax.random.fold_in(km, n),
+            num_workers=m,
+            num_responses=n,
+            model="uniform",
+            shape=(cfg.num_masks,),
+        )
         row = {"N": n}
         for wd, y in answers.items():
             ls = cj.chebyls_decode_batched(y, arr.mask, alpha, beta, num_coeffs=d)
-            thr = jax.vmap(lambda mk, od, y=y: cj.threshold_decode(
-                y, mk, alpha, beta, num_coeffs=d, order=od))(arr.mask, arr.order)
+            thr = jax.vmap(
+                lambda mk, od, y=y: cj.threshold_decode(
+                    y, mk, alpha, beta, num_coeffs=d, order=od
+                )
+            )(arr.mask, arr.order)
             row[f"chebyls_{wd}"] = _quantiles(rel(ls.value))
             row[f"threshold_{wd}"] = _quantiles(rel(thr.value))
             if wd == "bf16":
@@ -102,8 +110,12 @@ def run_demo(cfg: DemoConfig) -> dict:
                 row["threshold_ok_fraction"] = float(np.mean(np.asarray(thr.ok)))
         rows.append(row)
     floor = float(np.linalg.norm(uncoded - truth) / np.linalg.norm(truth))
-    return {"config": dataclasses.asdict(cfg), "D": d, "uncoded_bf16_rel_err": floor,
-            "rows": rows}
+    return {
+        "config": dataclasses.asdict(cfg),
+        "D": d,
+        "uncoded_bf16_rel_err": floor,
+        "rows": rows,
+    }
 
 
 def format_table(summary: dict) -> str:
@@ -118,12 +130,15 @@ def format_table(summary: dict) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for r in summary["rows"]:
+
         def q(name, r=r):
             return f"{r[name]['median']:.2e} / {r[name]['p95']:.2e}"
+
         lines.append(
             f"| {r['N']} | {r['cond_chebyls_median']:.3g} | "
             f"{r['cond_threshold_median']:.3g} | {q('chebyls_bf16')} | "
-            f"{q('threshold_bf16')} | {q('chebyls_float32')} | {q('threshold_float32')} |"
+            f"{q('threshold_bf16')} | {q('chebyls_float32')} | "
+            f"{q('threshold_float32')} |"
         )
     return "\n".join(lines)
 
@@ -133,12 +148,17 @@ def main(argv=None) -> dict:
     parser.add_argument("--out", default="results/demo")
     parser.add_argument("--masks", type=int, default=DemoConfig.num_masks)
     parser.add_argument("--seed", type=int, default=DemoConfig.seed)
-    parser.add_argument("--responses", type=int, nargs="+",
-                        default=list(DemoConfig.responses),
-                        help="values of N (from D to M)")
+    parser.add_argument(
+        "--responses",
+        type=int,
+        nargs="+",
+        default=list(DemoConfig.responses),
+        help="values of N (from D to M)",
+    )
     args = parser.parse_args(argv)
-    cfg = DemoConfig(num_masks=args.masks, seed=args.seed,
-                     responses=tuple(args.responses))
+    cfg = DemoConfig(
+        num_masks=args.masks, seed=args.seed, responses=tuple(args.responses)
+    )
     t0 = time.perf_counter()
     summary = run_demo(cfg)
     summary["seconds"] = time.perf_counter() - t0

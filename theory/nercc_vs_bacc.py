@@ -73,16 +73,23 @@ class Config:
 
 def quick_config() -> Config:
     """A smaller grid for ``--quick`` (about a minute on 2 CPU cores)."""
-    return Config(workers=(16, 40), straggler_fractions=(0.1, 0.3), val_groups=16,
-                  test_groups=16, tune_masks=32, test_masks=128)
+    return Config(
+        workers=(16, 40),
+        straggler_fractions=(0.1, 0.3),
+        val_groups=16,
+        test_groups=16,
+        tune_masks=32,
+        test_masks=128,
+    )
 
 
 def make_mlp(activation: str, dims: tuple[int, int, int], seed: int):
     """A batched MLP [B, d_in] -> [B, d_out] with random weights (numpy draws)."""
     acts = {"tanh": jnp.tanh, "relu": jax.nn.relu}
     if activation not in acts:
-        raise ValueError(f"make_mlp: activation must be 'tanh' or 'relu', got "
-                         f"{activation!r}")
+        raise ValueError(
+            f"make_mlp: activation must be 'tanh' or 'relu', got {activation!r}"
+        )
     rng = np.random.default_rng(seed)
     d_in, d_h, d_out = dims
     w1 = jnp.asarray(rng.standard_normal((d_in, d_h)) / np.sqrt(d_in), jnp.float32)
@@ -107,8 +114,10 @@ def _run_workers(fn, coded):
 
 def _mse_table(dec, y, truth):
     """dec [T, K, M], y [M, V, F], truth [K, V, F] -> MSE [T, V] per (pattern, set)."""
-    err = jnp.einsum("tkm,mvf->tkvf", dec, y,
-                     precision=jax.lax.Precision.HIGHEST) - truth[None]
+    err = (
+        jnp.einsum("tkm,mvf->tkvf", dec, y, precision=jax.lax.Precision.HIGHEST)
+        - truth[None]
+    )
     return np.asarray(jnp.mean(err * err, axis=(1, 3)), np.float64)
 
 
@@ -119,8 +128,7 @@ def _bootstrap_ratio(num, den, resamples, rng):
     t, v = num.shape
     ct = rng.multinomial(t, np.full(t, 1.0 / t), size=resamples)  # [R, T] counts
     cv = rng.multinomial(v, np.full(v, 1.0 / v), size=resamples)  # [R, V]
-    r = (np.einsum("rt,tv,rv->r", ct, num, cv)
-         / np.einsum("rt,tv,rv->r", ct, den, cv))
+    r = np.einsum("rt,tv,rv->r", ct, num, cv) / np.einsum("rt,tv,rv->r", ct, den, cv)
     return float(np.quantile(r, 0.025)), float(np.quantile(r, 0.975))
 
 
@@ -131,14 +139,22 @@ def run_cell(cfg: Config, model: str, m: int, s: int, key: jax.Array) -> dict:
     k_val, k_tune, k_test, k_masks = jax.random.split(key, 4)
     d_in = cfg.dims[0]
     x_val = jax.random.normal(k_val, (cfg.val_groups, k, d_in))
-    tuning = cj.tune_nercc(k_tune, fn, x_val, num_workers=m, num_responses=n,
-                           grid=cfg.grid, num_masks=cfg.tune_masks)
+    tuning = cj.tune_nercc(
+        k_tune,
+        fn,
+        x_val,
+        num_workers=m,
+        num_responses=n,
+        grid=cfg.grid,
+        num_masks=cfg.tune_masks,
+    )
 
     beta, alpha = cj.bacc_points(k, m)
     x = jax.random.normal(k_test, (k, cfg.test_groups, d_in))  # [K, V, d]
     truth = _run_workers(fn, x)  # [K, V, F]
-    masks = cj.sample_masks(k_masks, num_workers=m, num_responses=n,
-                            shape=(cfg.test_masks,))
+    masks = cj.sample_masks(
+        k_masks, num_workers=m, num_responses=n, shape=(cfg.test_masks,)
+    )
 
     def bacc():
         y = _run_workers(fn, cj.berrut_encode(x, beta, alpha))
@@ -147,8 +163,9 @@ def run_cell(cfg: Config, model: str, m: int, s: int, key: jax.Array) -> dict:
 
     def nercc(lam_e, lam_d):
         y = _run_workers(fn, cj.nercc_encode(x, beta, alpha, smoothing=lam_e))
-        dec = jax.vmap(lambda mk: cj.nercc_decoding_matrix(
-            mk, alpha, beta, smoothing=lam_d))(masks)
+        dec = jax.vmap(
+            lambda mk: cj.nercc_decoding_matrix(mk, alpha, beta, smoothing=lam_d)
+        )(masks)
         return _mse_table(dec.value, y, truth), bool(jnp.all(dec.ok))
 
     mse_b, ok_b = bacc()
@@ -159,13 +176,22 @@ def run_cell(cfg: Config, model: str, m: int, s: int, key: jax.Array) -> dict:
     ratio = float(mse_n.mean() / mse_b.mean())
     signal = float(jnp.mean(truth * truth))
     return {
-        "model": model, "M": m, "S": s, "N": n, "K": k,
-        "mse_bacc": float(mse_b.mean()), "mse_nercc": float(mse_n.mean()),
-        "mse_nercc_interp": float(mse_0.mean()), "signal_power": signal,
-        "ratio": ratio, "ratio_ci95": [lo, hi],
+        "model": model,
+        "M": m,
+        "S": s,
+        "N": n,
+        "K": k,
+        "mse_bacc": float(mse_b.mean()),
+        "mse_nercc": float(mse_n.mean()),
+        "mse_nercc_interp": float(mse_0.mean()),
+        "signal_power": signal,
+        "ratio": ratio,
+        "ratio_ci95": [lo, hi],
         "ratio_interp": float(mse_0.mean() / mse_b.mean()),
-        "lambda_e": tuning.encoder_smoothing, "lambda_d": tuning.decoder_smoothing,
-        "val_mse": tuning.mse, "val_mse_interp": float(tuning.grid_mse[0, 0]),
+        "lambda_e": tuning.encoder_smoothing,
+        "lambda_d": tuning.decoder_smoothing,
+        "val_mse": tuning.mse,
+        "val_mse_interp": float(tuning.grid_mse[0, 0]),
         "all_ok": ok_b and ok_n and ok_0,
     }
 
@@ -178,8 +204,9 @@ def run(cfg: Config, progress: bool = True) -> dict:
             for f in cfg.straggler_fractions:
                 s = int(round(f * m))
                 if m - s < 2:
-                    raise ValueError(f"run: M={m} with S={s} leaves fewer than 2 "
-                                     "responders")
+                    raise ValueError(
+                        f"run: M={m} with S={s} leaves fewer than 2 responders"
+                    )
                 cells.append((model, m, s))
     it = cells
     if progress and os.environ.get("CODEDJAX_NO_PROGRESS") != "1":
@@ -187,11 +214,11 @@ def run(cfg: Config, progress: bool = True) -> dict:
 
         it = tqdm(cells, desc="nercc_vs_bacc cells")
     root = jax.random.key(cfg.seed)
-    rows = [run_cell(cfg, model, m, s,
-                     jax.random.fold_in(jax.random.fold_in(root, m), s))
-            for model, m, s in it]
-    return {"config": dataclasses.asdict(cfg), "rows": rows,
-            "verdict": verdict(rows)}
+    rows = [
+        run_cell(cfg, model, m, s, jax.random.fold_in(jax.random.fold_in(root, m), s))
+        for model, m, s in it
+    ]
+    return {"config": dataclasses.asdict(cfg), "rows": rows, "verdict": verdict(rows)}
 
 
 def verdict(rows: list[dict]) -> dict:
@@ -209,7 +236,8 @@ def verdict(rows: list[dict]) -> dict:
             "tie": int(np.sum((lo <= 1.0) & (hi >= 1.0))),
             "bacc_better_significant": int(np.sum(lo > 1.0)),
             "median_ratio": float(np.median(ratios)),
-            "min_ratio": float(ratios.min()), "max_ratio": float(ratios.max()),
+            "min_ratio": float(ratios.min()),
+            "max_ratio": float(ratios.max()),
         }
     return out
 
@@ -225,7 +253,8 @@ def format_table(summary: dict) -> str:
         lines.append(
             f"| {r['model']} | {r['M']} | {r['S']} | {r['N']} | {r['mse_bacc']:.3e} | "
             f"{r['mse_nercc']:.3e} | {r['ratio']:.3f} [{lo:.3f}, {hi:.3f}] | "
-            f"{r['ratio_interp']:.3f} | {r['lambda_e']:g} | {r['lambda_d']:g} |")
+            f"{r['ratio_interp']:.3f} | {r['lambda_e']:g} | {r['lambda_d']:g} |"
+        )
     lines.append("")
     for model, v in summary["verdict"].items():
         lines.append(
@@ -246,8 +275,9 @@ def plot(summary: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     models = list(summary["verdict"])
-    fig, axes = plt.subplots(1, len(models), figsize=(5.5 * len(models), 4.0),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(models), figsize=(5.5 * len(models), 4.0), squeeze=False
+    )
     for ax, model in zip(axes[0], models, strict=True):
         rows = [r for r in summary["rows"] if r["model"] == model]
         for m in sorted({r["M"] for r in rows}):
@@ -255,15 +285,24 @@ def plot(summary: dict, path: str) -> None:
             s = np.array([r["S"] / m for r in rr])
             ratio = np.array([r["ratio"] for r in rr])
             ci = np.array([r["ratio_ci95"] for r in rr]).T
-            ax.errorbar(s, ratio, yerr=[ratio - ci[0], ci[1] - ratio], marker="o",
-                        capsize=3, label=f"M = {m}")
+            ax.errorbar(
+                s,
+                ratio,
+                yerr=[ratio - ci[0], ci[1] - ratio],
+                marker="o",
+                capsize=3,
+                label=f"M = {m}",
+            )
         ax.axhline(1.0, color="k", lw=0.8)
-        ax.axhline(PAPER_RATIO, color="tab:red", ls="--", lw=0.8,
-                   label="paper: 23% lower")
+        ax.axhline(
+            PAPER_RATIO, color="tab:red", ls="--", lw=0.8, label="paper: 23% lower"
+        )
         ax.set_xlabel("S / M (fraction of stragglers)")
         ax.set_ylabel("MSE NeRCC (tuned) / MSE BACC")
-        ax.set_title(f"{model} MLP {summary['config']['dims']}, "
-                     f"K = {summary['config']['num_inputs']}")
+        ax.set_title(
+            f"{model} MLP {summary['config']['dims']}, "
+            f"K = {summary['config']['num_inputs']}"
+        )
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -285,7 +324,8 @@ def write_outputs(summary: dict, out: str) -> str:
             f"{cfg['test_masks']} fresh patterns shared by all schemes. MSE of the "
             "decoded outputs against the uncoded outputs; ratio < 1 favours NeRCC. "
             "The published claim is up to 23% lower MSE (ratio 0.77) on LeNet5, "
-            "RepVGG and ViT.\n\n" + table + "\n\n![ratios](ratios.png)\n")
+            "RepVGG and ViT.\n\n" + table + "\n\n![ratios](ratios.png)\n"
+        )
     plot(summary, os.path.join(out, "ratios.png"))
     return table
 
