@@ -6,13 +6,26 @@ chunk size, not on the number of devices, not on which device ran it. Trials are
 vmapped in chunks of bounded memory, and each chunk is split over every device of a
 ``jax.sharding.Mesh`` with ``jax.shard_map`` (data parallel, no communication).
 
-Several hosts: call ``jax.distributed.initialize()`` (coordinator address, process
-count and id, or the cluster's environment) in every process before anything else,
-then run the same command everywhere. ``jax.devices()`` then lists the devices of
-every host, the mesh spans all of them, each process fills only the trial indices
-of its own devices (``jax.make_array_from_callback``) and the results are gathered
-with ``jax.experimental.multihost_utils.process_allgather``. Every process ends up
-with the same numbers; let process 0 write the outputs.
+Several processes (hosts, or several processes on one machine): call
+:func:`initialize_distributed` (coordinator address, process count and id, or the
+cluster's environment) in every process before anything else touches a device, then
+run the same program everywhere. ``jax.devices()`` then lists the devices of every
+process and the mesh spans all of them. No process ever holds the whole batch:
+
+- the run's key and the constants are replicated with :func:`replicate`, each
+  process supplying its own (identical) copy
+  (``jax.make_array_from_process_local_data``);
+- the trial indices are a global array of which each process builds only the
+  shards of its own devices (:func:`trial_indices`, ``jax.make_array_from_callback``);
+- the per-trial results are gathered to every process with :func:`to_host`
+  (``multihost_utils.process_allgather``), so every reduction on the host sees all
+  trials.
+
+Every process thus ends up with the same numbers, equal (bit for bit) to a
+one-process run with the same key and trial count; :func:`is_writer` says which
+process writes the outputs (process 0). The other Monte Carlo drivers of the project
+should shard through these helpers (:func:`make_mesh`, :func:`replicate`,
+:func:`run_chunked`, :func:`to_host`) so that they scale out the same way.
 
 A trial is one uniformly random arrival order of the M workers: i.i.d. uniform
 latencies (``jax.random.uniform(fold_in(key, t), (width,))``, the first M used) put
@@ -48,23 +61,70 @@ import codedjax as cj
 AXIS = "trials"
 
 
+def initialize_distributed(
+    coordinator: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+) -> None:
+    """Join a multi-process JAX run (one process per host, or several on one host).
+
+    Must run in every process before anything touches a device. With all three
+    arguments ``None`` the cluster is detected from its environment (Slurm, Open MPI,
+    Cloud TPU); elsewhere give the coordinator's ``host:port`` (process 0 listens
+    there), the number of processes and this process's id (0..P-1). CPU processes
+    talk through gloo collectives (set here; the setting is ignored by GPU and TPU
+    backends, which use their own).
+
+    Args:
+        coordinator: ``host:port`` of process 0, or None to detect.
+        num_processes: P, or None to detect.
+        process_id: this process's index, or None to detect.
+    """
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address=coordinator,
+        num_processes=num_processes,
+        process_id=process_id,
+    )
+
+
+def is_writer() -> bool:
+    """True in the process that writes a run's outputs (process 0)."""
+    return jax.process_index() == 0
+
+
 def make_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
     """A 1-D mesh over ``devices`` (default: every device of every process)."""
     devs = list(jax.devices() if devices is None else devices)
     return Mesh(np.array(devs), (AXIS,))
 
 
-def _to_host(x: jax.Array) -> np.ndarray:
-    if jax.process_count() > 1:  # pragma: no cover - needs several hosts
+def to_host(x: jax.Array) -> np.ndarray:
+    """The whole of a (possibly multi-process) array as host numpy, in every process.
+
+    With several processes the shards of the other processes are all-gathered, so
+    every host-side reduction sees every trial.
+    """
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
         return np.asarray(multihost_utils.process_allgather(x, tiled=True))
     return np.asarray(x)
 
 
-def _indices(start: int, count: int, mesh: Mesh) -> jax.Array:
-    """Global trial indices start..start+count-1, sharded over the mesh."""
+_to_host = to_host  # old private name
+
+
+def trial_indices(start: int, count: int, mesh: Mesh) -> jax.Array:
+    """Global trial indices start..start+count-1, sharded over the mesh.
+
+    Each process builds only the shards of its own devices, so this works across
+    processes; ``count`` must be a multiple of the mesh size.
+    """
     sharding = NamedSharding(mesh, P(AXIS))
     host = np.arange(start, start + count, dtype=np.uint32)
     return jax.make_array_from_callback((count,), sharding, lambda idx: host[idx])
+
+
+_indices = trial_indices  # old private name
 
 
 DEFAULT_CHUNK = 1000  # trials per dispatch (then rounded to the device count)
@@ -95,17 +155,31 @@ def _sampler_program(width: int, mesh: Mesh):
     )
 
 
+def _replicated(x: Any, rep: NamedSharding) -> jax.Array:
+    if isinstance(x, jax.Array) and x.sharding == rep:
+        return x
+    if isinstance(x, jax.Array) and jax.dtypes.issubdtype(
+        x.dtype, jax.dtypes.prng_key
+    ):
+        data = _replicated(jax.random.key_data(x), rep)
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        return jax.jit(lambda a: a, out_shardings=rep)(x)
+    host = np.asarray(x)
+    return jax.make_array_from_process_local_data(rep, host, host.shape)
+
+
 def replicate(mesh: Mesh, *xs: Any) -> tuple:
     """(first, rest): ``xs`` placed fully replicated on the mesh.
 
-    Every process passes the same values; with several processes this makes them
-    global arrays that a multi-controller ``jit`` accepts.
+    Every process passes the same values (arrays, numpy, or typed PRNG keys). Each
+    process supplies its own copy for its own devices
+    (``jax.make_array_from_process_local_data``), never placing data on a device of
+    another process, so the result is a global array that a multi-process ``jit``
+    accepts; with one process it is an ordinary replicated array.
     """
     rep = NamedSharding(mesh, P())
-    out = [
-        x if isinstance(x, jax.Array) and x.sharding == rep else jax.device_put(x, rep)
-        for x in xs
-    ]
+    out = [_replicated(x, rep) for x in xs]
     return out[0], tuple(out[1:])
 
 
@@ -130,8 +204,8 @@ def run_chunked(
     key, consts = replicate(mesh, key, *consts)
     outs = []
     for c0 in range(0, num_trials, chunk):
-        lat = sampler(key, _indices(c0, chunk, mesh))
-        out = jax.tree_util.tree_map(_to_host, fn(lat, *consts))
+        lat = sampler(key, trial_indices(c0, chunk, mesh))
+        out = jax.tree_util.tree_map(to_host, fn(lat, *consts))
         valid = min(chunk, num_trials - c0)
         out = jax.tree_util.tree_map(lambda a, v=valid: a[:v], out)
         outs.append(keep(c0, out) if keep is not None else out)
@@ -155,9 +229,13 @@ def sequential_linalg(mesh: Mesh) -> bool:
     waiting and the process deadlocks (seen here with 2 devices on 2 cores). One
     matrix per call never takes that path, so with several CPU devices the trials
     and the SVDs run in ``lax.map`` loops. The singular values are the same either
-    way (the same LAPACK routine on the same matrix).
+    way (the same LAPACK routine on the same matrix). Only the devices of this
+    process share its thread pool: several processes with one CPU device each
+    (a multi-process run) keep the batched calls.
     """
-    return mesh.devices.size > 1 and mesh.devices.flat[0].platform == "cpu"
+    me = jax.process_index()
+    local = [dv for dv in mesh.devices.flat if dv.process_index == me]
+    return len(local) > 1 and local[0].platform == "cpu"
 
 
 def _svdvals(x: jax.Array, sequential: bool) -> jax.Array:
@@ -336,11 +414,22 @@ class CondSamples(NamedTuple):
     compile_seconds: float
 
 
-def bases(num_workers: int, num_coeffs: int) -> tuple[jax.Array, jax.Array]:
-    """Raw T and equilibrated U = T Lambda^{-1/2} at first-kind points, float64."""
+def bases(
+    num_workers: int, num_coeffs: int, points: str = "first"
+) -> tuple[jax.Array, jax.Array]:
+    """Raw T and orthonormal-column U at Chebyshev points, float64.
+
+    First kind: U = T Lambda^{-1/2} (column equilibration). Second kind, where the
+    columns of T are not orthogonal: U = the thin QR factor Q of T (same range).
+    """
+    if points not in ("first", "second"):
+        raise ValueError(f"bases: points must be 'first' or 'second', got {points!r}")
     with jax.enable_x64(True):
-        alpha = cj.chebyshev_points(num_workers, kind=1, dtype=jnp.float64)
+        kind = 1 if points == "first" else 2
+        alpha = cj.chebyshev_points(num_workers, kind=kind, dtype=jnp.float64)
         v = cj.chebyshev_vandermonde(alpha, num_coeffs=num_coeffs)
+        if points == "second":
+            return v, jnp.asarray(np.linalg.qr(np.asarray(v))[0])
         scale = np.full(num_coeffs, math.sqrt(2.0 / num_workers))
         scale[0] = math.sqrt(1.0 / num_workers)
         return v, v * jnp.asarray(scale)[None, :]
@@ -395,6 +484,7 @@ def cond_monte_carlo(
     memory_bytes: int = 128 << 20,
     keep_orders: int = 512,
     progress: Callable[[int], None] | None = None,
+    points: str = "first",
 ) -> CondSamples:
     """cond(T_S) and cond(U_S) of uniformly random responding sets, sharded.
 
@@ -409,6 +499,8 @@ def cond_monte_carlo(
             steps of budget / (bytes per trial).
         keep_orders: how many arrival orders to return (from the first trials).
         progress: called with the number of trials done after each chunk.
+        points: "first" or "second" kind Chebyshev points (:func:`bases`; the gap
+            statistics assume first-kind points).
 
     Returns:
         CondSamples.
@@ -427,7 +519,7 @@ def cond_monte_carlo(
     chunk = fit_chunk(chunk, num_trials, mesh)
     batch = vmap_batch(cond_bytes_per_trial(m, d, resp), memory_bytes)
     with jax.enable_x64(True):
-        v, u = bases(m, d)
+        v, u = bases(m, d, points)
         v, (u,) = replicate(mesh, v, u)
         lat0 = jax.ShapeDtypeStruct(
             (chunk, w), jnp.float64, sharding=NamedSharding(mesh, P(AXIS))
