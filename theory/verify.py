@@ -1231,11 +1231,7 @@ def main(argv: list[str] | None = None) -> int:
         # must precede backend initialisation; affects the CPU platform only
         jax.config.update("jax_num_cpu_devices", a.cpu_devices or os.cpu_count() or 1)
     if a.distributed:
-        jax.distributed.initialize(
-            coordinator_address=a.coordinator,
-            num_processes=a.num_processes,
-            process_id=a.process_id,
-        )
+        _mc.initialize_distributed(a.coordinator, a.num_processes, a.process_id)
     over: dict[str, Any] = {
         "seed": a.seed,
         "plots": not a.no_plots,

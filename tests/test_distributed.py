@@ -1,0 +1,147 @@
+"""The sharded Monte Carlo across processes: two processes on localhost.
+
+Two Python processes join one JAX run (``jax.distributed``, CPU gloo collectives, a
+free port on 127.0.0.1), each with one CPU device, so the mesh spans two processes
+and no process can address the other's device. Both run the three Monte Carlo
+kernels of ``theory._mc`` and must return, each of them, exactly (bit for bit) the
+numbers of a one-process run with the same keys and trial counts: a trial's result
+depends only on (key, trial index), and every reduction sees every trial.
+
+Each subprocess runs under a timeout, so a hang (a process that never joins, a
+collective that never completes) fails the test instead of blocking the suite.
+
+This file is also the worker: ``python tests/test_distributed.py OUT PORT P I``.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TIMEOUT_S = 120  # per subprocess; the pair normally finishes in a few seconds
+
+
+def compute() -> dict[str, np.ndarray]:
+    """A small run of every kernel (odd trial counts: the last chunk is padded)."""
+    import jax
+
+    from theory import _mc
+
+    key = jax.random.key(20240517)
+    mesh = _mc.make_mesh()
+    s = _mc.cond_monte_carlo(
+        jax.random.fold_in(key, 1),
+        num_workers=16,
+        num_coeffs=5,
+        responses=(5, 6, 9, 15, 16),
+        num_trials=45,
+        chunk=16,
+        width=20,
+        mesh=mesh,
+        keep_orders=20,
+    )
+    v, _ = _mc.bases(16, 5)
+    q = _mc.square_cond_monte_carlo(
+        jax.random.fold_in(key, 2),
+        np.stack([np.asarray(v), np.asarray(v)[::-1]]),
+        num_coeffs=5,
+        num_trials=37,
+        chunk=16,
+        width=20,
+        mesh=mesh,
+    )
+    r = _mc.recovery_monte_carlo(
+        jax.random.fold_in(key, 3),
+        num_tasks=3,
+        replication=2,
+        num_workers=9,
+        num_trials=101,
+        chunk=16,
+        width=20,
+        mesh=mesh,
+    )
+    return dict(
+        raw=s.raw,
+        eq=s.eq,
+        gap=s.gap,
+        wratio=s.wratio,
+        orders=s.orders,
+        square=q,
+        recovery=r,
+        num_devices=np.array(mesh.devices.size),
+        writer=np.array(_mc.is_writer()),
+    )
+
+
+def _worker(out: str, port: int, num_processes: int, process_id: int) -> None:
+    import jax
+
+    jax.config.update("jax_num_cpu_devices", 1)
+    from theory import _mc
+
+    _mc.initialize_distributed(f"127.0.0.1:{port}", num_processes, process_id)
+    np.savez(out, **compute())
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_pair(tmp_path: pathlib.Path) -> list[dict[str, np.ndarray]]:
+    port = _free_port()
+    env = dict(os.environ, CODEDJAX_NO_PROGRESS="1", PYTHONPATH=str(ROOT))
+    env.pop("XLA_FLAGS", None)  # one CPU device per process
+    outs = [tmp_path / f"process{i}.npz" for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, str(outs[i]), str(port), "2", str(i)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    logs = []
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=TIMEOUT_S)[0])
+    except subprocess.TimeoutExpired as err:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.communicate()
+        raise AssertionError(f"2-process run did not finish in {TIMEOUT_S} s") from err
+    for i, (p, log) in enumerate(zip(procs, logs, strict=True)):
+        assert p.returncode == 0, f"process {i} failed:\n{log[-4000:]}"
+    return [dict(np.load(o)) for o in outs]
+
+
+def test_two_processes_equal_one(tmp_path):
+    results = _run_pair(tmp_path)
+    ref = compute()  # this process: one process, its own devices
+    assert int(ref["num_devices"]) >= 1 and bool(ref["writer"])
+    for i, got in enumerate(results):
+        assert int(got["num_devices"]) == 2  # the mesh spans both processes
+        assert bool(got["writer"]) == (i == 0)  # only process 0 writes
+        for name in ("raw", "eq", "gap", "wratio", "orders", "square", "recovery"):
+            assert got[name].shape == ref[name].shape, name
+            np.testing.assert_array_equal(got[name], ref[name], err_msg=name)
+    # the kernels did real work: every trial is a permutation, RepApprox counts
+    # rise to every trial at N = M
+    assert (np.sort(ref["orders"], axis=1) == np.arange(16)).all()
+    assert ref["recovery"][-1] == 101 and ref["recovery"][0] == 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    _worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
