@@ -158,9 +158,7 @@ def _sampler_program(width: int, mesh: Mesh):
 def _replicated(x: Any, rep: NamedSharding) -> jax.Array:
     if isinstance(x, jax.Array) and x.sharding == rep:
         return x
-    if isinstance(x, jax.Array) and jax.dtypes.issubdtype(
-        x.dtype, jax.dtypes.prng_key
-    ):
+    if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
         data = _replicated(jax.random.key_data(x), rep)
         return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
     if isinstance(x, jax.Array) and not x.is_fully_addressable:
