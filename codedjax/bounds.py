@@ -12,12 +12,17 @@ are exactly orthogonal, T^T T = diag(M, M/2, ..., M/2), so U = T Lambda^{-1/2} h
 orthonormal columns. ``cond`` below always means cond(U_S) = cond(T~_S), the condition
 number of the *equilibrated* rows of the responders (the matrix ChebyLS factorises);
 the raw matrix satisfies cond(U_S) / sqrt(2) <= cond(T_S) <= sqrt(2) cond(U_S).
+Every bound below is a bound on cond(U_S); multiply it by sqrt(2) for a bound on the
+raw cond(T_S) that published tables (Fahim and Cadambe) quote.
+:func:`raw_condition_number` gives cond(T_S) itself, and
+:func:`worst_case_condition` the exact worst case over every missing set of a given
+size in either scaling.
 Leverage scores l_i = ||u_i||^2 sum to D; the coherence is mu = (M/D) max_i l_i, and
 L = M max_i l_i = mu D.
 
-What is in here, with its source (derivations in ``notes/theory-notes.md``):
+What is in here, with its source (derivations in ``docs/theory.md``):
 
-- leverage scores and coherence, closed form at first-kind points (notes 2.3);
+- leverage scores and coherence, closed form at first-kind points;
 - :func:`complement_condition_number`, the exact identity from the missing rows
   (Prop. A): cond(U_S)^2 = (1 - lambda_min(G_miss)) / (1 - lambda_max(K_miss));
 - :func:`deterministic_condition_bound`, (1 - s L / M)^{-1/2} (Prop. B);
@@ -51,9 +56,10 @@ References:
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import optimize, stats
@@ -79,10 +85,13 @@ __all__ = [
     "leverage_scores",
     "max_gap",
     "missing_rows_condition_bound",
+    "raw_condition_number",
     "recovery_probability_bound",
     "recovery_probability_union",
     "sampling_condition_bound",
     "sufficient_responses",
+    "worst_case_condition",
+    "WorstCaseCondition",
 ]
 
 
@@ -169,7 +178,7 @@ def chebyshev_leverage_scores(num_workers: int, *, num_coeffs: int) -> np.ndarra
         0.5772
 
     References:
-        notes/theory-notes.md section 2.3 (derived; the discrete orthogonality of
+        docs/theory.md section 3 (derived; the discrete orthogonality of
         T_j at Chebyshev-Gauss points is in J. C. Mason and D. C. Handscomb,
         Chebyshev Polynomials, CRC, 2003, section 4.6).
     """
@@ -262,7 +271,7 @@ def chebyshev_coherence(num_workers: int, *, num_coeffs: int) -> float:
         1.2951
 
     References:
-        notes/theory-notes.md section 2.3.
+        docs/theory.md section 3.
     """
     lev = chebyshev_leverage_scores(num_workers, num_coeffs=num_coeffs)
     return float(num_workers * np.max(lev) / num_coeffs)
@@ -330,7 +339,7 @@ def complement_condition_number(mask: Any, *, num_coeffs: int) -> float:
         1.538
 
     References:
-        notes/theory-notes.md section 2.4, Prop. A (derived); Christoffel-Darboux:
+        docs/theory.md section 4 (Prop. A, derived); Christoffel-Darboux:
         G. Szego, Orthogonal Polynomials, AMS, 1939, section 3.2.
     """
     fname = "complement_condition_number"
@@ -356,6 +365,183 @@ def complement_condition_number(mask: Any, *, num_coeffs: int) -> float:
     if den <= 0.0:
         return math.inf
     return math.sqrt((1.0 - lam_min) / den)
+
+
+# ----------------------------------------------------------------------------------
+# the raw condition number and the exact worst case
+
+
+def _scaling(fname: str, scaling: Any) -> str:
+    if scaling not in ("equilibrated", "raw"):
+        raise ValueError(
+            f"{fname}: scaling must be 'equilibrated' or 'raw', got {scaling!r}"
+        )
+    return scaling
+
+
+def _basis(m: int, d: int, scaling: str) -> np.ndarray:
+    """T [M, D] (raw, T_ij = cos(j theta_i)) or U = T Lambda^{-1/2} (equilibrated)."""
+    t = np.cos(_theta(m)[:, None] * np.arange(d)[None, :])
+    if scaling == "raw":
+        return t
+    scale = np.full(d, math.sqrt(2.0 / m))
+    scale[0] = math.sqrt(1.0 / m)
+    return t * scale[None, :]
+
+
+def _batched_cond(rows: np.ndarray) -> np.ndarray:
+    """cond of each [N, D] block of rows [B, N, D] (float64 SVD; inf if singular)."""
+    sv = np.linalg.svd(rows, compute_uv=False)
+    with np.errstate(divide="ignore"):
+        return np.where(sv[:, -1] > 0, sv[:, 0] / sv[:, -1], np.inf)
+
+
+def raw_condition_number(mask: Any, *, num_coeffs: int, scaling: str = "raw") -> float:
+    r"""cond(T_S) of the *unscaled* Chebyshev-Vandermonde rows of the responders.
+
+    T_ij = T_j(alpha_i) at the first-kind points, as published tables use it
+    (Fahim and Cadambe quote this one). Every bound in this module is a bound on the
+    equilibrated cond(U_S) (U = T Lambda^{-1/2}, the matrix ChebyLS factorises);
+    the two differ by at most a factor sqrt(2):
+
+    .. math::
+        \kappa(U_S)/\sqrt2 \le \kappa(T_S) \le \sqrt2\,\kappa(U_S),
+
+    because T_S = U_S Lambda^{1/2} and Lambda = diag(M, M/2, ..., M/2) has
+    condition number 2 (its square root sqrt(2)). ``scaling="equilibrated"`` returns
+    cond(U_S) instead (by an SVD, unlike :func:`complement_condition_number`).
+
+    Args:
+        mask: bool [M], True for the responding workers (first-kind points).
+        num_coeffs: D with 1 <= D <= M.
+        scaling: "raw" (default, cond(T_S)) or "equilibrated" (cond(U_S)).
+
+    Returns:
+        The condition number from a float64 SVD (``inf`` when fewer than D workers
+        respond). Values above about 1e15 are not resolved by float64.
+
+    Raises:
+        ValueError: D > M, a mask that is not 1-D, an unknown scaling.
+        TypeError: non-boolean mask.
+
+    Examples:
+        >>> import numpy as np, codedjax.bounds as cb
+        >>> round(cb.raw_condition_number(np.ones(40, bool), num_coeffs=13), 4)
+        1.4142
+
+    References:
+        docs/theory.md sections 2 and 8; M. Fahim and V. R. Cadambe,
+        arXiv:1903.08326.
+    """
+    fname = "raw_condition_number"
+    mk = _mask(fname, mask)
+    m, d = _sizes(fname, mk.shape[0], num_coeffs)
+    sc = _scaling(fname, scaling)
+    if int(mk.sum()) < d:
+        return math.inf
+    return float(_batched_cond(_basis(m, d, sc)[mk][None])[0])
+
+
+class WorstCaseCondition(NamedTuple):
+    """Result of :func:`worst_case_condition`.
+
+    Attributes:
+        cond: the largest condition number over every missing set of the size.
+        mask: bool [M], a responding set that attains it.
+        num_examined: how many missing sets were evaluated (all of them).
+    """
+
+    cond: float
+    mask: np.ndarray
+    num_examined: int
+
+
+def worst_case_condition(
+    *,
+    num_workers: int,
+    num_coeffs: int,
+    num_missing: int,
+    scaling: str = "equilibrated",
+    max_sets: int = 2_000_000,
+    chunk: int = 20_000,
+) -> WorstCaseCondition:
+    r"""Exact worst-case condition number over *every* set of s missing workers.
+
+    .. math::
+        \max_{|S| = M - s} \kappa(U_S) \quad\text{or}\quad
+        \max_{|S| = M - s} \kappa(T_S)
+
+    at first-kind points, by enumerating all C(M, s) missing sets and batched float64
+    SVDs (vectorised in chunks; C(40, 3) = 9,880 sets take well under a second).
+    This is the exact answer that :func:`codedjax.worst_case_mask`'s greedy search
+    approximates from below when C(M, N) is too large to enumerate; the reflection
+    i -> M - 1 - i maps a set to one of the same condition number (T_j(-x) =
+    (-1)^j T_j(x)), so worst sets come in mirror pairs.
+
+    With M = 31, D = 29 and s = 2 (the square 29 x 29 submatrices of the 31-point
+    grid) the raw worst case is 1.22e4, the figure Fahim and Cadambe publish; the
+    equilibrated one is 8.87e3 on the same set (missing workers 29 and 30 or 0 and
+    1, the two workers next to an end).
+
+    Args:
+        num_workers: M. num_coeffs: D <= M - s. num_missing: s >= 0.
+        scaling: "equilibrated" (default, cond(U_S), what the bounds bound) or
+            "raw" (cond(T_S), as published).
+        max_sets: refuse (ValueError) when C(M, s) exceeds it.
+        chunk: missing sets per batched SVD.
+
+    Returns:
+        WorstCaseCondition(cond, mask, num_examined).
+
+    Raises:
+        ValueError: s < 0, M - s < D, C(M, s) > max_sets, an unknown scaling.
+
+    Examples:
+        >>> import codedjax.bounds as cb
+        >>> w = cb.worst_case_condition(num_workers=40, num_coeffs=13, num_missing=1)
+        >>> round(w.cond, 3), w.num_examined
+        (1.538, 40)
+
+    References:
+        M. Fahim and V. R. Cadambe, Numerically stable polynomially coded computing,
+        arXiv:1903.08326; docs/theory.md section 8.
+    """
+    fname = "worst_case_condition"
+    m, d = _sizes(fname, num_workers, num_coeffs)
+    s = check_int(fname, "num_missing", num_missing, minimum=0)
+    sc = _scaling(fname, scaling)
+    if m - s < d:
+        raise ValueError(
+            f"{fname}: need num_coeffs (D={d}) <= M - num_missing = {m - s}, got "
+            f"num_missing={s}"
+        )
+    total = math.comb(m, s)
+    if total > max_sets:
+        raise ValueError(
+            f"{fname}: C(M, s) = {total} missing sets exceed max_sets={max_sets}"
+        )
+    u = _basis(m, d, sc)
+    it = itertools.combinations(range(m), s)
+    best, best_miss, examined = -1.0, (), 0
+    while True:
+        block = np.fromiter(
+            itertools.chain.from_iterable(itertools.islice(it, chunk)), dtype=np.int64
+        ).reshape(-1, s)
+        if block.shape[0] == 0:
+            break
+        keep = np.ones((block.shape[0], m), bool)
+        np.put_along_axis(keep, block, False, axis=1)
+        rows = np.broadcast_to(u, (block.shape[0], m, d))[keep]
+        c = _batched_cond(rows.reshape(block.shape[0], m - s, d))
+        examined += block.shape[0]
+        i = int(np.argmax(c))
+        if c[i] > best:
+            best, best_miss = float(c[i]), tuple(block[i])
+        if s == 0:
+            break
+    mask = np.ones(m, bool)
+    mask[list(best_miss)] = False
+    return WorstCaseCondition(best, mask, examined)
 
 
 # ----------------------------------------------------------------------------------
@@ -390,7 +576,7 @@ def deterministic_condition_bound(
         5.903
 
     References:
-        notes/theory-notes.md section 2.4, Prop. B (derived).
+        docs/theory.md section 5 (Prop. B, derived).
     """
     fname = "deterministic_condition_bound"
     m, d = _sizes(fname, num_workers, num_coeffs)
@@ -539,7 +725,7 @@ def sampling_condition_bound(
 
     References:
         Tropp, arXiv:1004.4389, Thm 1.1; Tropp, arXiv:1011.1595, Thm 2.2;
-        Ipsen and Wentworth, arXiv:1203.4809; notes/theory-notes.md section 2.2.
+        Ipsen and Wentworth, arXiv:1203.4809; docs/theory.md section 7.
     """
     fname = "sampling_condition_bound"
     m, d = _sizes(fname, num_workers, num_coeffs)
@@ -590,8 +776,8 @@ def missing_rows_condition_bound(
         1.538
 
     References:
-        Tropp, arXiv:1011.1595, Thm 2.2; notes/theory-notes.md section 2.4,
-        Prop. C (derived).
+        Tropp, arXiv:1011.1595, Thm 2.2; docs/theory.md section 7
+        (Prop. C, derived).
     """
     fname = "missing_rows_condition_bound"
     m, d = _sizes(fname, num_workers, num_coeffs)
@@ -688,7 +874,7 @@ def max_gap(mask: Any) -> int:
         3
 
     References:
-        notes/theory-notes.md section 2.4, Prop. D.
+        docs/theory.md section 6 (Prop. D).
     """
     mk = _mask("max_gap", mask)
     if not mk.any():
@@ -728,7 +914,7 @@ def gap_condition_bound(mask: Any, *, num_coeffs: int) -> float:
 
     References:
         K. Groechenig, Math. Comp. 59, 1992; Feichtinger, Groechenig and Strohmer,
-        Numer. Math. 69, 1995; notes/theory-notes.md section 2.4, Prop. D.
+        Numer. Math. 69, 1995; docs/theory.md section 6 (Prop. D).
     """
     fname = "gap_condition_bound"
     mk = _mask(fname, mask)
@@ -777,7 +963,7 @@ def gap_tail_bound(*, num_workers: int, num_responses: int, gap: int) -> float:
         0.05
 
     References:
-        notes/theory-notes.md section 2.4, Prop. D (derived, union bound).
+        docs/theory.md section 6 (Prop. D, derived, union bound).
     """
     fname = "gap_tail_bound"
     m = check_int(fname, "num_workers", num_workers, minimum=1)
@@ -800,9 +986,9 @@ def gap_tail_bound(*, num_workers: int, num_responses: int, gap: int) -> float:
 def gap_quantile(*, num_workers: int, num_responses: int, eta: float) -> int:
     """The smallest g_eta with P(max gap > g_eta) <= eta by :func:`gap_tail_bound`.
 
-    P(g > g_eta) = P(g >= g_eta + 1) <= gap_tail_bound(G = g_eta + 1) <= eta. (The
-    notes quote G_eta = g_eta + 1 and use it in the bound, one unit more
-    conservative; both are valid.)
+    P(g > g_eta) = P(g >= g_eta + 1) <= gap_tail_bound(G = g_eta + 1) <= eta. (Using
+    G_eta = g_eta + 1 in the bound instead is one unit more conservative and also
+    valid.)
 
     Args:
         num_workers: M. num_responses: N with 1 <= N <= M. eta: in (0, 1).
@@ -819,7 +1005,7 @@ def gap_quantile(*, num_workers: int, num_responses: int, eta: float) -> int:
         2
 
     References:
-        notes/theory-notes.md section 2.4, Prop. D.
+        docs/theory.md section 6 (Prop. D).
     """
     fname = "gap_quantile"
     m = check_int(fname, "num_workers", num_workers, minimum=1)
@@ -834,7 +1020,12 @@ def gap_quantile(*, num_workers: int, num_responses: int, eta: float) -> int:
 
 
 def gap_condition_bound_probabilistic(
-    *, num_workers: int, num_coeffs: int, num_responses: int, eta: float
+    *,
+    num_workers: int,
+    num_coeffs: int,
+    num_responses: int,
+    eta: float,
+    capped: bool = True,
 ) -> float:
     r"""Gap bound at confidence 1 - eta for a uniformly random responding set.
 
@@ -842,14 +1033,24 @@ def gap_condition_bound_probabilistic(
     (:func:`gap_quantile`), and then (Prop. D, with w_max / w_min <= g)
 
     .. math::
-        \kappa(U_S) \le \sqrt{g_\eta}\,\frac{1+\rho_\eta}{1-\rho_\eta},\qquad
+        \kappa(U_S) \le \min\Bigl(\sqrt{g_\eta}\,
+        \frac{1+\rho_\eta}{1-\rho_\eta},\ (1 - sL/M)^{-1/2}\Bigr),\qquad
         \rho_\eta = g_\eta (D-1)/M < 1.
+
+    The second term is the deterministic bound (Prop. B,
+    :func:`deterministic_condition_bound`), which holds for every responding set, so
+    the minimum still holds with probability >= 1 - eta. It is the smaller one when
+    only a few workers are missing (M = 64, D = 21, N = 63: the gap term alone is
+    6.13 at eta = 0.05 and Prop. B gives 1.56). ``capped=False`` returns the gap term
+    alone. Like every bound here it bounds the equilibrated cond(U_S); the raw
+    cond(T_S) is at most sqrt(2) times it.
 
     Args:
         num_workers: M. num_coeffs: D <= M. num_responses: N <= M. eta: in (0, 1).
+        capped: take the minimum with Prop. B (default True).
 
     Returns:
-        The bound (``inf`` when rho_eta >= 1 or N < D).
+        The bound (``inf`` when rho_eta >= 1 and Prop. B is vacuous, or N < D).
 
     Raises:
         ValueError: D > M, N > M, eta outside (0, 1).
@@ -861,8 +1062,8 @@ def gap_condition_bound_probabilistic(
         3.113
 
     References:
-        Groechenig, Math. Comp. 59, 1992; notes/theory-notes.md section 2.4,
-        Prop. D (probabilistic part).
+        Groechenig, Math. Comp. 59, 1992; docs/theory.md section 6
+        (Prop. D, probabilistic part).
     """
     fname = "gap_condition_bound_probabilistic"
     m, d = _sizes(fname, num_workers, num_coeffs)
@@ -872,9 +1073,11 @@ def gap_condition_bound_probabilistic(
         return math.inf
     g = gap_quantile(num_workers=m, num_responses=n, eta=e)
     rho = g * (d - 1) / m
-    if rho >= 1.0:
-        return math.inf
-    return math.sqrt(g) * (1.0 + rho) / (1.0 - rho)
+    gap = math.sqrt(g) * (1.0 + rho) / (1.0 - rho) if rho < 1.0 else math.inf
+    if not capped:
+        return gap
+    det = deterministic_condition_bound(num_workers=m, num_coeffs=d, num_responses=n)
+    return min(gap, det)
 
 
 # ----------------------------------------------------------------------------------

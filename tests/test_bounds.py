@@ -149,7 +149,7 @@ def test_deterministic_bound_holds_exhaustively_and_is_tight_at_one(m, d):
 
 
 def test_deterministic_bound_values():
-    # notes/theory-notes.md A.8: 1/sqrt(1 - max leverage) = 1.538, 2.268, 5.903
+    # docs/theory.md section 5: 1/sqrt(1 - max leverage) = 1.538, 2.268, 5.903
     for d, want in [(13, 1.538), (20, 2.268), (30, 5.903)]:
         got = cb.deterministic_condition_bound(
             num_workers=40, num_coeffs=d, num_responses=39
@@ -218,7 +218,7 @@ def test_sampling_bound_from_its_deltas():
     d2 = cb.chernoff_delta(d, n / ell, eta / 2, tail="upper")
     assert got == pytest.approx(math.sqrt((1 + d2) / (1 - d1)), rel=1e-14)
     assert 1.0 < got < 2.0
-    # vacuous at M = 40 (notes 2.4: needs ~1.7e3 rows for D = 13)
+    # vacuous at M = 40 (docs/theory.md section 7: needs ~1.7e3 rows for D = 13)
     assert (
         cb.sampling_condition_bound(
             num_workers=40, num_coeffs=13, num_responses=40, eta=eta
@@ -320,7 +320,7 @@ def test_gap_tail_bound_dominates_the_exact_tail(m, n):
 
 
 def test_gap_quantile_and_probabilistic_bound():
-    # notes/theory-notes.md A.3 (G95 there is g_eta + 1): 3, 4, 4, 5, 6, 8 at M=40
+    # docs/theory.md section 6 (G_eta = g_eta + 1): 3, 4, 4, 5, 6, 8 at M=40
     got = [
         cb.gap_quantile(num_workers=40, num_responses=40 - s, eta=0.05) + 1
         for s in (1, 2, 3, 5, 8, 12)
@@ -381,7 +381,7 @@ def test_recovery_probabilities_against_enumeration(k, c, m):
 
 
 def test_recovery_notes_values():
-    # notes/theory-notes.md 3.2 table
+    # docs/theory.md section 10 table
     exact = cb.exact_recovery_probability(8, 4, 40, 20)
     assert exact == pytest.approx(0.6205, abs=5e-5)
     assert cb.recovery_probability_union(8, 4, 40, 20) == pytest.approx(
@@ -451,3 +451,218 @@ def test_bad_types():
         cb.max_gap(np.ones(4, int))
     with pytest.raises(TypeError, match="num_workers"):
         cb.deterministic_condition_bound(num_workers=4.0, num_coeffs=2, num_responses=3)
+
+
+# ------------------------------------------------ bound values, pinned independently
+#
+# The tests above check that each bound holds; these pin each bound's value against a
+# computation that shares no code with codedjax.bounds (hand-derived numbers, scipy's
+# root finder on the defining equation, exhaustive enumeration), so that a bound that
+# is valid but wrong (too loose by a dropped factor, an off-by-one) is caught.
+
+
+def _qr_max_leverage_times_m(m, d):
+    q, _ = np.linalg.qr(npcheb.chebvander(np.cos(_theta(m)), d - 1))
+    return m * np.max(np.sum(q * q, axis=1))
+
+
+def _root(fun, lo, hi):
+    from scipy import optimize
+
+    sol = optimize.root_scalar(fun, bracket=(lo, hi), method="toms748", xtol=1e-14)
+    assert sol.converged
+    return sol.root
+
+
+def _h_up(x):
+    return (1 + x) * math.log1p(x) - x
+
+
+def _h_lo(x):
+    return x + (1 - x) * math.log1p(-x)
+
+
+@pytest.mark.parametrize("m,d,n", [(200, 20, 190), (400, 20, 370), (1000, 30, 960)])
+def test_missing_rows_bound_value_against_scipy_root(m, d, n):
+    eta = 0.05
+    s = m - n
+    ell = _qr_max_leverage_times_m(m, d)
+    # D exp(-(s/L) h(delta)) = eta, solved by scipy on the log of the equation
+    delta = _root(lambda x: math.log(d) - (s / ell) * _h_up(x) - math.log(eta), 0, 1e4)
+    t = (1 + delta) * s / m
+    assert t < s * ell / m  # the Prop. B cap does not bind: the Chernoff term counts
+    want = 1 / math.sqrt(1 - t)
+    got = cb.missing_rows_condition_bound(
+        num_workers=m, num_coeffs=d, num_responses=n, eta=eta
+    )
+    assert got == pytest.approx(want, rel=1e-9)
+
+
+def test_sampling_bound_value_against_scipy_root():
+    m, d, n, eta = 5000, 13, 4000, 0.05
+    r = n / _qr_max_leverage_times_m(m, d)
+    lhs = math.log(d) - math.log(eta / 2)
+    d1 = _root(lambda x: lhs - r * _h_lo(x), 0, 1 - 1e-15)
+    d2 = _root(lambda x: lhs - r * _h_up(x), 0, 1e4)
+    got = cb.sampling_condition_bound(
+        num_workers=m, num_coeffs=d, num_responses=n, eta=eta
+    )
+    assert got == pytest.approx(math.sqrt((1 + d2) / (1 - d1)), rel=1e-9)
+    for tail, want in (("lower", d1), ("upper", d2)):
+        assert cb.chernoff_delta(d, r, eta / 2, tail=tail) == pytest.approx(
+            want, rel=1e-10
+        )
+
+
+def test_gap_tail_bound_hand_value():
+    # M = 12, N = 9 (s = 3), G = 4: interior blocks of r = 3 missing at 10 positions,
+    # each all-missing with probability C(9, 0)/C(12, 3) = 1/220; end blocks of
+    # r_e = ceil(3/2) = 2 at two ends, each with C(10, 1)/C(12, 3) = 10/220.
+    assert cb.gap_tail_bound(num_workers=12, num_responses=9, gap=4) == 30 / 220
+    # M = 40, N = 39 (s = 1), G = 3: no interior block of 2 fits one missing
+    # worker; two end blocks of 1, each missing with probability 1/40.
+    assert cb.gap_tail_bound(num_workers=40, num_responses=39, gap=3) == 2 / 40
+
+
+def _union_events(m, s, big_g):
+    """E[number of run events]: the union bound's value, by listing every s-subset.
+
+    An event is a window of G - 1 consecutive workers all missing, or an end block of
+    ceil((G - 1) / 2) workers all missing; the mean count over all missing sets is the
+    sum of the events' probabilities, which is what gap_tail_bound adds up.
+    """
+    r, re = big_g - 1, -(-(big_g - 1) // 2)
+    total = 0
+    for miss in itertools.combinations(range(m), s):
+        out = np.zeros(m, bool)
+        out[list(miss)] = True
+        windows = sum(bool(out[i : i + r].all()) for i in range(m - r + 1))
+        ends = bool(out[:re].all()) + bool(out[m - re :].all())
+        total += windows + ends
+    return total / math.comb(m, s)
+
+
+@pytest.mark.parametrize("m,n", [(10, 6), (12, 9), (13, 8)])
+def test_gap_tail_bound_equals_enumerated_union_sum(m, n):
+    checked = 0
+    for big_g in range(2, 2 * m):
+        want = _union_events(m, m - n, big_g)
+        got = cb.gap_tail_bound(num_workers=m, num_responses=n, gap=big_g)
+        assert got == pytest.approx(min(want, 1.0), rel=1e-12, abs=1e-15), big_g
+        checked += 0 < want < 1
+    assert checked >= 3  # values strictly inside (0, 1) were compared
+
+
+def test_gap_condition_bound_hand_values():
+    # M = 40, D = 5, worker 10 missing: largest gap g = 2, rho = 2 * 4 / 40 = 0.2;
+    # workers 9 and 11 have Voronoi weight (1 + 2) / 2 = 1.5, all others 1.
+    mask = np.ones(40, bool)
+    mask[10] = False
+    want = math.sqrt(1.5 / 1.0) * 1.2 / 0.8
+    assert cb.gap_condition_bound(mask, num_coeffs=5) == pytest.approx(want, rel=1e-14)
+    # M = 40, D = 3, the even workers respond: interior gaps 2, worker 0's gap to its
+    # mirror 1, worker 38's gap across theta = pi is 2 * 1 + 1 = 3, so g = 3,
+    # rho = 3 * 2 / 40 = 0.15, w_min = (1 + 2) / 2 = 1.5 and w_max = (2 + 3) / 2 = 2.5.
+    mask = np.zeros(40, bool)
+    mask[::2] = True
+    want = math.sqrt(2.5 / 1.5) * 1.15 / 0.85
+    assert cb.gap_condition_bound(mask, num_coeffs=3) == pytest.approx(want, rel=1e-14)
+    # here the missing leverages sum above 1: Prop. B's per-set trace bound is
+    # vacuous while the gap bound is not, and the bound holds
+    lev = cb.chebyshev_leverage_scores(40, num_coeffs=3)
+    assert lev[~mask].sum() > 1.0
+    assert np.linalg.cond(_u(40, 3)[mask]) <= want
+
+
+def test_probabilistic_gap_bound_is_capped_by_prop_b():
+    # M = 64, D = 21, N = 63: P(g >= 3) <= 2/64 <= 0.05 (two end workers), and
+    # P(g >= 2) = 1, so g_eta = 2, rho = 2 * 20 / 64 = 0.625 and the gap term is
+    # sqrt(2) * 1.625 / 0.375 = 6.128; Prop. B gives (1 - max leverage)^{-1/2}.
+    kw = dict(num_workers=64, num_coeffs=21, num_responses=63, eta=0.05)
+    assert cb.gap_quantile(num_workers=64, num_responses=63, eta=0.05) == 2
+    gap = cb.gap_condition_bound_probabilistic(**kw, capped=False)
+    assert gap == pytest.approx(math.sqrt(2) * 1.625 / 0.375, rel=1e-14)
+    prop_b = 1 / math.sqrt(1 - _qr_max_leverage_times_m(64, 21) / 64)
+    assert prop_b == pytest.approx(1.5603, abs=5e-5)
+    assert cb.gap_condition_bound_probabilistic(**kw) == pytest.approx(
+        prop_b, rel=1e-12
+    )
+    # where the gap term is the smaller one, the cap leaves it alone
+    kw = dict(num_workers=200, num_coeffs=20, num_responses=195, eta=0.05)
+    assert cb.gap_condition_bound_probabilistic(
+        **kw
+    ) == cb.gap_condition_bound_probabilistic(**kw, capped=False)
+
+
+# ------------------------------------------------- raw cond and the exact worst case
+
+
+def test_raw_condition_number_against_numpy(np_rng):
+    m, d = 40, 13
+    t = npcheb.chebvander(np.cos(_theta(m)), d - 1)
+    u = _u(m, d)
+    assert cb.raw_condition_number(np.ones(m, bool), num_coeffs=d) == pytest.approx(
+        math.sqrt(2), rel=64 * EPS
+    )
+    for n in (13, 16, 25, 39):
+        mask = _random_mask(np_rng, m, n)
+        raw, eq = np.linalg.cond(t[mask]), np.linalg.cond(u[mask])
+        tol = _cond_tol(raw, n, d)
+        assert cb.raw_condition_number(mask, num_coeffs=d) == pytest.approx(
+            raw, rel=tol
+        )
+        got_eq = cb.raw_condition_number(mask, num_coeffs=d, scaling="equilibrated")
+        assert got_eq == pytest.approx(eq, rel=_cond_tol(eq, n, d))
+        # the factor between the scalings is at most sqrt(2) either way
+        assert eq / math.sqrt(2) * (1 - tol) <= raw <= math.sqrt(2) * eq * (1 + tol)
+    few = np.zeros(m, bool)
+    few[: d - 1] = True
+    assert cb.raw_condition_number(few, num_coeffs=d) == math.inf
+    with pytest.raises(ValueError, match="raw_condition_number: scaling"):
+        cb.raw_condition_number(np.ones(m, bool), num_coeffs=d, scaling="unit")
+
+
+def test_fahim_cadambe_worst_case_reproduced():
+    # Fahim and Cadambe: every 29 x 29 submatrix of the unscaled Chebyshev-Vandermonde
+    # matrix on the 31-point first-kind grid; the worst is about 1.22e4.
+    n, d = 31, 29
+    t = npcheb.chebvander(np.cos(_theta(n)), d - 1)
+    brute = max(
+        np.linalg.cond(t[list(rows)]) for rows in itertools.combinations(range(n), d)
+    )
+    raw = cb.worst_case_condition(
+        num_workers=n, num_coeffs=d, num_missing=2, scaling="raw"
+    )
+    assert raw.num_examined == math.comb(31, 2)
+    assert raw.cond == pytest.approx(brute, rel=_cond_tol(brute, d, d))
+    assert round(raw.cond, -2) == 1.22e4
+    eq = cb.worst_case_condition(num_workers=n, num_coeffs=d, num_missing=2)
+    assert round(eq.cond, -1) == 8.87e3  # codedjax's equilibrated cond, same set
+    assert sorted(np.flatnonzero(~eq.mask)) in ([0, 1], [29, 30])
+    assert cb.raw_condition_number(eq.mask, num_coeffs=d) == pytest.approx(
+        raw.cond, rel=_cond_tol(brute, d, d)
+    )
+
+
+@pytest.mark.parametrize("m,d,s", [(12, 4, 3), (14, 9, 2), (40, 13, 1)])
+def test_worst_case_condition_against_worst_case_mask(x64, m, d, s):
+    import codedjax as cj
+
+    exact = cb.worst_case_condition(num_workers=m, num_coeffs=d, num_missing=s)
+    alpha = np.cos(_theta(m))  # float64 points (x64 keeps them float64)
+    ref = cj.worst_case_mask(alpha, num_coeffs=d, num_responses=m - s)
+    assert ref.exhaustive
+    assert exact.num_examined == math.comb(m, s)
+    assert exact.cond == pytest.approx(ref.cond, rel=_cond_tol(ref.cond, m - s, d))
+    assert np.linalg.cond(_u(m, d)[exact.mask]) == pytest.approx(
+        exact.cond, rel=_cond_tol(exact.cond, m - s, d)
+    )
+    if s == 1:  # Prop. B is tight at one missing worker
+        assert exact.cond == pytest.approx(
+            cb.deterministic_condition_bound(
+                num_workers=m, num_coeffs=d, num_responses=m - 1
+            ),
+            rel=_cond_tol(exact.cond, m - 1, d) + 64 * EPS,
+        )
+    with pytest.raises(ValueError, match="num_missing"):
+        cb.worst_case_condition(num_workers=m, num_coeffs=d, num_missing=m - d + 1)
