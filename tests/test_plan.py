@@ -1,0 +1,229 @@
+"""theory.plan against brute force: every responding set of a small configuration.
+
+M = 12 workers, K = 3 inputs, degree 2 (D = 5): every one of the C(12, N) responding
+sets is listed here with numpy's own cond / pinv, independently of the plan's code,
+and the failure rates, the chosen N, the RepApprox losses, the worst case and the
+latency of waiting for N responses are compared.
+"""
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+from numpy.polynomial import chebyshev as npcheb
+from scipy import stats
+
+from theory import plan as tp
+
+M, K, DEG = 12, 3, 2
+D = DEG * (K - 1) + 1
+U_BF16 = 2.0**-8
+
+
+def _cfg(**kw):
+    base = dict(
+        workers=M,
+        inputs=K,
+        degree=DEG,
+        worker_dtype="bfloat16",
+        target_error=1e-2,
+        failure=0.05,
+        trials=3000,
+        worst_exact=3,
+        worst_greedy=4,
+        progress=False,
+        seed=20261130,
+    )
+    base.update(kw)
+    return tp.PlanConfig(**base)
+
+
+def _theta(m):
+    return (2 * np.arange(m) + 1) * np.pi / (2 * m)
+
+
+def _brute_errors(model):
+    """{N: [predicted relative error of every N-subset]} by numpy, raw basis."""
+    t = npcheb.chebvander(np.cos(_theta(M)), D - 1)
+    eq = t / np.linalg.norm(t, axis=0)
+    tb = npcheb.chebvander(np.cos(_theta(K)), D - 1)
+    out = {}
+    for n in range(D, M + 1):
+        errs = []
+        for rows in itertools.combinations(range(M), n):
+            rows = list(rows)
+            if model == "cond":
+                errs.append(np.linalg.cond(eq[rows]) * U_BF16)
+            else:  # the decoding matrix does not depend on the basis' scaling
+                a = tb @ np.linalg.pinv(t[rows])
+                errs.append(np.abs(a).sum(axis=1).max() * U_BF16)
+        out[n] = np.array(errs)
+    return out
+
+
+def _smallest(rates, level):
+    best = None
+    for n in sorted(rates, reverse=True):
+        if rates[n] <= level:
+            best = n
+        else:
+            break
+    return best
+
+
+@pytest.fixture(scope="module")
+def brute():
+    return {model: _brute_errors(model) for model in ("cond", "decoder")}
+
+
+@pytest.mark.parametrize("model,target", [("cond", 1e-2), ("decoder", 2e-2)])
+def test_exhaustive_plan_equals_brute_force(brute, model, target):
+    out = tp.chebyls_table(_cfg(error_model=model, target_error=target))
+    rates = {}
+    for row in out["rows"]:
+        errs = brute[model][row["N"]]
+        assert row["exhaustive"] and row["trials"] == math.comb(M, row["N"])
+        assert row["failures"] == int(np.sum(errs > target)), row
+        np.testing.assert_allclose(row["max_error"], errs.max(), rtol=1e-9)
+        rates[row["N"]] = row["failures"] / row["trials"]
+    assert 0 < rates[D + 2] < 1  # the target separates the sets: a real test
+    assert out["chosen_N"] == _smallest(rates, 0.05)
+
+
+def test_monte_carlo_plan_agrees_with_brute_force(brute):
+    exact = {n: float(np.mean(e > 1e-2)) for n, e in brute["cond"].items()}
+    out = tp.chebyls_table(_cfg(exhaustive_limit=0))
+    level = 1 - 0.001 / len(exact)  # Bonferroni over the N values
+    for row in out["rows"]:
+        assert not row["exhaustive"] and row["trials"] == 3000
+        ci = stats.binomtest(row["failures"], row["trials"]).proportion_ci(
+            confidence_level=level, method="exact"
+        )
+        assert ci.low <= exact[row["N"]] <= ci.high, row
+        assert row["upper"] >= row["rate"]
+    # exact rates 0.109 at N = 9 and 0.030 at N = 10: the choice is unambiguous
+    assert out["chosen_N"] == _smallest(exact, 0.05) == 10
+
+
+def test_proven_guarantee_is_valid(brute):
+    out = tp.chebyls_table(_cfg())
+    assert out["proven_N"] is not None
+    for row in out["rows"]:
+        if row["proven_error"] is not None and row["proven_error"] <= 1e-2:
+            # a proven guarantee at confidence 1 - failure holds on the exact rate
+            assert np.mean(brute["cond"][row["N"]] > 1e-2) <= 0.05
+            assert row["N"] >= out["proven_N"]
+    # second-kind points: the bounds do not apply, and the plan says so
+    second = tp.chebyls_table(_cfg(points="second"))
+    assert second["proven_N"] is None
+    assert all(r["proven_by"].startswith("not applicable") for r in second["rows"])
+
+
+def test_repapprox_plan_equals_enumeration():
+    c = 3
+    out = tp.repapprox_table(_cfg(replication=c))
+    groups = [set(range(g * c, (g + 1) * c)) for g in range(K)]
+    exact_lost = {}
+    for row in out["rows"]:
+        n = row["N"]
+        lost = sum(
+            not all(g & set(r) for g in groups)
+            for r in itertools.combinations(range(M), n)
+        )
+        assert row["lost"] == lost
+        exact_lost[n] = lost / math.comb(M, n)
+        assert row["exact"] == pytest.approx(exact_lost[n], abs=1e-12)
+        assert row["union"] >= row["exact"] - 1e-12
+        assert row["seed"] >= row["union"] - 1e-12
+    assert out["chosen_N"]["exact"] == _smallest(exact_lost, 0.05)
+    assert (
+        out["chosen_N"]["seed"]
+        >= out["chosen_N"]["union"]
+        >= (out["chosen_N"]["exact"])
+    )
+
+
+def test_worst_case_section_against_every_set():
+    t = npcheb.chebvander(np.cos(_theta(M)), D - 1)
+    eq = t / np.linalg.norm(t, axis=0)
+    rows = tp.worst_case_table(_cfg())
+    assert [r["s"] for r in rows] == [1, 2, 3, 4]
+    for r in rows:
+        if r["exact"] is None:
+            assert r["greedy"] is not None  # s = 4: greedy only
+            continue
+        worst = max(
+            np.linalg.cond(eq[list(keep)])
+            for keep in itertools.combinations(range(M), M - r["s"])
+        )
+        tol = 64 * M * np.finfo(float).eps * worst
+        assert r["exact"] == pytest.approx(worst, rel=tol)
+        assert r["greedy"] <= r["exact"] * (1 + tol)  # greedy is a lower bound
+
+
+def test_latency_order_statistic_mean():
+    # time to the N-th of M shifted exponentials: shift + mean sum_{j<N} 1/(M - j)
+    shift, mean, trials = 5e-3, 5e-3, 20_000
+    got = tp.latency_percentiles(
+        "shifted-exp:5ms,5ms", num_workers=M, responses=[1, D, M], trials=trials, seed=1
+    )
+    for n, p in got.items():
+        inv = 1.0 / (M - np.arange(n))
+        want = shift + mean * inv.sum()
+        se = mean * math.sqrt(np.sum(inv**2) / trials)
+        assert abs(p["mean"] - want) <= 5 * se
+        assert p["p50"] <= p["p95"] <= p["p99"]
+    assert tp.parse_latency("exp:2ms") == ("shifted-exp", (0.0, 2e-3))
+    assert tp.parse_latency("pareto:1s,1.5") == ("pareto", (1.0, 1.5))
+
+
+def test_cli_writes_summary_and_names_bad_flags(tmp_path, capsys):
+    summary = tp.main(
+        [
+            "--workers",
+            "12",
+            "--inputs",
+            "3",
+            "--degree",
+            "2",
+            "--failure",
+            "0.05",
+            "--latency",
+            "shifted-exp:5ms,5ms",
+            "--worst-greedy",
+            "3",
+            "--no-progress",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written["D"] == D and written["chebyls"]["chosen_N"] == 10
+    assert summary["chebyls"]["chosen_N"] == 10
+    assert "ChebyLS: N = 10" in (tmp_path / "report.md").read_text()
+    assert "D = d (K - 1) + 1 = 5" in capsys.readouterr().out
+    for argv, flag in [
+        (["--workers", "4", "--inputs", "3", "--degree", "2"], "--degree/--inputs"),
+        (
+            ["--workers", "12", "--inputs", "3", "--degree", "2", "--failure", "1"],
+            "--failure",
+        ),
+        (
+            [
+                "--workers",
+                "12",
+                "--inputs",
+                "3",
+                "--degree",
+                "2",
+                "--latency",
+                "gauss:1",
+            ],
+            "--latency",
+        ),
+    ]:
+        with pytest.raises(SystemExit):
+            tp.main(argv)
+        assert flag in capsys.readouterr().err
