@@ -1,0 +1,165 @@
+r"""Candidate bounds for the practical range N >= M/2, checked against Monte Carlo.
+
+    python -m theory.beyond [--workers 40] [--coeffs 13] [--eta 0.05] [--trials 4000]
+
+Every bound of :mod:`codedjax.bounds` is informative only within a few workers of
+N = M at M = 40 (docs/theory.md section 12). This script tries the obvious candidates
+for a bound that stays finite down to N = M/2 and prints, for every N, the measured
+p95 of cond(U_S) next to:
+
+- ``B``, ``C``, ``D``, ``gen``: the library's bounds at confidence 1 - eta;
+- ``trace``: the per-set trace bound (1 - sum of the missing leverages)^{-1/2};
+- ``gersh``: Gershgorin on the missing-row kernel K_miss (closed form, entries decay
+  with the distance of the points): lambda_max <= max_a sum_b |K_ab|;
+- ``cluster``: K_miss split into clusters of missing workers at most r apart (best
+  r <= 6); lambda_max <= max over clusters of the cluster's exact lambda_max plus the
+  spectral norm of the off-cluster part (Weyl's inequality);
+- ``mom-p``: the moment bound P(lambda_max >= t) <= E tr(K_miss^p) / t^p with the
+  expectation over the uniform missing set computed exactly (p = 2, 3, 4).
+
+For the per-set candidates (trace, gersh, cluster) the column is the fraction of
+sets where the candidate is finite, then the empirical p95 of the candidate (which a
+proof would still have to bound); a candidate that is finite on fewer than 1 - eta of
+the sets cannot give a finite bound at confidence 1 - eta. Each per-set candidate is
+also checked to hold (>= the SVD's cond) on every trial.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+import codedjax.bounds as cb
+
+
+def _u(m: int, d: int) -> np.ndarray:
+    th = (2.0 * np.arange(m) + 1.0) * np.pi / (2.0 * m)
+    scale = np.full(d, math.sqrt(2.0 / m))
+    scale[0] = math.sqrt(1.0 / m)
+    return np.cos(th[:, None] * np.arange(d)[None, :]) * scale
+
+
+def _from_lam(lam: float) -> float:
+    return 1.0 / math.sqrt(1.0 - lam) if lam < 1.0 else math.inf
+
+
+def _cluster_bound(kmat: np.ndarray, miss: np.ndarray, r: int) -> float:
+    """Weyl: clusters of missing workers at most r apart, plus ||off-cluster||_2."""
+    labels = np.concatenate([[0], np.cumsum(np.diff(miss) > r)])
+    lam = 0.0
+    off = kmat.copy()
+    for c in np.unique(labels):
+        idx = np.flatnonzero(labels == c)
+        lam = max(lam, float(np.linalg.eigvalsh(kmat[np.ix_(idx, idx)])[-1]))
+        off[np.ix_(idx, idx)] = 0.0
+    return lam + float(np.abs(np.linalg.eigvalsh(off)).max())
+
+
+def moment_bound(m: int, d: int, s: int, eta: float, p: int) -> float:
+    """(1 - t)^{-1/2} with E tr(K_miss^p) / t^p = eta, E over uniform s-subsets."""
+    if s == 0:
+        return 1.0
+    u = _u(m, d)
+    k = u @ u.T  # [M, M], K_miss is its principal submatrix on the missing rows
+    q = [math.comb(m - j, s - j) / math.comb(m, s) if j <= s else 0.0 for j in range(5)]
+    if p == 2:
+        diag = np.sum(np.diag(k) ** 2)
+        total = q[1] * diag + q[2] * (np.sum(k * k) - diag)
+    else:
+        idx = np.arange(m)
+        total = 0.0
+        # sum over index tuples (a_1..a_p) of prod K_{a_i a_{i+1}}, weighted by the
+        # probability that all distinct indices are missing
+        for tup in itertools.product(range(m), repeat=p - 1):
+            # the last index runs vectorised
+            prod = np.ones(m)
+            chain = list(tup)
+            val = 1.0
+            for a, b in zip(chain[:-1], chain[1:], strict=False):
+                val *= k[a, b]
+            prod = val * k[chain[-1], idx] * k[idx, chain[0]]
+            distinct = np.array([len(set(chain) | {j}) for j in range(m)])
+            total += float(np.sum(prod * np.take(q, distinct)))
+    t = (total / eta) ** (1.0 / p)
+    return _from_lam(t)
+
+
+def run(m: int, d: int, eta: float, trials: int, seed: int = 0) -> list[dict]:
+    u = _u(m, d)
+    kfull = u @ u.T
+    lev = np.diag(kfull)
+    rng = np.random.default_rng(seed)
+    ranks = np.argsort(np.argsort(rng.random((trials, m)), axis=1), axis=1)
+    rows = []
+    for n in range(max(d, m // 2), m + 1):
+        s = m - n
+        masks = ranks < n
+        sv = np.linalg.svd(
+            np.broadcast_to(u, (trials, m, d))[masks].reshape(trials, n, d),
+            compute_uv=False,
+        )
+        cond = sv[:, 0] / sv[:, -1]
+        cands = {"trace": [], "gersh": [], "cluster": []}
+        for t in range(trials):
+            miss = np.flatnonzero(~masks[t])
+            if s == 0:
+                for v in cands.values():
+                    v.append(1.0)
+                continue
+            km = kfull[np.ix_(miss, miss)]
+            cands["trace"].append(_from_lam(float(lev[miss].sum())))
+            cands["gersh"].append(_from_lam(float(np.abs(km).sum(axis=1).max())))
+            best = min(_cluster_bound(km, miss, r) for r in range(1, 7))
+            cands["cluster"].append(_from_lam(best))
+        row = {
+            "N": n,
+            "s": s,
+            "p95": float(np.sort(cond)[math.ceil((1 - eta) * trials) - 1]),
+        }
+        kw = dict(num_workers=m, num_coeffs=d, num_responses=n)
+        row["B"] = cb.deterministic_condition_bound(**kw)
+        row["C"] = cb.missing_rows_condition_bound(**kw, eta=eta)
+        row["D"] = cb.gap_condition_bound_probabilistic(**kw, eta=eta)
+        row["gen"] = cb.sampling_condition_bound(**kw, eta=eta)
+        for name, vals in cands.items():
+            v = np.array(vals)
+            assert np.all(v >= cond * (1 - 1e-9)), f"{name} violated at N={n}"
+            row[name + "_finite"] = float(np.mean(np.isfinite(v)))
+            row[name + "_p95"] = float(np.sort(v)[math.ceil((1 - eta) * v.size) - 1])
+        row["mom2"] = moment_bound(m, d, s, eta, 2)
+        row["mom3"] = moment_bound(m, d, s, eta, 3) if m <= 64 else math.nan
+        rows.append(row)
+    return rows
+
+
+def _g(x: float) -> str:
+    return "inf" if x == math.inf else f"{x:.3g}"
+
+
+def main(argv: Sequence[str] | None = None) -> list[dict]:
+    p = argparse.ArgumentParser(prog="python -m theory.beyond", description=__doc__)
+    p.add_argument("--workers", type=int, default=40)
+    p.add_argument("--coeffs", type=int, default=13)
+    p.add_argument("--eta", type=float, default=0.05)
+    p.add_argument("--trials", type=int, default=4000)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    rows = run(a.workers, a.coeffs, a.eta, a.trials, a.seed)
+    cols = ["N", "s", "p95", "B", "C", "D", "gen", "mom2", "mom3"]
+    per = ["trace", "gersh", "cluster"]
+    head = cols + [f"{c} fin/p95" for c in per]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        cells = [str(r["N"]), str(r["s"])] + [_g(r[c]) for c in cols[2:]]
+        cells += [f"{r[c + '_finite']:.2f} / {_g(r[c + '_p95'])}" for c in per]
+        print("| " + " | ".join(cells) + " |")
+    return rows
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
