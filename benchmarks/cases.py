@@ -22,7 +22,7 @@ EPS32 = float(np.finfo(np.float32).eps)
 # tables
 
 CHEBYLS = [
-    # the headline case first
+    # the headline case first (M = 40, N = 30, D = 22, K = 8)
     dict(M=40, N=30, D=22, K=8, F=64, B=4096, dtype="float32"),
     dict(M=40, N=30, D=22, K=8, F=64, B=4096, dtype="bfloat16"),
     dict(M=100, N=80, D=46, K=16, F=64, B=1024, dtype="float32"),

@@ -92,7 +92,7 @@ def orthonormal_column_scale(num_points: int, num_coeffs: int, dtype: Any) -> ja
     """Column scaling that makes the first-kind Chebyshev-Vandermonde orthonormal.
 
     U = T diag(scale) with scale_0 = sqrt(1/M), scale_j = sqrt(2/M): U^T U = I exactly
-    at M first-kind points (the equilibrated matrix of DESIGN.md section 2). Scaling
+    at M first-kind points (the equilibrated matrix, docs/theory.md section 2). Scaling
     columns does not change a least-squares fit, only the conditioning of its factors.
     """
     s = np.full(num_coeffs, np.sqrt(2.0 / num_points))

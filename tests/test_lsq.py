@@ -4,7 +4,7 @@ float32 path: packed Gram matrices, sweep-operator inverses, one refinement step
 through the rows, a Lanczos cond estimate, and Householder QR for the masks whose
 cond^2 eps is too large. Oracles: numpy float64 (inv, eigvalsh, lstsq, cond).
 Tolerances: the kernel promises a forward error of a small multiple of
-cond * eps32 (backward stable); the tests allow 10 cond eps (the issue allows 100).
+cond * eps32 (backward stable); the tests allow 10 cond eps (the target was 100).
 """
 
 import jax

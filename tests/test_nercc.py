@@ -2,7 +2,7 @@
 
 Oracle: scipy.interpolate.make_smoothing_spline (same objective: unnormalised sum of
 squares + lam * int g''^2; it needs >= 5 knots) and CubicSpline(bc_type="natural")
-in float64; inside the knot range both must agree to 1e-10 relative (the issue's
+in float64; inside the knot range both must agree to 1e-10 relative (the project's
 figure) for lam in [0, 0.1]. For larger lam on clustered knots scipy's banded solve
 itself loses accuracy (2e-10 measured at lam ~ 2, min gap 7e-4, against exact
 rational arithmetic), so there the oracle is the Reinsch system solved exactly in
@@ -21,7 +21,7 @@ from scipy.interpolate import CubicSpline, make_smoothing_spline
 
 import codedjax as cj
 
-RTOL = 1e-10  # the bar for float64 agreement with scipy
+RTOL = 1e-10  # the project's bar for float64 agreement with scipy
 
 
 def _first_taken(alpha, y, mask):

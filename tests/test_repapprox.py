@@ -6,7 +6,7 @@ tasks, scipy's FloaterHormannInterpolator(d=0) (Berrut) and make_smoothing_splin
 responding nodes. Known truths: a task with a responding replica comes back bit for
 bit; the all-exact rate over random masks lies in a 99%
 Clopper-Pearson interval around the exact probability. The design measurement of
-DESIGN.md (K = 8, c = 4, M = 40, ReLU MLP 32-64-10) is reproduced.
+docs/theory.md section 10 (K = 8, c = 4, M = 40, ReLU MLP 32-64-10) is reproduced.
 """
 
 import itertools
@@ -320,7 +320,7 @@ def test_empirical_all_exact_rate_matches_exact_probability(np_rng, k, c, m, n):
 
 
 def test_design_measurement_repapprox_beats_bacc(key):
-    """K = 8, c = 4, M = 40, ReLU MLP 32-64-10, N = 28 (DESIGN.md section 1)."""
+    """K = 8, c = 4, M = 40, ReLU MLP 32-64-10, N = 28 (docs/theory.md section 10)."""
     masks = cj.sample_masks(key, num_workers=M, num_responses=28, shape=(TRIALS,))
     lay, f, x, y_rep, masks = _setup(masks)
     ref = f(x)  # [K, GROUPS, 10]
