@@ -457,3 +457,25 @@ def test_spread_order_picks_even_ranks():
     assert sorted(order[:3].tolist()) == resp[[0, 2, 5]].tolist()  # round(0, 2.5, 5)
     assert sorted(order.tolist()) == list(range(8))
     assert not np.asarray(mask)[order[-2:]].any()
+
+
+def test_spread_order_rounds_to_nearest():
+    # N = 8 responders, D = 4: j (N - 1) / (D - 1) = 0, 2.33, 4.67, 7, so round picks
+    # ranks 0, 2, 5, 7, floor would pick 0, 2, 4, 7 and ceil 0, 3, 5, 7
+    mask = np.array([1, 1, 0, 1, 1, 1, 0, 1, 1, 1], bool)
+    resp = np.flatnonzero(mask)
+    order = np.asarray(cj.spread_order(jnp.asarray(mask), num_coeffs=4))
+    assert sorted(order[:4].tolist()) == resp[[0, 2, 5, 7]].tolist()
+    # against the documented formula in float64 numpy (round half to even, so
+    # 2.5 -> 2 and 3.5 -> 4) for N = 1..12 responders of 12 and D = 3, 4, 5 <= N
+    masks = np.arange(12)[None, :] < np.arange(1, 13)[:, None]  # [N, M]
+    for d in (3, 4, 5):
+        got = np.asarray(
+            jax.vmap(lambda mk, d=d: cj.spread_order(mk, num_coeffs=d))(
+                jnp.asarray(masks)
+            )
+        )
+        for n in range(d, 13):
+            ranks = np.round(np.arange(d) * (n - 1) / (d - 1)).astype(int)
+            assert sorted(got[n - 1, :d].tolist()) == ranks.tolist(), (n, d)
+            assert sorted(got[n - 1].tolist()) == list(range(12))
