@@ -1,0 +1,696 @@
+"""Code objects: one interface for every coding scheme, including the baselines.
+
+A :class:`Code` bundles what a scheme needs (its points, degree, decoder and settings)
+into an immutable, hashable object with four operations: ``encode`` (what each worker
+is sent), ``decode`` (one straggler mask), ``decode_batched`` (many masks) and
+``decoding_matrix``. Because a code is hashable it is a valid static argument of
+``jax.jit``, and its methods are jitted once per code: one compiled program serves
+every mask. The layering (points -> decoders -> codes -> serving -> applications) is
+described in ``docs/design.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+from ._berrut import berrut_decode, berrut_decoding_matrix, berrut_encode
+from ._dtypes import accumulation_dtype, check_floating, check_int, check_mask
+from ._nercc import nercc_decode, nercc_decoding_matrix, nercc_encode
+from ._polynomial import (
+    chebyls_decode,
+    chebyls_decode_batched,
+    chebyls_decoding_matrix,
+    lagrange_encode,
+    recovery_threshold,
+    spread_order,
+    threshold_decode,
+)
+from ._repapprox import repapprox_decode, repapprox_encode, repapprox_layout
+from ._result import DecodeResult, Status, finish
+
+_POINT_KINDS = {"first": 1, "second": 2}
+
+
+@functools.lru_cache(maxsize=256)
+def _points_np(n: int, kind: int) -> np.ndarray:
+    """Chebyshev points in float64 numpy, as ``chebyshev_points`` computes them."""
+    den = 2.0 * n if kind == 1 else 2.0 * (n - 1)
+    x = np.sin(np.pi * (n - 1 - 2 * np.arange(n)) / den)
+    x.setflags(write=False)
+    return x
+
+
+def _pts(n: int, kind: int, dtype: Any) -> jax.Array:
+    return jnp.asarray(_points_np(n, kind), dtype=dtype)
+
+
+def _acc(y: jax.Array) -> jnp.dtype:
+    return accumulation_dtype(y.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class Code:
+    """Base class of every code: K inputs coded onto M workers.
+
+    Subclasses are frozen dataclasses of static settings (hashable, so a code can be a
+    static argument of ``jax.jit``). Arrays (points, layouts) are derived from the
+    settings on demand, in the dtype of the data.
+
+    Attributes:
+        num_inputs: K, the number of inputs coded together.
+        num_workers: M, the number of workers.
+    """
+
+    num_inputs: int
+    num_workers: int
+
+    # --- what every code states about itself -------------------------------------
+    @property
+    def name(self) -> str:
+        """Short name of the scheme (for tables and reports)."""
+        raise NotImplementedError
+
+    @property
+    def threshold(self) -> int:
+        """The fewest responses from which ``decode`` can return ``ok``."""
+        raise NotImplementedError
+
+    @property
+    def exact(self) -> bool:
+        """True when decoding with every worker is exact on the code's function class
+        (polynomials of the code's degree for Lagrange codes, any function for
+        replication, uncoded and RepApprox)."""
+        raise NotImplementedError
+
+    # --- the four operations -----------------------------------------------------
+    def encode(self, x: ArrayLike) -> jax.Array:
+        """What each worker is sent: x [K, ...] -> [M, ...]."""
+        x = check_floating(f"{type(self).__name__}.encode", "x", x)
+        if x.ndim < 1 or x.shape[0] != self.num_inputs:
+            raise ValueError(
+                f"{type(self).__name__}.encode: x must have shape [K, ...] = "
+                f"[{self.num_inputs}, ...], got {tuple(x.shape)}"
+            )
+        return _encode_jit(self, x)
+
+    def decode(
+        self, y: ArrayLike, mask: ArrayLike, *, order: ArrayLike | None = None
+    ) -> DecodeResult:
+        """Decode one straggler pattern.
+
+        Args:
+            y: [M, ...] worker responses in any floating dtype (rows of workers that
+                did not respond are ignored, NaN/Inf rows count as missing).
+            mask: bool [M], True for the workers that responded.
+            order: int [M], worker indices in arrival order (used by the threshold
+                decoder, ignored by the others).
+
+        Returns:
+            DecodeResult with ``value`` [K, ...] in the accumulation dtype.
+        """
+        fname = f"{type(self).__name__}.decode"
+        y, mask = self._check(fname, y, mask, batched=False)
+        if order is not None:
+            order = jnp.asarray(order)
+        return _decode_jit(self, y, mask, order)
+
+    def decode_batched(
+        self,
+        y: ArrayLike,
+        masks: ArrayLike,
+        *,
+        order: ArrayLike | None = None,
+        shared_y: bool = False,
+    ) -> DecodeResult:
+        """Decode B straggler patterns at once.
+
+        Args:
+            y: [B, M, ...] one payload per mask, or [M, ...] shared by every mask when
+                ``shared_y`` is True.
+            masks: bool [B, M].
+            order: int [B, M] arrival orders (threshold decoder only).
+            shared_y: whether ``y`` is one payload for every mask (static).
+
+        Returns:
+            DecodeResult with a leading B axis on every field; equal to a loop of
+            :meth:`decode` up to rounding.
+        """
+        fname = f"{type(self).__name__}.decode_batched"
+        y = check_floating(fname, "y", y)
+        masks = check_mask(fname, masks, self.num_workers, name="masks")
+        if masks.ndim != 2:
+            raise ValueError(
+                f"{fname}: masks must have shape [B, M] = [B, {self.num_workers}], "
+                f"got {tuple(masks.shape)}"
+            )
+        b = masks.shape[0]
+        lead = (self.num_workers,) if shared_y else (b, self.num_workers)
+        if y.shape[: len(lead)] != lead:
+            want = "[M, ...]" if shared_y else "[B, M, ...]"
+            raise ValueError(
+                f"{fname}: y must have shape {want} = {list(lead) + ['...']} "
+                f"(shared_y={shared_y}), got {tuple(y.shape)}"
+            )
+        if order is not None:
+            order = jnp.asarray(order)
+            if order.shape != (b, self.num_workers):
+                raise ValueError(
+                    f"{fname}: order must have shape [B, M] = [{b}, "
+                    f"{self.num_workers}], got {tuple(order.shape)}"
+                )
+        return _decode_batched_jit(self, y, masks, order, bool(shared_y))
+
+    def decoding_matrix(
+        self, mask: ArrayLike, *, dtype: Any = jnp.float32
+    ) -> jax.Array:
+        """The linear map from responses to outputs for one mask, [K, M].
+
+        Zero columns for workers outside the mask; all zeros when the mask cannot
+        be decoded. For every code here the decode is linear in the responses:
+        ``decode(y, mask).value == decoding_matrix(mask) @ y`` up to rounding.
+        """
+        mask = check_mask(
+            f"{type(self).__name__}.decoding_matrix", mask, self.num_workers
+        )
+        return _matrix_jit(self, mask, jnp.dtype(dtype))
+
+    # --- hooks for subclasses (traced) ----------------------------------------------
+    def _check(self, fname, y, mask, *, batched):
+        y = check_floating(fname, "y", y)
+        mask = check_mask(fname, mask, self.num_workers)
+        if y.ndim < 1 or y.shape[0] != self.num_workers:
+            raise ValueError(
+                f"{fname}: y must have shape [M, ...] = [{self.num_workers}, ...], "
+                f"got {tuple(y.shape)}"
+            )
+        return y, mask
+
+    def _encode(self, x):
+        raise NotImplementedError
+
+    def _decode(self, y, mask, order):
+        raise NotImplementedError
+
+    def _decode_batched(self, y, masks, order, shared_y):
+        if order is None:
+            fn = jax.vmap(lambda yy, mk: self._decode(yy, mk, None))
+        else:
+            fn = jax.vmap(self._decode)
+        if shared_y:
+            if order is None:
+                return jax.vmap(lambda mk: self._decode(y, mk, None))(masks)
+            return jax.vmap(lambda mk, od: self._decode(y, mk, od))(masks, order)
+        return fn(y, masks) if order is None else fn(y, masks, order)
+
+    def _matrix(self, mask, dtype):
+        # every code here decodes linearly: decode the identity payload
+        eye = jnp.eye(self.num_workers, dtype=dtype)
+        return self._decode(eye, mask, None).value
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _encode_jit(code, x):
+    return code._encode(x)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _decode_jit(code, y, mask, order):
+    return code._decode(y, mask, order)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def _decode_batched_jit(code, y, masks, order, shared_y):
+    return code._decode_batched(y, masks, order, shared_y)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2))
+def _matrix_jit(code, mask, dtype):
+    return code._matrix(mask, dtype)
+
+
+# ------------------------------------------------------------------------------------
+# Lagrange codes: exact for polynomials of degree d, ChebyLS or threshold decoding
+# ------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class LagrangeCode(Code):
+    """Lagrange coded computing with a Chebyshev-basis decoder (see
+    :func:`lagrange_code`)."""
+
+    degree: int = 1
+    decoder: str = "chebyls"
+    points: str = "first"
+
+    @property
+    def name(self) -> str:
+        return self.decoder
+
+    @property
+    def num_coeffs(self) -> int:
+        """D = d (K - 1) + 1."""
+        return recovery_threshold(self.num_inputs, self.degree)
+
+    @property
+    def threshold(self) -> int:
+        return self.num_coeffs
+
+    @property
+    def exact(self) -> bool:
+        return True
+
+    def alpha(self, dtype: Any = jnp.float32) -> jax.Array:
+        """Worker points [M] (Chebyshev, of the code's kind)."""
+        return _pts(self.num_workers, _POINT_KINDS[self.points], dtype)
+
+    def beta(self, dtype: Any = jnp.float32) -> jax.Array:
+        """Data points [K] (first-kind Chebyshev)."""
+        return _pts(self.num_inputs, 1, dtype)
+
+    def _encode(self, x):
+        acc = _acc(x)
+        return lagrange_encode(x, self.beta(acc), self.alpha(acc))
+
+    def _decode(self, y, mask, order):
+        acc = _acc(y)
+        a, b = self.alpha(acc), self.beta(acc)
+        if self.decoder == "chebyls":
+            return chebyls_decode(y, mask, a, b, num_coeffs=self.num_coeffs)
+        if order is None:
+            order = spread_order(mask, num_coeffs=self.num_coeffs)
+        return threshold_decode(
+            y, mask, a, b, num_coeffs=self.num_coeffs, order=order.astype(jnp.int32)
+        )
+
+    def _decode_batched(self, y, masks, order, shared_y):
+        if self.decoder != "chebyls":
+            return super()._decode_batched(y, masks, order, shared_y)
+        acc = _acc(y)
+        return chebyls_decode_batched(
+            y,
+            masks,
+            self.alpha(acc),
+            self.beta(acc),
+            num_coeffs=self.num_coeffs,
+            shared_y=shared_y,
+        )
+
+    def _matrix(self, mask, dtype):
+        if self.decoder == "chebyls":
+            acc = accumulation_dtype(dtype)
+            return chebyls_decoding_matrix(
+                mask,
+                self.alpha(acc),
+                self.beta(acc),
+                num_coeffs=self.num_coeffs,
+                accum_dtype=acc,
+            ).value
+        return super()._matrix(mask, dtype)
+
+
+def lagrange_code(
+    *,
+    num_inputs: int,
+    num_workers: int,
+    degree: int,
+    decoder: str = "chebyls",
+    points: str = "first",
+) -> LagrangeCode:
+    """A Lagrange code: exact for workers that compute a polynomial of degree d.
+
+    Inputs sit at first-kind Chebyshev data points beta [K], workers at Chebyshev
+    points alpha [M] of the kind ``points``; worker i is sent u(alpha_i) where u is
+    the degree K - 1 polynomial with u(beta_k) = X_k. ``decoder="chebyls"`` fits
+    every finite response by least squares in the Chebyshev basis
+    (:func:`chebyls_decode`); ``decoder="threshold"`` solves the square system of the
+    first D responders in arrival order (:func:`threshold_decode`; without an
+    ``order`` it takes the D responders spread most evenly, :func:`spread_order`).
+
+    Args:
+        num_inputs: K >= 1. num_workers: M >= D. degree: d >= 0.
+        decoder: "chebyls" or "threshold". points: "first" or "second".
+
+    Returns:
+        LagrangeCode with ``threshold`` D = d (K - 1) + 1.
+
+    Raises:
+        ValueError: unknown decoder or points, or M < D.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp, codedjax as cj
+        >>> code = cj.lagrange_code(num_inputs=2, num_workers=6, degree=2)
+        >>> x = jnp.array([[1.0], [2.0]])
+        >>> y = code.encode(x) ** 2
+        >>> mask = jnp.array([True, False, True, True, False, True])
+        >>> r = code.decode(y, mask)
+        >>> code.threshold, bool(r.ok), jnp.round(r.value[:, 0], 4).tolist()
+        (3, True, [1.0, 4.0])
+    """
+    fname = "lagrange_code"
+    k = check_int(fname, "num_inputs", num_inputs, minimum=1)
+    m = check_int(fname, "num_workers", num_workers, minimum=1)
+    d = check_int(fname, "degree", degree, minimum=0)
+    if decoder not in ("chebyls", "threshold"):
+        raise ValueError(
+            f"{fname}: decoder must be 'chebyls' or 'threshold', got {decoder!r}"
+        )
+    if points not in _POINT_KINDS:
+        raise ValueError(f"{fname}: points must be 'first' or 'second', got {points!r}")
+    if points == "second" and m < 2:
+        raise ValueError(f"{fname}: second-kind points need M >= 2, got {m}")
+    code = LagrangeCode(k, m, degree=d, decoder=decoder, points=points)
+    if code.num_coeffs > m:
+        raise ValueError(
+            f"{fname}: num_workers M={m} is below the recovery threshold "
+            f"D = d (K - 1) + 1 = {code.num_coeffs}"
+        )
+    return code
+
+
+# ------------------------------------------------------------------------------------
+# Approximate codes: BACC (Berrut) and NeRCC (smoothing splines)
+# ------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class _ApproximateCode(Code):
+    """Approximate codes: first-kind data points, second-kind worker points."""
+
+    @property
+    def exact(self) -> bool:
+        return False
+
+    def alpha(self, dtype: Any = jnp.float32) -> jax.Array:
+        """Worker points [M] (second-kind Chebyshev)."""
+        return _pts(self.num_workers, 2, dtype)
+
+    def beta(self, dtype: Any = jnp.float32) -> jax.Array:
+        """Data points [K] (first-kind Chebyshev)."""
+        return _pts(self.num_inputs, 1, dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class BerrutCode(_ApproximateCode):
+    """Berrut approximate coded computing (see :func:`bacc_code`)."""
+
+    @property
+    def name(self) -> str:
+        return "bacc"
+
+    @property
+    def threshold(self) -> int:
+        return 1
+
+    def _encode(self, x):
+        acc = _acc(x)
+        return berrut_encode(x, self.beta(acc), self.alpha(acc))
+
+    def _decode(self, y, mask, order):
+        acc = _acc(y)
+        return berrut_decode(y, mask, self.alpha(acc), self.beta(acc))
+
+    def _matrix(self, mask, dtype):
+        acc = accumulation_dtype(dtype)
+        return berrut_decoding_matrix(
+            mask, self.alpha(acc), self.beta(acc), accum_dtype=acc
+        ).value
+
+
+def bacc_code(*, num_inputs: int, num_workers: int) -> BerrutCode:
+    """Berrut approximate coded computing (BACC) for any worker function.
+
+    Encoder and decoder are Berrut rational interpolants: first-kind data points,
+    second-kind worker points (:func:`bacc_points`). Any single response decodes
+    (``threshold`` 1); the error falls as more workers respond.
+
+    Args:
+        num_inputs: K >= 1. num_workers: M >= 2.
+
+    Examples:
+        >>> import codedjax as cj
+        >>> cj.bacc_code(num_inputs=4, num_workers=10).threshold
+        1
+
+    References:
+        T. Jahani-Nezhad and M. A. Maddah-Ali, Berrut approximated coded computing,
+        arXiv:2009.08327.
+    """
+    k = check_int("bacc_code", "num_inputs", num_inputs, minimum=1)
+    m = check_int("bacc_code", "num_workers", num_workers, minimum=2)
+    return BerrutCode(k, m)
+
+
+@dataclasses.dataclass(frozen=True)
+class NerccCode(_ApproximateCode):
+    """NeRCC smoothing-spline coded computing (see :func:`nercc_code`)."""
+
+    smoothing: tuple[float, float] = (0.0, 0.0)
+
+    @property
+    def name(self) -> str:
+        return "nercc"
+
+    @property
+    def threshold(self) -> int:
+        return 2
+
+    def _encode(self, x):
+        acc = _acc(x)
+        return nercc_encode(
+            x, self.beta(acc), self.alpha(acc), smoothing=self.smoothing[0]
+        )
+
+    def _decode(self, y, mask, order):
+        acc = _acc(y)
+        return nercc_decode(
+            y, mask, self.alpha(acc), self.beta(acc), smoothing=self.smoothing[1]
+        )
+
+    def _matrix(self, mask, dtype):
+        acc = accumulation_dtype(dtype)
+        return nercc_decoding_matrix(
+            mask,
+            self.alpha(acc),
+            self.beta(acc),
+            smoothing=self.smoothing[1],
+            accum_dtype=acc,
+        ).value
+
+
+def _smoothing_pair(fname: str, smoothing: Any) -> tuple[float, float]:
+    try:
+        enc, dec = (float(s) for s in smoothing)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{fname}: smoothing must be a pair (encoder, decoder) of numbers >= 0, "
+            f"got {smoothing!r}"
+        ) from None
+    if not (np.isfinite(enc) and np.isfinite(dec) and enc >= 0 and dec >= 0):
+        raise ValueError(
+            f"{fname}: smoothing must be a pair of finite numbers >= 0, got "
+            f"{smoothing!r}"
+        )
+    return enc, dec
+
+
+def nercc_code(
+    *, num_inputs: int, num_workers: int, smoothing: tuple[float, float]
+) -> NerccCode:
+    """NeRCC: smoothing-spline encoder and decoder with weights (lambda_e, lambda_d).
+
+    Points as :func:`bacc_code`; tune the pair with :func:`tune_nercc`. The decoder
+    needs at least 2 distinct responding points (``threshold`` 2).
+
+    Args:
+        num_inputs: K >= 1. num_workers: M >= 2.
+        smoothing: (encoder, decoder) weights, finite and >= 0 (static).
+
+    Examples:
+        >>> import codedjax as cj
+        >>> cj.nercc_code(num_inputs=4, num_workers=10, smoothing=(1e-4, 1e-3)).name
+        'nercc'
+
+    References:
+        P. Moradi, B. Tahmasebi and M. A. Maddah-Ali, Coded computing for resilient
+        distributed computing: a learning-theoretic framework, arXiv:2406.00300.
+    """
+    k = check_int("nercc_code", "num_inputs", num_inputs, minimum=1)
+    m = check_int("nercc_code", "num_workers", num_workers, minimum=2)
+    return NerccCode(k, m, smoothing=_smoothing_pair("nercc_code", smoothing))
+
+
+# ------------------------------------------------------------------------------------
+# RepApprox, replication and uncoded
+# ------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=64)
+def _layout(k: int, c: int, m: int):
+    return repapprox_layout(k, c, m)
+
+
+@dataclasses.dataclass(frozen=True)
+class RepApproxCode(Code):
+    """Replication with an approximate fallback (see :func:`repapprox_code`)."""
+
+    replication: int = 1
+    fallback: str = "berrut"
+    smoothing: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return "repapprox" if self.fallback == "berrut" else "repapprox-nercc"
+
+    @property
+    def threshold(self) -> int:
+        return 1 if self.fallback == "berrut" else 2
+
+    @property
+    def exact(self) -> bool:
+        return True
+
+    @property
+    def layout(self):
+        """The :class:`RepApproxLayout` (which server computes what)."""
+        return _layout(self.num_inputs, self.replication, self.num_workers)
+
+    def _encode(self, x):
+        return repapprox_encode(x, self.layout)
+
+    def _decode(self, y, mask, order):
+        r = repapprox_decode(
+            y, mask, self.layout, fallback=self.fallback, smoothing=self.smoothing
+        )
+        return DecodeResult(*(getattr(r, f) for f in DecodeResult._fields))
+
+
+def repapprox_code(
+    *,
+    num_inputs: int,
+    num_workers: int,
+    replication: int,
+    fallback: str = "berrut",
+    smoothing: float = 0.0,
+) -> RepApproxCode:
+    """RepApprox: each input on c servers, an approximation where a group is lost.
+
+    Task k's replicas are servers k c .. k c + c - 1 (placed at the data point
+    beta_k), the E = M - K c extra servers are coded (second-kind points). A task with
+    a responding replica is returned exactly; a lost one by the Berrut (or NeRCC)
+    interpolant over the responding points (:func:`repapprox_decode`).
+
+    Args:
+        num_inputs: K >= 1. num_workers: M >= K c. replication: c >= 1.
+        fallback: "berrut" or "nercc". smoothing: NeRCC decoder weight (>= 0).
+
+    Examples:
+        >>> import codedjax as cj
+        >>> code = cj.repapprox_code(num_inputs=8, num_workers=40, replication=4)
+        >>> code.layout.num_extra, code.exact
+        (8, True)
+    """
+    fname = "repapprox_code"
+    k = check_int(fname, "num_inputs", num_inputs, minimum=1)
+    m = check_int(fname, "num_workers", num_workers, minimum=1)
+    c = check_int(fname, "replication", replication, minimum=1)
+    if fallback not in ("berrut", "nercc"):
+        raise ValueError(
+            f"{fname}: fallback must be 'berrut' or 'nercc', got {fallback!r}"
+        )
+    lam = float(smoothing)
+    if not (np.isfinite(lam) and lam >= 0):
+        raise ValueError(
+            f"{fname}: smoothing must be finite and >= 0, got {smoothing!r}"
+        )
+    _layout(k, c, m)  # validates K c <= M with the layout's own error
+    return RepApproxCode(k, m, replication=c, fallback=fallback, smoothing=lam)
+
+
+def _first_replica(sel: jax.Array, task: np.ndarray, k: int) -> jax.Array:
+    """One-hot [K, M]: for each task the lowest-index selected worker computing it."""
+    onehot = (task[None, :] == np.arange(k)[:, None]) & sel[None, :]
+    first = jnp.cumsum(onehot, axis=1) == 1
+    return onehot & first
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicationCode(Code):
+    """Plain replication (see :func:`replication_code`)."""
+
+    @property
+    def name(self) -> str:
+        return "replication" if self.num_workers > self.num_inputs else "uncoded"
+
+    @property
+    def threshold(self) -> int:
+        return self.num_inputs
+
+    @property
+    def exact(self) -> bool:
+        return True
+
+    @property
+    def task(self) -> np.ndarray:
+        """int [M]: the input each worker computes (i mod K)."""
+        return np.arange(self.num_workers) % self.num_inputs
+
+    def _encode(self, x):
+        return x[self.task]
+
+    def _decode(self, y, mask, order):
+        acc = _acc(y)
+        flat = y.reshape(y.shape[0], -1)
+        fin = jnp.all(jnp.isfinite(flat), axis=1)
+        sel = mask & fin
+        pick = _first_replica(sel, self.task, self.num_inputs)
+        have = jnp.any(pick, axis=1)
+        n_used = jnp.sum(have).astype(jnp.int32)
+        ok = jnp.all(have)
+        safe = jnp.where(sel[:, None], flat, 0).astype(acc)
+        value = jnp.matmul(pick.astype(acc), safe, precision=jax.lax.Precision.HIGHEST)
+        value = value.reshape((self.num_inputs,) + y.shape[1:])
+        status = jnp.where(
+            ok, int(Status.SUCCESS), int(Status.TOO_FEW_RESPONSES)
+        ).astype(jnp.int32)
+        cond = jnp.where(ok, 1.0, jnp.inf).astype(acc)
+        # a copied response carries only the worker's own rounding
+        return finish(value, cond, n_used, status, jnp.zeros((), acc))
+
+
+def replication_code(*, num_inputs: int, num_workers: int) -> ReplicationCode:
+    """Replication: worker i computes input i mod K; decoding takes any replica.
+
+    The baseline a coded scheme must beat with the same workers: exact for any
+    function, ``ok`` once every input has a responding replica (so ``threshold`` is
+    K, though K responses need not suffice).
+
+    Args:
+        num_inputs: K >= 1. num_workers: M >= K.
+
+    Examples:
+        >>> import jax.numpy as jnp, codedjax as cj
+        >>> code = cj.replication_code(num_inputs=2, num_workers=5)
+        >>> code.encode(jnp.array([[1.0], [2.0]]))[:, 0].tolist()
+        [1.0, 2.0, 1.0, 2.0, 1.0]
+    """
+    k = check_int("replication_code", "num_inputs", num_inputs, minimum=1)
+    m = check_int("replication_code", "num_workers", num_workers, minimum=1)
+    if m < k:
+        raise ValueError(
+            f"replication_code: num_workers must be at least num_inputs K={k}, got {m}"
+        )
+    return ReplicationCode(k, m)
+
+
+def uncoded_code(*, num_inputs: int) -> ReplicationCode:
+    """No coding: M = K workers, worker k computes input k; every one must answer.
+
+    Examples:
+        >>> import codedjax as cj
+        >>> code = cj.uncoded_code(num_inputs=3)
+        >>> code.num_workers, code.threshold, code.name
+        (3, 3, 'uncoded')
+    """
+    k = check_int("uncoded_code", "num_inputs", num_inputs, minimum=1)
+    return ReplicationCode(k, k)

@@ -1,0 +1,254 @@
+"""The Code contract, checked the same way for every code (as lineax tests solvers).
+
+Every code: jit equals eager, vmap over masks equals a loop, one compiled program for
+every mask, a NaN/Inf worker counts as missing, fewer than ``threshold`` usable answers
+give ``ok=False`` with zeros, exact codes recover exactly with every worker,
+``decode_batched`` equals a loop of ``decode``, and ``decoding_matrix`` is the linear
+map ``decode`` applies.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import codedjax as cj
+
+K, M, DEG = 3, 12, 2  # D = 5
+
+CODES = {
+    "chebyls": cj.lagrange_code(num_inputs=K, num_workers=M, degree=DEG),
+    "chebyls-second": cj.lagrange_code(
+        num_inputs=K, num_workers=M, degree=DEG, points="second"
+    ),
+    "threshold": cj.lagrange_code(
+        num_inputs=K, num_workers=M, degree=DEG, decoder="threshold"
+    ),
+    "bacc": cj.bacc_code(num_inputs=K, num_workers=M),
+    "nercc": cj.nercc_code(num_inputs=K, num_workers=M, smoothing=(1e-4, 1e-3)),
+    "repapprox": cj.repapprox_code(num_inputs=K, num_workers=M, replication=3),
+    "replication": cj.replication_code(num_inputs=K, num_workers=M),
+    "uncoded": cj.uncoded_code(num_inputs=K),
+}
+
+
+def worker(v):
+    """A degree-2 worker function (inside every Lagrange code's function class)."""
+    return v**2 - 0.5 * v
+
+
+def _data(code, seed=0, f=3):
+    x = jax.random.uniform(jax.random.key(seed), (K, f), minval=-1.0, maxval=1.0)
+    return x, worker(code.encode(x))
+
+
+def _masks(code, n, count, seed=1):
+    return cj.sample_masks(
+        jax.random.key(seed),
+        num_workers=code.num_workers,
+        num_responses=n,
+        shape=(count,),
+    )
+
+
+def _n_ok(code):
+    """A number of responses that decodes (all workers for the uncoded baseline)."""
+    m = code.num_workers
+    return m if code.threshold >= m else max(code.threshold + 3, m - 3)
+
+
+@pytest.fixture(params=sorted(CODES))
+def code(request):
+    return CODES[request.param]
+
+
+def _close(a, b, atol=1e-5):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=atol)
+
+
+def test_attributes(code):
+    assert code.num_inputs == K
+    assert 1 <= code.threshold <= code.num_workers
+    assert isinstance(code.name, str) and code.name
+    assert hash(code) == hash(type(code)(**vars(code)))  # hashable, by value
+
+
+def test_encode_shape_and_dtype(code):
+    x, y = _data(code)
+    assert y.shape == (code.num_workers, 3)
+    with pytest.raises(ValueError, match=r"encode: x must have shape \[K, \.\.\.\]"):
+        code.encode(jnp.zeros((K + 1, 3)))
+
+
+def test_jit_equals_eager(code):
+    x, y = _data(code)
+    mask = _masks(code, _n_ok(code), 1)[0]
+    eager = code.decode(y, mask)
+    jitted = jax.jit(lambda yy, mk: code.decode(yy, mk))(y, mask)
+    for a, b in zip(eager, jitted, strict=True):
+        _close(a, b)
+
+
+def test_vmap_equals_loop_and_batched(code):
+    x, y = _data(code)
+    masks = _masks(code, _n_ok(code), 6)
+    loop = [code.decode(y, mk) for mk in masks]
+    vm = jax.vmap(lambda mk: code.decode(y, mk))(masks)
+    shared = code.decode_batched(y, masks, shared_y=True)
+    per = code.decode_batched(jnp.broadcast_to(y, (6,) + y.shape), masks)
+    for i, r in enumerate(loop):
+        assert bool(r.ok)
+        for batch in (vm, shared, per):
+            _close(batch.value[i], r.value)
+            assert bool(batch.ok[i]) == bool(r.ok)
+            assert int(batch.status[i]) == int(r.status)
+            assert int(batch.num_used[i]) == int(r.num_used)
+
+
+def test_one_program_for_every_mask(code):
+    x, y = _data(code)
+    fn = jax.jit(lambda yy, mk: code.decode(yy, mk).value)
+    for n in range(1, code.num_workers + 1):
+        fn(y, _masks(code, n, 1, seed=n)[0])
+    assert fn._cache_size() == 1
+
+
+def test_nonfinite_worker_counts_as_missing(code):
+    x, y = _data(code)
+    m = code.num_workers
+    mask = jnp.ones(m, bool)
+    for bad in (jnp.nan, jnp.inf, -jnp.inf):
+        y_bad = y.at[1, 0].set(bad)
+        r_bad = code.decode(y_bad, mask)
+        r_missing = code.decode(y, mask.at[1].set(False))
+        assert bool(r_bad.ok) == bool(r_missing.ok)
+        _close(r_bad.value, r_missing.value)
+        assert np.all(np.isfinite(np.asarray(r_bad.value)))
+
+
+def test_too_few_responses_is_data(code):
+    x, y = _data(code)
+    n = code.threshold - 1
+    # 6 masks: the same batch shape as above, so the compiled program is reused
+    masks = _masks(code, n, 6) if n > 0 else jnp.zeros((6, code.num_workers), bool)
+    r = code.decode_batched(y, masks, shared_y=True)
+    assert not np.any(np.asarray(r.ok))
+    assert np.all(np.asarray(r.status) == int(cj.Status.TOO_FEW_RESPONSES))
+    assert np.all(np.asarray(r.value) == 0)
+    assert np.all(np.isinf(np.asarray(r.error)))
+
+
+def test_exact_with_every_worker(code):
+    x, y = _data(code)
+    r = code.decode(y, jnp.ones(code.num_workers, bool))
+    truth = worker(x)
+    if code.exact:
+        assert bool(r.ok)
+        # decoded from first-kind or second-kind Chebyshev systems of cond O(1)
+        _close(r.value, truth, atol=50 * float(jnp.finfo(jnp.float32).eps))
+    else:
+        # approximate codes: close, not exact (Berrut/NeRCC interpolation error)
+        assert bool(r.ok)
+        assert float(jnp.max(jnp.abs(r.value - truth))) < 0.2
+
+
+def test_decoding_matrix_is_the_linear_map(code):
+    x, y = _data(code)
+    mask = _masks(code, _n_ok(code), 1, seed=7)[0]
+    a = code.decoding_matrix(mask)
+    assert a.shape == (K, code.num_workers)
+    assert np.all(np.asarray(a)[:, ~np.asarray(mask)] == 0)
+    _close(a @ y, code.decode(y, mask).value, atol=1e-5)
+
+
+def test_float64_decoding_matches_numpy_reference():
+    """ChebyLS through the Code equals a float64 numpy least-squares fit."""
+    code = CODES["chebyls"]
+    with jax.enable_x64(True):
+        x = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (K, 2)))
+        y = worker(code.encode(x))
+        mask = jnp.asarray(np.arange(M) % 4 != 1)
+        r = code.decode(y, mask)
+        alpha = np.cos((2 * np.arange(M) + 1) * np.pi / (2 * M))
+        beta = np.cos((2 * np.arange(K) + 1) * np.pi / (2 * K))
+        v = np.polynomial.chebyshev.chebvander(alpha, code.num_coeffs - 1)
+        sel = np.asarray(mask)
+        coef = np.linalg.lstsq(v[sel], np.asarray(y)[sel], rcond=None)[0]
+        ref = np.polynomial.chebyshev.chebvander(beta, code.num_coeffs - 1) @ coef
+        assert r.value.dtype == jnp.float64
+        np.testing.assert_allclose(np.asarray(r.value), ref, atol=1e-12)
+
+
+def test_replication_takes_any_replica():
+    code = CODES["replication"]
+    x, y = _data(code)
+    # only the last replica of each input answers
+    mask = jnp.zeros(M, bool).at[M - K :].set(True)
+    r = code.decode(y, mask)
+    assert bool(r.ok) and int(r.num_used) == K
+    _close(r.value, worker(x), atol=0)
+    r = code.decode(y, mask.at[M - 1].set(False))
+    assert not bool(r.ok)
+
+
+def test_threshold_decoder_uses_the_arrival_order():
+    code = CODES["threshold"]
+    x, y = _data(code)
+    mask = jnp.ones(M, bool)
+    order = jnp.arange(M, dtype=jnp.int32)[::-1]
+    r = code.decode(y, mask, order=order)
+    ref = cj.threshold_decode(
+        y,
+        mask,
+        code.alpha(),
+        code.beta(),
+        num_coeffs=code.num_coeffs,
+        order=order,
+    )
+    # the last D workers by index: an extrapolation, badly conditioned; jit and
+    # eager round differently, within cond * eps of the answers' size
+    tol = 10 * float(ref.cond) * float(jnp.finfo(jnp.float32).eps)
+    np.testing.assert_allclose(np.asarray(r.value), np.asarray(ref.value), atol=tol)
+    other = code.decode(y, mask, order=jnp.arange(M, dtype=jnp.int32))
+    assert float(jnp.max(jnp.abs(other.value - r.value))) > 0  # order is used
+
+
+@pytest.mark.parametrize(
+    "factory, kwargs, match",
+    [
+        (cj.lagrange_code, dict(num_inputs=8, num_workers=10, degree=3), "below the"),
+        (
+            cj.lagrange_code,
+            dict(num_inputs=2, num_workers=10, degree=1, decoder="qr"),
+            "decoder must be",
+        ),
+        (
+            cj.lagrange_code,
+            dict(num_inputs=2, num_workers=10, degree=1, points="third"),
+            "points must be",
+        ),
+        (cj.nercc_code, dict(num_inputs=2, num_workers=5, smoothing=1.0), "pair"),
+        (
+            cj.nercc_code,
+            dict(num_inputs=2, num_workers=5, smoothing=(1.0, -1.0)),
+            ">= 0",
+        ),
+        (cj.replication_code, dict(num_inputs=4, num_workers=3), "at least"),
+        (
+            cj.repapprox_code,
+            dict(num_inputs=4, num_workers=10, replication=3),
+            "repapprox",
+        ),
+    ],
+)
+def test_factories_reject_bad_settings(factory, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        factory(**kwargs)
+
+
+def test_decode_rejects_bad_shapes():
+    code = CODES["chebyls"]
+    with pytest.raises(ValueError, match=r"LagrangeCode.decode: y must have shape"):
+        code.decode(jnp.zeros((M + 1, 2)), jnp.ones(M, bool))
+    with pytest.raises(ValueError, match=r"decode_batched: y must have shape"):
+        code.decode_batched(jnp.zeros((M, 2)), jnp.ones((3, M), bool))
