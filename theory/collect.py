@@ -21,10 +21,16 @@ PARTS = (
 
 
 def _verdict(part: str, summary: dict) -> str:
-    if part == "theory" and "checks" in summary:
+    if part == "theory" and "headline" in summary:
+        return summary["headline"] + "."
+    if part == "theory" and "checks" in summary:  # a summary from before headlines
         checks = summary["checks"]
-        held = sum(bool(c.get("holds")) for c in checks)
-        return f"{held} of {len(checks)} checks hold."
+        informative = [c for c in checks if c.get("vacuous") is not True]
+        held = sum(c.get("holds") is True for c in informative)
+        return (
+            f"{held} of {len(informative)} informative checks hold; "
+            f"{len(checks) - len(informative)} bounds vacuous."
+        )
     if part == "coded_dcn" and "uncoded" in summary:
         u = summary["uncoded"]
         return f"uncoded float32 test AUC {u['auc']:.4f}, logloss {u['logloss']:.4f}."

@@ -1,29 +1,54 @@
 """Check the condition-number and RepApprox recovery bounds against Monte Carlo.
 
-    python -m theory.verify --quick --out results/theory     # < 3 min on 2 cores
-    python -m theory.verify --out results/theory             # >= 100,000 trials
+    python -m theory.verify --quick --out results/theory     # about a minute, 2 cores
+    python -m theory.verify --out results/theory             # 100,000 trials each
+    python -m theory.verify --workers 64 --inputs 5 --degree 2 --out DIR
+    python -m theory.verify --workers 40 100 --inputs 8 --degree 3 \\
+        --points first second --eta 0.01 --trials 20000 --out DIR
+    python -m theory.verify --config grid.toml --out DIR     # TOML or JSON
 
-What it does (maths in ``notes/theory-notes.md`` sections 2 and 3, functions in
-:mod:`codedjax.bounds`):
+Your own configuration: ``--workers`` M, ``--inputs`` K and ``--degree`` d (each
+may be a list; every combination runs) give D = d (K - 1) + 1 coefficients, printed
+for each; ``--points`` first | second (Chebyshev points of the first or second
+kind), ``--eta`` the failure probability of the probabilistic bounds (default
+0.05), ``--trials`` the random straggler sets per (M, D, N). Such a run checks the
+condition-number bounds only (add ``recovery_grid`` etc. in a config file for the
+other sections). A config file holds the same keys (``workers``, ``inputs``,
+``degree``, ``points``, ``eta``, ``trials``, ``seed``) and any field of
+:class:`VerifyConfig`; flags given on the command line override it.
 
-1. Condition numbers. For each (M, D) of the grid and N from D to M, uniformly random
-   responding sets (first N of a uniform arrival order), cond(T_S) raw and
-   equilibrated in float64 (batched SVD, singular values only): median, p95, p99,
-   max. Every bound is compared with every trial:
+What it does (maths in ``docs/theory.md``, functions in :mod:`codedjax.bounds`):
+
+1. Condition numbers. For each (points, M, D) of the grid and N from D to M,
+   uniformly random responding sets (first N of a uniform arrival order),
+   cond(T_S) raw and cond(U_S) of the orthonormal basis U of T (first-kind points:
+   the column equilibration T Lambda^{-1/2}; second kind: the QR factor), in float64
+   (batched SVD, singular values only): median, p95, p99, the (1 - eta) quantile,
+   max. Every bound is a bound on cond(U_S); cond(T_S) is within the factor cond(T)
+   (sqrt(2) at first-kind points) of it, reported with the bounds. Every bound is
+   compared with every trial:
 
    - deterministic bounds (Prop. B, and Prop. D's gap bound evaluated on each
-     trial's own responding set; also cond(T_S) within a factor sqrt(2) of
-     cond(U_S)) must never be exceeded;
+     trial's own responding set; also cond(T_S) within cond(T) of cond(U_S)) must
+     never be exceeded;
    - probabilistic bounds at confidence 1 - eta (generic Chernoff, Chernoff on the
-     missing rows, probabilistic gap bound): the exceedance rate gets a
-     Clopper-Pearson interval, and the bound is *violated* only when the whole
-     interval lies above eta;
+     missing rows, probabilistic gap bound capped by Prop. B): the exceedance rate
+     gets a Clopper-Pearson interval, and the bound is *violated* only when the
+     whole interval lies above eta; the report gives each check's power, the
+     smallest exceedance rate it could have flagged;
    - the exact complement identity (Prop. A, from the missing rows alone) against
      the SVD, wherever float64 can resolve it (tolerance from eps and cond^2).
 
+   A bound that is infinite (vacuous) is not a check that held: it is counted as
+   vacuous, and the headline counts only informative (finite) checks. Second-kind
+   points get the coherence-based bounds (Prop. B, C and the generic Chernoff bound,
+   with the leverage scores of :func:`codedjax.bounds.leverage_scores`); the gap
+   bounds assume first-kind points and are "not applicable" there.
+
 2. The exhaustive worst case over all straggler sets for small M (M <= 24, s <= 3)
-   for ChebyLS, next to the threshold decoder's worst case (the worst D-subset: any D
-   responders can arrive first), cross-checked with ``threshold_decode``.
+   for ChebyLS at first-kind points, next to the threshold decoder's worst case (the
+   worst D-subset: any D responders can arrive first), cross-checked with
+   ``threshold_decode``.
 3. First-kind, second-kind and equispaced points, Chebyshev against monomial basis,
    at the threshold N = D.
 4. RepApprox: the Monte Carlo rate of exact recovery against the exact formula, the
@@ -31,23 +56,23 @@ What it does (maths in ``notes/theory-notes.md`` sections 2 and 3, functions in
    exhaustive enumeration of all subsets.
 
 Intervals: every Clopper-Pearson interval is taken at the per-interval level
-1 - (1 - family_confidence) / (number of intervals) (Bonferroni), so that all of them
-hold together with probability >= family_confidence (0.99).
+1 - (1 - family_confidence) / (number of intervals) (Bonferroni over the informative
+probabilistic checks and the RepApprox rows), so that all of them hold together with
+probability >= family_confidence (0.99).
 
 Trials are vmapped in chunks and sharded over every device (``jax.shard_map`` over a
 1-D mesh); trial t uses the key ``fold_in(key, t)``, so the numbers do not depend on
-the device count or the chunk size: 8 CPU devices
-(``XLA_FLAGS=--xla_force_host_platform_device_count=8``) give the same numbers as
-one. Several hosts: run the same command on every host with ``--distributed``
-(``jax.distributed.initialize()``; Slurm, Open MPI and Cloud TPU are detected,
-elsewhere add ``--coordinator host:port --num-processes P --process-id i``); the
-mesh then spans every host's devices, each process feeds only its own devices,
-results are all-gathered, and process 0 writes the outputs.
+the device count or the chunk size. Several hosts: run the same command on every
+host with ``--distributed`` (Slurm, Open MPI and Cloud TPU are detected, elsewhere
+add ``--coordinator host:port --num-processes P --process-id i``); process 0 writes
+the outputs. The speed of the Monte Carlo against numpy is measured by
+``python -m benchmarks.mc_speed``.
 
 Outputs in ``--out``: ``summary.json`` (``checks``: one ``{"name", "holds", ...}`` per
-bound and configuration; ``recovery``: rows ``{"K", "c", "M", "N", "exact", "union",
-"seed_bound", "monte_carlo", "ci_low", "ci_high"}``), ``report.md`` and PNG plots.
-Non-finite numbers (vacuous bounds) are written as ``null``.
+bound and configuration, ``holds`` null for a vacuous bound; ``headline``;
+``bounds``: the per-bound verdicts; ``recovery``: rows ``{"K", "c", "M", "N",
+"exact", "union", "seed_bound", "monte_carlo", "ci_low", "ci_high"}``), ``report.md``
+and PNG plots. Non-finite numbers (vacuous bounds) are written as ``null``.
 """
 
 from __future__ import annotations
@@ -69,31 +94,28 @@ import numpy as np
 import codedjax as cj
 import codedjax.bounds as cb
 
-from . import _mc
+from . import _common as C
+from . import _mc, _report
 
-EPS = float(np.finfo(np.float64).eps)
-PROB_BOUNDS = (
-    ("chernoff_sampling", "generic Chernoff (Tropp 2012, sec. 2.2)"),
-    ("chernoff_missing", "Chernoff on missing rows (Prop. C)"),
-    ("gap_probabilistic", "gap bound, probabilistic (Prop. D)"),
-)
-BASES = (
-    "cheb1/Chebyshev",
-    "cheb2/Chebyshev",
-    "equispaced/Chebyshev",
-    "equispaced/monomial",
-    "cheb1/monomial",
-)
+EPS = C.EPS
+BASES = C.BASES
+
+CondEntry = tuple  # (M, (D, ...)) or (M, (D, ...), points)
 
 
 @dataclasses.dataclass(frozen=True)
 class VerifyConfig:
-    """Everything the verification run depends on (the full mode by default)."""
+    """Everything the verification run depends on (the full mode by default).
 
-    cond_grid: tuple[tuple[int, tuple[int, ...]], ...] = (
+    ``cond_grid`` entries are (M, (D, ...)) for first-kind points or
+    (M, (D, ...), "second"); an empty grid (or tuple) skips a section.
+    """
+
+    cond_grid: tuple[CondEntry, ...] = (
         (40, (7, 13, 20, 30)),
         (100, (13, 25)),
         (200, (20, 40)),
+        (40, (7, 13, 20, 30), "second"),
     )
     trials: int = 100_000
     eta: float = 0.05
@@ -123,9 +145,6 @@ class VerifyConfig:
         (5, 3, 16),
         (6, 3, 20),
     )
-    benchmark_case: tuple[int, int] | None = (100, 25)
-    benchmark_trials: int = 2000
-    benchmark_repeats: int = 3
     seed: int = 0
     chunk: int | None = None  # trials per dispatch (default 1000)
     memory_bytes: int = 128 << 20  # per device, bounds the vmapped step
@@ -142,11 +161,104 @@ def quick_config(**overrides: Any) -> VerifyConfig:
         exhaustive_max_candidates=20_000,
         exhaustive_greedy=False,
         decoder_check_workers=(24,),
-        benchmark_trials=400,
-        benchmark_repeats=2,
     )
     base.update(overrides)
     return VerifyConfig(**base)
+
+
+def user_config(
+    *,
+    workers: tuple[int, ...],
+    inputs: tuple[int, ...],
+    degree: tuple[int, ...],
+    points: tuple[str, ...] = ("first",),
+    **overrides: Any,
+) -> VerifyConfig:
+    """The condition-number section for every (M, K, d, points) combination.
+
+    D = d (K - 1) + 1. The other sections are off unless ``overrides`` set them.
+
+    Raises:
+        ValueError: D > M, sizes below 1, an unknown point kind (message names the
+        command-line flag).
+    """
+    for flag, vals in (("--workers", workers), ("--inputs", inputs)):
+        for v in vals:
+            if int(v) < 1:
+                raise ValueError(f"argument {flag}: must be >= 1, got {v}")
+    for v in degree:
+        if int(v) < 1:
+            raise ValueError(f"argument --degree: must be >= 1, got {v}")
+    for p in points:
+        if p not in C.POINT_KINDS:
+            raise ValueError(
+                f"argument --points: must be one of {', '.join(C.POINT_KINDS)}, "
+                f"got {p!r}"
+            )
+    grid = []
+    for p in dict.fromkeys(points):
+        for m in dict.fromkeys(int(v) for v in workers):
+            ds = []
+            for k in inputs:
+                for d in degree:
+                    dd = coefficients(int(k), int(d))
+                    if dd > m:
+                        raise ValueError(
+                            f"argument --workers: D = d(K-1)+1 = {dd} for --inputs "
+                            f"{k} --degree {d} exceeds --workers {m} (need D <= M)"
+                        )
+                    if p == "second" and m < 2:
+                        raise ValueError(
+                            "argument --workers: second-kind points need M >= 2"
+                        )
+                    ds.append(dd)
+            grid.append((m, tuple(sorted(set(ds))), p))
+    base = dict(
+        cond_grid=tuple(grid),
+        trials=10_000,
+        exhaustive_workers=(),
+        points_coeffs=(),
+        recovery_grid=(),
+        enumeration_grid=(),
+    )
+    base.update(overrides)
+    return VerifyConfig(**base)
+
+
+def coefficients(num_inputs: int, degree: int) -> int:
+    """D = d (K - 1) + 1: the coefficients of f(u(z)) for K inputs, degree d."""
+    return degree * (num_inputs - 1) + 1
+
+
+def cond_blocks(cfg: VerifyConfig) -> list[tuple[str, int, int]]:
+    """(points, M, D) of every block of the condition-number section."""
+    out = []
+    for entry in cfg.cond_grid:
+        m, ds = int(entry[0]), entry[1]
+        p = entry[2] if len(entry) > 2 else "first"
+        out += [(C.check_points(p), m, int(d)) for d in ds]
+    return out
+
+
+def validate(cfg: VerifyConfig) -> None:
+    """Raise ValueError for a configuration the run cannot do."""
+    if not 0.0 < cfg.eta < 1.0:
+        raise ValueError(f"argument --eta: must lie in (0, 1), got {cfg.eta}")
+    if not 0.0 < cfg.family_confidence < 1.0:
+        raise ValueError(
+            f"family_confidence must lie in (0, 1), got {cfg.family_confidence}"
+        )
+    for name in ("trials", "points_trials", "recovery_trials"):
+        if int(getattr(cfg, name)) < 1:
+            raise ValueError(
+                f"argument --trials: {name} must be >= 1, got {getattr(cfg, name)}"
+            )
+    for _p, m, d in cond_blocks(cfg):
+        if not 1 <= d <= m:
+            raise ValueError(f"cond_grid: need 1 <= D <= M, got M={m}, D={d}")
+    for k, c, m in cfg.recovery_grid:
+        if k * c > m:
+            raise ValueError(f"recovery_grid: need K c <= M, got K={k} c={c} M={m}")
 
 
 # ----------------------------------------------------------------------------------
@@ -197,19 +309,31 @@ def plan(cfg: VerifyConfig, mesh) -> tuple[int, int]:
     width: the largest M of the run (latencies drawn per trial). chunk: trials per
     dispatch (each device vmaps them in memory-bounded steps).
     """
-    ms = [m for m, _ in cfg.cond_grid] + [cfg.points_workers]
-    ms += [m for _, _, m in cfg.recovery_grid]
-    fewest = min(cfg.trials, cfg.points_trials, cfg.recovery_trials)
-    return max(ms), _mc.fit_chunk(cfg.chunk, fewest, mesh)
+    ms = [m for _, m, _ in cond_blocks(cfg)]
+    trials = [cfg.trials] if ms else []
+    if cfg.points_coeffs:
+        ms.append(cfg.points_workers)
+        trials.append(cfg.points_trials)
+    if cfg.recovery_grid:
+        ms += [m for _, _, m in cfg.recovery_grid]
+        trials.append(cfg.recovery_trials)
+    if not ms:
+        return 1, _mc.fit_chunk(cfg.chunk, 1, mesh)
+    return max(ms), _mc.fit_chunk(cfg.chunk, min(trials), mesh)
 
 
 def _num_intervals(cfg: VerifyConfig) -> int:
-    n = sum(
-        len(response_grid(m, d)) * len(PROB_BOUNDS)
-        for m, ds in cfg.cond_grid
-        for d in ds
-    )
-    return n + sum(len(recovery_rows(*g)) for g in cfg.recovery_grid)
+    """Bonferroni family: informative probabilistic checks and RepApprox rows."""
+    n = 0
+    for p, m, d in cond_blocks(cfg):
+        for b in C.BOUNDS:
+            if b.kind != "probabilistic":
+                continue
+            for nn in response_grid(m, d):
+                v = C.bound_value(b.name, p, m, d, nn, cfg.eta)
+                n += v is not None and math.isfinite(v)
+    n += sum(len(recovery_rows(*g)) for g in cfg.recovery_grid)
+    return max(n, 1)
 
 
 def _key(seed: int, *parts: int) -> jax.Array:
@@ -229,12 +353,20 @@ def _num(x: Any) -> Any:
     return x if math.isfinite(x) else None
 
 
-def _stats(a: np.ndarray) -> dict:
+def _stats(a: np.ndarray, eta: float = 0.05) -> dict:
     # order statistics (no interpolation): defined when some trials are inf
     def q(p):
         return _num(np.quantile(a, p, method="inverted_cdf"))
 
-    return {"median": q(0.5), "p95": q(0.95), "p99": q(0.99), "max": _num(np.max(a))}
+    big = ~np.isfinite(a) | (a > C.COND_UNRESOLVED)
+    return {
+        "median": q(0.5),
+        "p95": q(0.95),
+        "p99": q(0.99),
+        "q_eta": q(1.0 - eta),
+        "max": _num(np.max(a)),
+        "unresolved_fraction": float(np.mean(big)),
+    }
 
 
 # ----------------------------------------------------------------------------------
@@ -257,22 +389,37 @@ def analyse_cond(
     eta: float,
     level: float,
     identity_trials: int,
+    points: str = "first",
 ) -> tuple[list[dict], list[dict]]:
-    """Statistics and checks of one (M, D) block; returns (rows, checks)."""
+    """Statistics and checks of one (points, M, D) block; returns (rows, checks)."""
     rows, checks = [], []
     t = samples.eq.shape[0]
+    factor = C.raw_factor(points, m, d)
+    na = [b.name for b in C.BOUNDS + C.PER_TRIAL_BOUNDS if points not in b.points]
+    u_full = None
+    if points != "first":
+        with jax.enable_x64(True):
+            u_full = np.asarray(_mc.bases(m, d, points)[1])
     for j, n in enumerate(responses):
         raw, eq = samples.raw[:, j], samples.eq[:, j]
-        g, wr = samples.gap[:, j].astype(np.float64), samples.wratio[:, j]
         # cond computed by a backward-stable SVD: relative error <~ sqrt(N D) eps cond
         tol = 8.0 * math.sqrt(n * d) * EPS * np.where(np.isfinite(eq), eq, 0.0)
-        tag = f"M={m} D={d} N={n}"
-        base = {"M": m, "D": d, "N": n, "trials": t}
-        row = dict(base, raw=_stats(raw), eq=_stats(eq), bounds={}, exceed={})
-
-        det = cb.deterministic_condition_bound(
-            num_workers=m, num_coeffs=d, num_responses=n
+        kind_tag = "" if points == "first" else f" {points}-kind"
+        tag = f"M={m} D={d} N={n}{kind_tag}"
+        base = {"points": points, "M": m, "D": d, "N": n, "trials": t}
+        row = dict(
+            base,
+            raw=_stats(raw, eta),
+            eq=_stats(eq, eta),
+            eta=eta,
+            raw_factor=factor,
+            bounds={},
+            exceed={},
+            not_applicable=na,
         )
+
+        det = C.bound_value("prop_b", points, m, d, n, eta)
+        vac = not math.isfinite(det)
         k = _exceed(eq, det, tol)
         checks.append(
             dict(
@@ -281,94 +428,98 @@ def analyse_cond(
                 kind="deterministic",
                 bound="prop_b",
                 value=_num(det),
-                vacuous=not math.isfinite(det),
+                vacuous=vac,
                 exceed=k,
-                holds=k == 0,
+                holds=None if vac else k == 0,
             )
         )
         row["bounds"]["prop_b"] = _num(det)
         row["exceed"]["prop_b"] = k
 
-        rho = g * (d - 1) / m
-        with np.errstate(invalid="ignore", divide="ignore"):
-            gb = np.where(rho < 1.0, np.sqrt(wr) * (1.0 + rho) / (1.0 - rho), np.inf)
-        k = _exceed(eq, gb, tol)
-        checks.append(
-            dict(
-                base,
-                name=f"gap bound per trial (Prop. D) {tag}",
-                kind="deterministic",
-                bound="gap_deterministic",
-                informative_trials=int(np.isfinite(gb).sum()),
-                exceed=k,
-                holds=k == 0,
+        if points == "first":
+            g, wr = samples.gap[:, j].astype(np.float64), samples.wratio[:, j]
+            rho = g * (d - 1) / m
+            with np.errstate(invalid="ignore", divide="ignore"):
+                gb = np.where(
+                    rho < 1.0, np.sqrt(wr) * (1.0 + rho) / (1.0 - rho), np.inf
+                )
+            k = _exceed(eq, gb, tol)
+            inf_trials = int(np.isfinite(gb).sum())
+            checks.append(
+                dict(
+                    base,
+                    name=f"gap bound per trial (Prop. D) {tag}",
+                    kind="deterministic",
+                    bound="gap_deterministic",
+                    informative_trials=inf_trials,
+                    vacuous=inf_trials == 0,
+                    exceed=k,
+                    holds=None if inf_trials == 0 else k == 0,
+                )
             )
-        )
-        row["exceed"]["gap_deterministic"] = k
-        row["gap_bound_informative"] = int(np.isfinite(gb).sum())
+            row["exceed"]["gap_deterministic"] = k
+            row["gap_bound_informative"] = inf_trials
 
         # a claim relating two computed cond values is testable only where float64
         # resolves both (tol < 1/2); beyond that (cond ~ 1/eps, e.g. N = D = 40 at
         # M = 200, where cond reaches 1e20) the SVD gives noise or inf for either
-        r2 = math.sqrt(2.0)
         worst = np.maximum(
             np.where(np.isfinite(raw), raw, np.inf),
             np.where(np.isfinite(eq), eq, np.inf),
         )
         resolved = 8.0 * math.sqrt(n * d) * EPS * worst < 0.5
-        k = _exceed(raw[resolved], r2 * eq[resolved], tol[resolved]) + _exceed(
-            eq[resolved], r2 * raw[resolved], tol[resolved]
+        k = _exceed(raw[resolved], factor * eq[resolved], tol[resolved]) + _exceed(
+            eq[resolved], factor * raw[resolved], tol[resolved]
         )
         checks.append(
             dict(
                 base,
-                name=f"raw within sqrt(2) of equilibrated {tag}",
+                name=f"raw within cond(T) = {factor:.4g} of equilibrated {tag}",
                 kind="deterministic",
                 bound="equilibration",
+                factor=factor,
                 exceed=k,
                 unresolved_trials=int(t - resolved.sum()),
                 holds=k == 0,
             )
         )
 
-        for name, label in PROB_BOUNDS:
-            if name == "chernoff_sampling":
-                b = cb.sampling_condition_bound(
-                    num_workers=m, num_coeffs=d, num_responses=n, eta=eta
-                )
-            elif name == "chernoff_missing":
-                b = cb.missing_rows_condition_bound(
-                    num_workers=m, num_coeffs=d, num_responses=n, eta=eta
-                )
-            else:
-                b = cb.gap_condition_bound_probabilistic(
-                    num_workers=m, num_coeffs=d, num_responses=n, eta=eta
-                )
-            k = _exceed(eq, b, tol)
+        for b in C.BOUNDS:
+            if b.kind != "probabilistic" or points not in b.points:
+                continue
+            val = C.bound_value(b.name, points, m, d, n, eta)
+            row["bounds"][b.name] = _num(val)
+            chk = dict(
+                base,
+                name=f"{b.label} at eta={eta} {tag}",
+                kind="probabilistic",
+                bound=b.name,
+                value=_num(val),
+                eta=eta,
+            )
+            if not math.isfinite(val):
+                checks.append(dict(chk, vacuous=True, holds=None))
+                continue
+            k = _exceed(eq, val, tol)
             lo, hi = cb.clopper_pearson(k, t, confidence=level)
             checks.append(
                 dict(
-                    base,
-                    name=f"{label} at eta={eta} {tag}",
-                    kind="probabilistic",
-                    bound=name,
-                    value=_num(b),
-                    vacuous=not math.isfinite(b),
-                    eta=eta,
+                    chk,
+                    vacuous=False,
                     exceed=k,
                     rate=k / t,
                     ci_low=lo,
                     ci_high=hi,
                     confidence=level,
+                    detectable_rate=C.detectable_rate(t, eta, level),
                     holds=not lo > eta,
                 )
             )
-            row["bounds"][name] = _num(b)
-            row["exceed"][name] = k
+            row["exceed"][b.name] = k
 
         # Prop. A from the missing rows alone, on the first trials' responding sets
         orders = samples.orders[:identity_trials]
-        worst, tested = 0.0, 0
+        worst_err, tested = 0.0, 0
         for i, order in enumerate(orders):
             kappa = float(eq[i])
             s = m - n
@@ -377,8 +528,11 @@ def analyse_cond(
                 continue
             mask = np.zeros(m, bool)
             mask[order[:n]] = True
-            k_id = cb.complement_condition_number(mask, num_coeffs=d)
-            worst = max(worst, abs(k_id / kappa - 1.0) / tol_id)
+            if points == "first":
+                k_id = cb.complement_condition_number(mask, num_coeffs=d)
+            else:
+                k_id = C.complement_identity(u_full, mask)
+            worst_err = max(worst_err, abs(k_id / kappa - 1.0) / tol_id)
             tested += 1
         checks.append(
             dict(
@@ -387,8 +541,8 @@ def analyse_cond(
                 kind="identity",
                 bound="prop_a",
                 tested=tested,
-                max_error_over_tolerance=worst,
-                holds=worst <= 1.0,
+                max_error_over_tolerance=worst_err,
+                holds=worst_err <= 1.0,
             )
         )
         rows.append(row)
@@ -407,6 +561,7 @@ def orthogonality_checks(m: int, d: int) -> list[dict]:
         {
             "name": f"full-set orthogonality M={m} D={d}",
             "kind": "identity",
+            "points": "first",
             "M": m,
             "D": d,
             "cond_raw": c_raw,
@@ -414,6 +569,17 @@ def orthogonality_checks(m: int, d: int) -> list[dict]:
             "holds": bool(ok),
         }
     ]
+
+
+def informative_ranges(points: str, m: int, d: int, eta: float) -> dict:
+    """Per bound: [first N, last N] where it is finite on N = D..M, or None."""
+    curves = C.bound_curves(points, m, d, eta)
+    out = {}
+    for b in C.BOUNDS:
+        if b.name in curves:
+            r = C.informative_range(curves[b.name], d)
+            out[b.name] = list(r) if r else None
+    return out
 
 
 # ----------------------------------------------------------------------------------
@@ -501,7 +667,14 @@ def exhaustive_worst_case(cfg: VerifyConfig) -> tuple[list[dict], list[dict]]:
                             "worst_over_M_pow_s": kap / m**s,
                         }
                     )
-                    base = {"M": m, "D": d, "s": s, "N": n, "kind": "deterministic"}
+                    base = {
+                        "points": "first",
+                        "M": m,
+                        "D": d,
+                        "s": s,
+                        "N": n,
+                        "kind": "deterministic",
+                    }
                     checks.append(
                         dict(
                             base,
@@ -510,7 +683,11 @@ def exhaustive_worst_case(cfg: VerifyConfig) -> tuple[list[dict], list[dict]]:
                             worst=kap,
                             value=_num(pb),
                             vacuous=not math.isfinite(pb),
-                            holds=not kap > pb * (1 + tol),
+                            holds=(
+                                None
+                                if not math.isfinite(pb)
+                                else not kap > pb * (1 + tol)
+                            ),
                         )
                     )
                     if s == 1:
@@ -532,7 +709,11 @@ def exhaustive_worst_case(cfg: VerifyConfig) -> tuple[list[dict], list[dict]]:
                             worst=kap,
                             value=_num(gb),
                             vacuous=not math.isfinite(gb),
-                            holds=not kap > gb * (1 + tol),
+                            holds=(
+                                None
+                                if not math.isfinite(gb)
+                                else not kap > gb * (1 + tol)
+                            ),
                         )
                     )
                     if tol < 0.1:
@@ -638,6 +819,7 @@ def recovery_section(
         exact = [cb.exact_recovery_probability(k, c, m, n) for n in range(m + 1)]
         union = [cb.recovery_probability_union(k, c, m, n) for n in range(m + 1)]
         seed = [cb.recovery_probability_bound(k, c, m, n) for n in range(m + 1)]
+        ci = [cb.clopper_pearson(int(x), t, confidence=level) for x in counts]
         curves.append(
             {
                 "K": k,
@@ -647,6 +829,9 @@ def recovery_section(
                 "union": union,
                 "seed_bound": seed,
                 "monte_carlo": (counts / t).tolist(),
+                "ci_low": [lo for lo, _ in ci],
+                "ci_high": [hi for _, hi in ci],
+                "confidence": level,
                 "trials": t,
             }
         )
@@ -720,133 +905,6 @@ def recovery_section(
 
 
 # ----------------------------------------------------------------------------------
-# speed
-
-
-def cond_trials_per_second(
-    *,
-    num_workers: int = 100,
-    num_coeffs: int = 25,
-    responses: tuple[int, ...] | None = None,
-    num_trials: int = 2000,
-    seed: int = 0,
-    repeats: int = 3,
-    mesh=None,
-) -> dict:
-    """Trials per second of the cond Monte Carlo against numpy's stacked SVD.
-
-    Both compute cond(T_S) and cond(U_S) for every N of ``responses`` on the *same*
-    responding sets (the arrival orders are drawn once, by the JAX sampler). Timed:
-    the JAX kernel from the orders (sharded over every device), the full JAX Monte
-    Carlo including sampling, and numpy (``np.linalg.svd`` on the stacked [T, 2, N, D]
-    rows, one call per N). Results are compared before timing. Medians of
-    ``repeats`` interleaved runs; compilation is timed separately.
-
-    Returns:
-        dict with ``jax_trials_per_s``, ``jax_mc_trials_per_s``,
-        ``numpy_trials_per_s``, ``ratio`` (JAX kernel over numpy), ``ratio_mc``
-        (full Monte Carlo over numpy), ``max_rel_diff_over_eps_cond`` (over trials
-        with cond < 1e8), the device count and backend.
-    """
-    from jax.sharding import PartitionSpec as P
-
-    m, d = num_workers, num_coeffs
-    resp = response_grid(m, d) if responses is None else tuple(responses)
-    mesh = _mc.make_mesh() if mesh is None else mesh
-    ndev = mesh.devices.size
-    t = -(-num_trials // ndev) * ndev
-    key = _key(seed, 4, m, d)
-    with jax.enable_x64(True):
-        v, u = _mc.bases(m, d)
-        orders_prog = jax.jit(
-            jax.shard_map(
-                jax.vmap(lambda lat: _mc._arrival_order(lat, m)),
-                mesh=mesh,
-                in_specs=P(_mc.AXIS),
-                out_specs=P(_mc.AXIS),
-            )
-        )
-
-        seq = _mc.sequential_linalg(mesh)
-
-        def kernel(orders, v, u):
-            return _mc._over_trials(
-                lambda o: _mc.cond_from_order(
-                    o,
-                    v,
-                    u,
-                    num_workers=m,
-                    num_coeffs=d,
-                    responses=resp,
-                    gaps=False,
-                    sequential=seq,
-                ),
-                seq,
-            )(orders)
-
-        kern = _mc._shard(kernel, mesh, 2)
-        sampler = _mc._sampler_program(m, mesh)
-        idx = _mc._indices(0, t, mesh)
-        orders = jax.block_until_ready(orders_prog(sampler(key, idx)))
-        t0 = time.perf_counter()
-        raw, eq = jax.block_until_ready(kern(orders, v, u))
-        compile_s = time.perf_counter() - t0
-        vn, un, on = np.asarray(v), np.asarray(u), np.asarray(orders)
-
-        def numpy_run():
-            out = []
-            for n in resp:
-                rows = on[:, :n]
-                sv = np.linalg.svd(
-                    np.stack([vn[rows], un[rows]], axis=1), compute_uv=False
-                )
-                out.append(sv[..., 0] / sv[..., d - 1])
-            return np.stack(out, axis=-1)  # [T, 2, nN]
-
-        ref = numpy_run()
-        got = np.stack([np.asarray(raw), np.asarray(eq)], axis=1)
-        ok = np.isfinite(ref) & (ref < 1e8)
-        rel = np.abs(got[ok] / ref[ok] - 1.0) / (EPS * ref[ok])
-        max_rel = float(rel.max()) if rel.size else 0.0
-
-        mc = _mc._cond_program(
-            m,
-            d,
-            resp,
-            mesh,
-            _mc.vmap_batch(_mc.cond_bytes_per_trial(m, d, resp), 128 << 20),
-        )
-        jax.block_until_ready(mc(sampler(key, idx), v, u))
-        runs = {
-            "jax": lambda: jax.block_until_ready(kern(orders, v, u)),
-            "mc": lambda: jax.block_until_ready(mc(sampler(key, idx), v, u)),
-            "numpy": numpy_run,
-        }
-        times: dict[str, list[float]] = {k: [] for k in runs}
-        for _ in range(repeats):  # interleaved, so a change of load hits all three
-            for name, fn in runs.items():
-                t0 = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - t0)
-        t_jax, t_mc, t_np = (float(np.median(times[k])) for k in ("jax", "mc", "numpy"))
-    return {
-        "M": m,
-        "D": d,
-        "responses": list(resp),
-        "trials": t,
-        "jax_trials_per_s": t / t_jax,
-        "jax_mc_trials_per_s": t / t_mc,
-        "numpy_trials_per_s": t / t_np,
-        "ratio": t_np / t_jax,
-        "ratio_mc": t_np / t_mc,
-        "compile_s": compile_s,
-        "max_rel_diff_over_eps_cond": max_rel,
-        "devices": ndev,
-        "backend": jax.default_backend(),
-        "device_kind": mesh.devices.flat[0].device_kind,
-    }
-
-
 # ----------------------------------------------------------------------------------
 # the run
 
@@ -855,6 +913,7 @@ def run(cfg: VerifyConfig, out: str) -> dict:
     """Run every section, write ``summary.json``, ``report.md`` and plots to ``out``."""
     from tqdm.auto import tqdm
 
+    validate(cfg)
     os.makedirs(out, exist_ok=True)
     t_start = time.perf_counter()
     level = 1.0 - (1.0 - cfg.family_confidence) / _num_intervals(cfg)
@@ -873,108 +932,118 @@ def run(cfg: VerifyConfig, out: str) -> dict:
 
     mesh = _mc.make_mesh()
     width, chunk = plan(cfg, mesh)
-    cond_rows, checks, speed = [], [], []
+    cond_rows, checks, speed, blocks = [], [], [], []
     sections: dict[str, float] = {}
     t_sec = time.perf_counter()
-    bar = new_bar(
-        sum(len(ds) for _, ds in cfg.cond_grid) * cfg.trials, "cond(T_S) trials"
-    )
-    for m, ds in cfg.cond_grid:
-        for d in ds:
-            resp = response_grid(m, d)
-            bar.set_postfix_str(f"cond M={m} D={d}")
-            smp = _mc.cond_monte_carlo(
-                _key(cfg.seed, 1, m, d),
-                num_workers=m,
-                num_coeffs=d,
-                responses=resp,
-                num_trials=cfg.trials,
-                chunk=chunk,
-                width=width,
-                mesh=mesh,
-                memory_bytes=cfg.memory_bytes,
-                keep_orders=cfg.identity_trials,
-                progress=bar.update,
-            )
-            rows, chk = analyse_cond(
-                smp,
-                m=m,
-                d=d,
-                responses=resp,
-                eta=cfg.eta,
-                level=level,
-                identity_trials=cfg.identity_trials,
-            )
-            cond_rows += rows
-            checks += orthogonality_checks(m, d) + chk
-            speed.append(
-                {
-                    "M": m,
-                    "D": d,
-                    "num_N": len(resp),
-                    "trials": cfg.trials,
-                    "seconds": smp.seconds,
-                    "compile_seconds": smp.compile_seconds,
-                    "trials_per_s": cfg.trials / smp.seconds,
-                    "svds_per_s": 2 * cfg.trials * len(resp) / smp.seconds,
-                }
-            )
+    todo = cond_blocks(cfg)
+    bar = new_bar(len(todo) * cfg.trials, "cond(T_S) trials")
+    for points, m, d in todo:
+        resp = response_grid(m, d)
+        bar.set_postfix_str(f"cond {points} M={m} D={d}")
+        smp = _mc.cond_monte_carlo(
+            _key(cfg.seed, 1, m, d) if points == "first" else _key(cfg.seed, 5, m, d),
+            num_workers=m,
+            num_coeffs=d,
+            responses=resp,
+            num_trials=cfg.trials,
+            chunk=chunk,
+            width=width,
+            mesh=mesh,
+            memory_bytes=cfg.memory_bytes,
+            keep_orders=cfg.identity_trials,
+            progress=bar.update,
+            **({} if points == "first" else {"points": points}),
+        )
+        rows, chk = analyse_cond(
+            smp,
+            m=m,
+            d=d,
+            responses=resp,
+            eta=cfg.eta,
+            level=level,
+            identity_trials=cfg.identity_trials,
+            points=points,
+        )
+        cond_rows += rows
+        checks += (orthogonality_checks(m, d) if points == "first" else []) + chk
+        blocks.append(
+            {
+                "points": points,
+                "M": m,
+                "D": d,
+                "raw_factor": C.raw_factor(points, m, d),
+                "coherence": C.max_leverage_times_m(points, m, d) / d,
+                "informative_N": informative_ranges(points, m, d, cfg.eta),
+                "not_applicable": rows[0]["not_applicable"] if rows else [],
+            }
+        )
+        speed.append(
+            {
+                "points": points,
+                "M": m,
+                "D": d,
+                "num_N": len(resp),
+                "trials": cfg.trials,
+                "seconds": smp.seconds,
+                "compile_seconds": smp.compile_seconds,
+                "trials_per_s": cfg.trials / smp.seconds,
+                "svds_per_s": 2 * cfg.trials * len(resp) / smp.seconds,
+            }
+        )
     bar.close()
     sections["condition numbers"] = time.perf_counter() - t_sec
-    t_sec = time.perf_counter()
-    bar = new_bar(len(cfg.points_coeffs) * cfg.points_trials, "points and bases")
-    point_rows, chk = points_comparison(
-        cfg, bar.update, chunk=chunk, width=width, mesh=mesh
-    )
-    bar.close()
-    checks += chk
-    sections["points and bases"] = time.perf_counter() - t_sec
-    t_sec = time.perf_counter()
-    bar = new_bar(len(cfg.recovery_grid) * cfg.recovery_trials, "RepApprox trials")
-    rec_rows, chk, curves = recovery_section(
-        cfg, level, bar.update, chunk=chunk, width=width, mesh=mesh
-    )
-    bar.close()
-    checks += chk
-    sections["RepApprox"] = time.perf_counter() - t_sec
-    t_sec = time.perf_counter()
-    ex_rows, chk = exhaustive_worst_case(cfg)
-    checks += chk
-    sections["exhaustive worst case"] = time.perf_counter() - t_sec
-    t_sec = time.perf_counter()
-    bench = None
-    if cfg.benchmark_case is not None and jax.process_count() == 1:
-        bench = cond_trials_per_second(
-            num_workers=cfg.benchmark_case[0],
-            num_coeffs=cfg.benchmark_case[1],
-            num_trials=cfg.benchmark_trials,
-            seed=cfg.seed,
-            repeats=cfg.benchmark_repeats,
-            mesh=mesh,
+    point_rows, rec_rows, curves, ex_rows = [], [], [], []
+    if cfg.points_coeffs:
+        t_sec = time.perf_counter()
+        bar = new_bar(len(cfg.points_coeffs) * cfg.points_trials, "points and bases")
+        point_rows, chk = points_comparison(
+            cfg, bar.update, chunk=chunk, width=width, mesh=mesh
         )
-        sections["benchmark"] = time.perf_counter() - t_sec
+        bar.close()
+        checks += chk
+        sections["points and bases"] = time.perf_counter() - t_sec
+    if cfg.recovery_grid or cfg.enumeration_grid:
+        t_sec = time.perf_counter()
+        bar = new_bar(len(cfg.recovery_grid) * cfg.recovery_trials, "RepApprox trials")
+        rec_rows, chk, curves = recovery_section(
+            cfg, level, bar.update, chunk=chunk, width=width, mesh=mesh
+        )
+        bar.close()
+        checks += chk
+        sections["RepApprox"] = time.perf_counter() - t_sec
+    if cfg.exhaustive_workers:
+        t_sec = time.perf_counter()
+        ex_rows, chk = exhaustive_worst_case(cfg)
+        checks += chk
+        sections["exhaustive worst case"] = time.perf_counter() - t_sec
     seconds = time.perf_counter() - t_start
+    verdict = _report.verdict(checks)
     summary = {
         "config": dataclasses.asdict(cfg),
         "devices": [str(dv) for dv in jax.devices()],
         "backend": jax.default_backend(),
         "interval_confidence": level,
         "family_confidence": cfg.family_confidence,
+        "eta": cfg.eta,
+        # every check, vacuous ones included (their ``holds`` is null)
         "num_checks": len(checks),
-        "num_holding": sum(bool(c["holds"]) for c in checks),
-        "all_hold": all(bool(c["holds"]) for c in checks),
+        "num_holding": sum(c["holds"] is True for c in checks),
+        **verdict,
+        "all_hold": verdict["num_informative_holding"] == verdict["num_informative"],
         "seconds": seconds,
         "section_seconds": sections,
         "chunk": chunk,
         "width": width,
+        "blocks": blocks,
+        "bounds": _report.bound_summary(checks, blocks),
         "checks": [_clean(c) for c in checks],
         "recovery": [_clean(r) for r in rec_rows],
         "cond": [_clean(r) for r in cond_rows],
         "points": [_clean(r) for r in point_rows],
         "exhaustive": [_clean(r) for r in ex_rows],
         "speed": [_clean(s) for s in speed],
-        "benchmark": _clean(bench) if bench is not None else None,
     }
+    summary = _clean(summary)
     if jax.process_index() == 0:
         with open(os.path.join(out, "summary.json"), "w") as f:
             json.dump(summary, f, indent=1, allow_nan=False)
@@ -982,8 +1051,8 @@ def run(cfg: VerifyConfig, out: str) -> dict:
         if cfg.plots:
             from . import _plots
 
-            plots = _plots.write_plots(out, cfg, cond_rows, curves, point_rows)
-        text = report(summary, plots)
+            plots = _plots.write_plots(out, summary, curves)
+        text = _report.report(summary, plots)
         with open(os.path.join(out, "report.md"), "w") as f:
             f.write(text)
     return summary
@@ -1001,196 +1070,127 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def _f(x: Any, digits: int = 3) -> str:
-    if x is None:
-        return "inf"
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, int):
-        return str(x)
-    return f"{x:.{digits}g}"
+# ----------------------------------------------------------------------------------
+# command line
+
+_USER_KEYS = ("workers", "inputs", "degree", "points", "eta", "trials", "seed")
 
 
-def cond_table(summary: dict) -> str:
-    lines = [
-        "| M | D | N | raw med | raw p95 | raw p99 | raw max | eq med | eq p95 | "
-        "eq p99 | eq max | Prop B | gap (prob) | Ch-miss | generic | "
-        "P(exceed) gap / Ch-miss / generic |",
-        "|" + "---|" * 16,
-    ]
-    for r in summary["cond"]:
-        b, e, t = r["bounds"], r["exceed"], r["trials"]
-        lines.append(
-            f"| {r['M']} | {r['D']} | {r['N']} | "
-            + " | ".join(_f(r["raw"][q]) for q in ("median", "p95", "p99", "max"))
-            + " | "
-            + " | ".join(_f(r["eq"][q]) for q in ("median", "p95", "p99", "max"))
-            + f" | {_f(b['prop_b'])} | {_f(b['gap_probabilistic'])} | "
-            f"{_f(b['chernoff_missing'])} | {_f(b['chernoff_sampling'])} | "
-            f"{e['gap_probabilistic'] / t:.2g} / {e['chernoff_missing'] / t:.2g} / "
-            f"{e['chernoff_sampling'] / t:.2g} |"
+def load_config_file(path: str) -> dict:
+    """Read a TOML (``.toml``) or JSON file of run settings.
+
+    Keys: ``workers``, ``inputs``, ``degree``, ``points`` (each a value or a list),
+    ``eta``, ``trials``, ``seed``, and any :class:`VerifyConfig` field (lists become
+    tuples).
+
+    Raises:
+        ValueError: unreadable file or an unknown key (naming ``--config``).
+    """
+    try:
+        if path.endswith(".toml"):
+            import tomllib
+
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        else:
+            with open(path) as f:
+                data = json.load(f)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"argument --config: cannot read {path!r}: {err}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"argument --config: {path!r} must hold a table of settings")
+    fields = {f.name for f in dataclasses.fields(VerifyConfig)}
+    unknown = sorted(set(data) - fields - set(_USER_KEYS))
+    if unknown:
+        raise ValueError(
+            f"argument --config: unknown key(s) {', '.join(unknown)} in {path!r}; "
+            f"allowed: {', '.join(_USER_KEYS)} and the VerifyConfig fields"
         )
-    return "\n".join(lines)
+    return data
 
 
-def report(summary: dict, plots: list[str]) -> str:
-    cfg = summary["config"]
-    checks = summary["checks"]
-    failed = [c for c in checks if not c["holds"]]
-    kinds: dict[str, list[int]] = {}
-    for c in checks:
-        kinds.setdefault(c["kind"], [0, 0])
-        kinds[c["kind"]][0] += bool(c["holds"])
-        kinds[c["kind"]][1] += 1
-    out = [
-        "# Theory verification: condition-number and recovery bounds",
-        "",
-        f"{summary['num_holding']} of {summary['num_checks']} checks hold "
-        f"({'all hold' if summary['all_hold'] else 'SOME FAIL'}); "
-        f"{cfg['trials']:,} trials per (M, D, N), eta = {cfg['eta']}, run time "
-        f"{summary['seconds']:.0f} s on {len(summary['devices'])} "
-        f"{summary['backend']} device(s).",
-        "",
-        "| kind | hold | total |",
-        "|---|---|---|",
-    ]
-    out += [f"| {k} | {v[0]} | {v[1]} |" for k, v in sorted(kinds.items())]
-    if failed:
-        out += ["", "Failed checks:", ""] + [f"- {c['name']}" for c in failed]
-    out += [
-        "",
-        "How to read: `eq` is cond(U_S) of the equilibrated "
-        "Chebyshev-Vandermonde rows (what ChebyLS factorises), `raw` is cond(T_S). "
-        "Bounds apply to `eq`; `inf` means vacuous. Deterministic bounds (Prop. B; "
-        "the gap bound on each trial's own set) must never be exceeded; a "
-        "probabilistic bound at 1 - eta is violated only if the whole "
-        "Clopper-Pearson interval of its exceedance rate "
-        f"lies above eta (intervals at level {summary['interval_confidence']:.6f}, "
-        f"Bonferroni for a family-wise {summary['family_confidence']}).",
-        "",
-        "## Condition numbers (uniform stragglers, first-kind points)",
-        "",
-        cond_table(summary),
-        "",
-    ]
-    out += [
-        "## Exhaustive worst case (all straggler sets)",
-        "",
-        "The threshold decoder uses the first D responders, and any D of them can "
-        "arrive first, so its worst case is the worst D-subset whatever N is.",
-        "",
-        "| M | D | s | ChebyLS worst (N = M - s) | exhaustive | threshold worst "
-        "(D of N) | exhaustive | Prop B | worst / M^s |",
-        "|" + "---|" * 9,
-    ]
-    for r in summary["exhaustive"]:
-        out.append(
-            f"| {r['M']} | {r['D']} | {r['s']} | {_f(r['chebyls_worst'])} | "
-            f"{_f(r['chebyls_exhaustive'])} | {_f(r['threshold_worst'])} | "
-            f"{_f(r['threshold_exhaustive'])} | {_f(r['prop_b'])} | "
-            f"{_f(r['worst_over_M_pow_s'])} |"
+def _tuples(x: Any) -> Any:
+    if isinstance(x, list):
+        return tuple(_tuples(v) for v in x)
+    return x
+
+
+def _listify(x: Any) -> tuple:
+    return tuple(x) if isinstance(x, (list, tuple)) else (x,)
+
+
+def build_config(a: argparse.Namespace) -> tuple[VerifyConfig, list[str]]:
+    """The run configuration from the parsed flags (and ``--config``).
+
+    Returns (config, lines to print: the D of each (K, d)). Raises ValueError with a
+    message that names the flag.
+    """
+    data = load_config_file(a.config) if a.config else {}
+    for key in ("workers", "inputs", "degree", "points", "eta", "trials", "seed"):
+        val = getattr(a, key)
+        if val is not None:
+            data[key] = val
+    user = {k: data.pop(k) for k in ("workers", "inputs", "degree") if k in data}
+    points = data.pop("points", None)
+    over: dict[str, Any] = {k: _tuples(v) for k, v in data.items()}
+    over.update(plots=not a.no_plots, progress=not a.no_progress)
+    trials = over.pop("trials", None)
+    if trials is not None:
+        over.update(
+            trials=trials,
+            points_trials=over.get("points_trials", trials),
+            recovery_trials=over.get("recovery_trials", max(trials, 1)),
         )
-    out += [
-        "",
-        "## Points and bases at the threshold N = D "
-        f"(M = {cfg['points_workers']}, cond(T_S) median / p95 / max)",
-        "",
-        "| D | " + " | ".join(BASES) + " |",
-        "|" + "---|" * (len(BASES) + 1),
-    ]
-    for r in summary["points"]:
-        out.append(
-            f"| {r['D']} | "
-            + " | ".join(
-                f"{_f(r[b]['median'])} / {_f(r[b]['p95'])} / {_f(r[b]['max'])}"
-                for b in BASES
+    if "eta" in over and not 0.0 < float(over["eta"]) < 1.0:
+        raise ValueError(f"argument --eta: must lie in (0, 1), got {over['eta']}")
+    lines = []
+    if user:
+        missing = [f"--{k}" for k in ("workers", "inputs", "degree") if k not in user]
+        if missing:
+            raise ValueError(
+                f"argument {missing[0]}: required with "
+                + " and ".join(f"--{k}" for k in user)
+                + " (give --workers, --inputs and --degree together)"
             )
-            + " |"
+        ws, ks, dg = (_listify(user[k]) for k in ("workers", "inputs", "degree"))
+        if a.quick and "trials" not in over:
+            over["trials"] = 2000
+        cfg = user_config(
+            workers=tuple(int(v) for v in ws),
+            inputs=tuple(int(v) for v in ks),
+            degree=tuple(int(v) for v in dg),
+            points=_listify(points if points is not None else "first"),
+            **over,
         )
-    out += [
-        "",
-        "## RepApprox: P(all K tasks exact) with N of M responding",
-        "",
-        "| K | c | M | N | exact | union | seed bound | Monte Carlo | interval |",
-        "|" + "---|" * 9,
-    ]
-    for r in summary["recovery"]:
-        out.append(
-            f"| {r['K']} | {r['c']} | {r['M']} | {r['N']} | {r['exact']:.6f} | "
-            f"{r['union']:.6f} | {r['seed_bound']:.6f} | "
-            f"{r['monte_carlo']:.6f} | "
-            f"[{r['ci_low']:.6f}, {r['ci_high']:.6f}] |"
-        )
-    out += [
-        "",
-        "## Speed",
-        "",
-        "| M | D | #N | trials | trials/s | SVDs/s | compile s |",
-        "|" + "---|" * 7,
-    ]
-    for s in summary["speed"]:
-        out.append(
-            f"| {s['M']} | {s['D']} | {s['num_N']} | {s['trials']} | "
-            f"{s['trials_per_s']:.4g} | {s['svds_per_s']:.4g} | "
-            f"{s['compile_seconds']:.3g} |"
-        )
-    b = summary.get("benchmark")
-    if b:
-        out += [
-            "",
-            f"Benchmark (M={b['M']}, D={b['D']}, {len(b['responses'])} values "
-            f"of N, {b['trials']} trials, {b['devices']} {b['backend']} "
-            f"device(s)): "
-            f"JAX {b['jax_trials_per_s']:.4g} trials/s (with sampling "
-            f"{b['jax_mc_trials_per_s']:.4g}), numpy stacked SVD "
-            f"{b['numpy_trials_per_s']:.4g} trials/s on the same sets: ratio "
-            f"{b['ratio']:.3g} (with sampling {b['ratio_mc']:.3g}); agreement "
-            f"max |diff| / (eps cond) = {b['max_rel_diff_over_eps_cond']:.3g}.",
-        ]
-    if plots:
-        out += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
-    out.append("")
-    return "\n".join(out)
+        for k in dict.fromkeys(ks):
+            for d in dict.fromkeys(dg):
+                lines.append(
+                    f"K = {k} inputs, degree d = {d}: D = d(K-1)+1 = "
+                    f"{coefficients(int(k), int(d))} coefficients"
+                )
+    else:
+        if points is not None:
+            pts = _listify(points)
+            for p in pts:
+                if p not in C.POINT_KINDS:
+                    raise ValueError(
+                        f"argument --points: must be one of "
+                        f"{', '.join(C.POINT_KINDS)}, got {p!r}"
+                    )
+            base = quick_config() if a.quick else VerifyConfig()
+            grid = tuple(
+                (e[0], e[1], p)
+                for p in dict.fromkeys(pts)
+                for e in base.cond_grid
+                if len(e) == 2
+            )
+            over.setdefault("cond_grid", grid)
+        cfg = quick_config(**over) if a.quick else VerifyConfig(**over)
+    validate(cfg)
+    return cfg, lines
 
 
-def print_table(summary: dict) -> None:
-    print(
-        f"{'M':>4} {'D':>3} {'N':>4} | {'eq med':>9} {'eq p95':>9} {'eq max':>9} | "
-        f"{'PropB':>7} {'gap95':>7} {'Chmiss':>7} {'generic':>7}"
-    )
-    for r in summary["cond"]:
-        b = r["bounds"]
-        print(
-            f"{r['M']:>4} {r['D']:>3} {r['N']:>4} | {_f(r['eq']['median']):>9} "
-            f"{_f(r['eq']['p95']):>9} {_f(r['eq']['max']):>9} | "
-            f"{_f(b['prop_b']):>7} {_f(b['gap_probabilistic']):>7} "
-            f"{_f(b['chernoff_missing']):>7} {_f(b['chernoff_sampling']):>7}"
-        )
-    print(
-        f"{'K':>3} {'c':>2} {'M':>4} {'N':>4} | {'exact':>9} {'union':>9} "
-        f"{'seed':>9} {'MC':>9}"
-    )
-    for r in summary["recovery"]:
-        print(
-            f"{r['K']:>3} {r['c']:>2} {r['M']:>4} {r['N']:>4} | {r['exact']:9.6f} "
-            f"{r['union']:9.6f} {r['seed_bound']:9.6f} {r['monte_carlo']:9.6f}"
-        )
-    for c in summary["checks"]:
-        if not c["holds"]:
-            print("FAILED:", c["name"])
-    print(
-        f"{summary['num_holding']} of {summary['num_checks']} checks hold; "
-        f"{summary['seconds']:.0f} s"
-    )
-    b = summary.get("benchmark")
-    if b:
-        print(
-            f"cond Monte Carlo: JAX {b['jax_trials_per_s']:.4g} trials/s vs numpy "
-            f"{b['numpy_trials_per_s']:.4g} trials/s (ratio {b['ratio']:.3g})"
-        )
-
-
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m theory.verify",
         description=__doc__,
@@ -1200,20 +1200,54 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="2,000 trials per configuration (under 3 minutes on 2 cores)",
+        help="2,000 trials per configuration (about a minute on 2 cores)",
     )
     p.add_argument(
-        "--trials", type=int, default=None, help="override the trials per configuration"
+        "--workers", type=int, nargs="+", default=None, metavar="M", help="M workers"
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--inputs", type=int, nargs="+", default=None, metavar="K", help="K inputs"
+    )
+    p.add_argument(
+        "--degree",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="d",
+        help="degree d of the computed polynomial (D = d(K-1)+1)",
+    )
+    p.add_argument(
+        "--points",
+        nargs="+",
+        default=None,
+        metavar="KIND",
+        help="Chebyshev points of the first and/or second kind (default first)",
+    )
+    p.add_argument(
+        "--eta",
+        type=float,
+        default=None,
+        help="failure probability of the probabilistic bounds (default 0.05)",
+    )
+    p.add_argument(
+        "--trials",
+        type=int,
+        default=None,
+        help="random straggler sets per (M, D, N) (default 100,000; --quick "
+        "2,000; with --workers 10,000)",
+    )
+    p.add_argument(
+        "--config", default=None, metavar="FILE", help="TOML or JSON run settings"
+    )
+    p.add_argument("--seed", type=int, default=None)
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument(
         "--distributed",
         action="store_true",
-        help="call jax.distributed.initialize() first: one process per "
-        "host, all running this command (Slurm, Open MPI and Cloud "
-        "TPU are detected; elsewhere give the three options below)",
+        help="join a multi-process run first (one process per host, all running "
+        "this command; Slurm, Open MPI and Cloud TPU are detected; elsewhere give "
+        "the three options below)",
     )
     p.add_argument("--coordinator", default=None, help="host:port of process 0")
     p.add_argument("--num-processes", type=int, default=None)
@@ -1226,24 +1260,26 @@ def main(argv: list[str] | None = None) -> int:
         "when XLA_FLAGS sets xla_force_host_platform_device_count); "
         "the numbers do not depend on it",
     )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
     a = p.parse_args(argv)
+    try:
+        cfg, lines = build_config(a)
+    except ValueError as err:
+        p.error(str(err))
     if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
         # must precede backend initialisation; affects the CPU platform only
         jax.config.update("jax_num_cpu_devices", a.cpu_devices or os.cpu_count() or 1)
     if a.distributed:
         _mc.initialize_distributed(a.coordinator, a.num_processes, a.process_id)
-    over: dict[str, Any] = {
-        "seed": a.seed,
-        "plots": not a.no_plots,
-        "progress": not a.no_progress,
-    }
-    if a.trials is not None:
-        over.update(
-            trials=a.trials, points_trials=a.trials, recovery_trials=max(a.trials, 1)
-        )
-    cfg = quick_config(**over) if a.quick else VerifyConfig(**over)
+    for line in lines:
+        print(line)
     summary = run(cfg, a.out)
-    print_table(summary)
+    if jax.process_index() == 0:
+        _report.print_table(summary)
     return 0 if summary["all_hold"] else 1
 
 
