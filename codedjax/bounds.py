@@ -472,7 +472,7 @@ def worst_case_condition(
         \max_{|S| = M - s} \kappa(T_S)
 
     at first-kind points, by enumerating all C(M, s) missing sets and batched float64
-    SVDs (vectorised in chunks; C(40, 3) = 9,880 sets take well under a second).
+    SVDs (vectorised in chunks; C(40, 3) = 9,880 sets take about a second).
     This is the exact answer that :func:`codedjax.worst_case_mask`'s greedy search
     approximates from below when C(M, N) is too large to enumerate; the reflection
     i -> M - 1 - i maps a set to one of the same condition number (T_j(-x) =
