@@ -558,7 +558,8 @@ def deterministic_condition_bound(
 
     because lambda_max(K_miss) <= trace K_miss = sum of the missing leverages
     <= s L / M. Tight for s = 1 (missing the end worker attains it); infinite once
-    s L >= M.
+    s L >= M. It bounds the equilibrated cond(U_S); the raw cond(T_S) is at most
+    sqrt(2) times it.
 
     Args:
         num_workers: M. num_coeffs: D <= M. num_responses: N with 0 <= N <= M.
@@ -704,7 +705,8 @@ def sampling_condition_bound(
         D\,[e^{\delta_2}/(1+\delta_2)^{1+\delta_2}]^{N/L} = \eta/2,
 
     solved numerically (:func:`chernoff_delta`). It uses nothing but the coherence,
-    so it needs N of order mu D ln(D/eta) rows: vacuous (``inf``) at M = 40.
+    so it needs N of order mu D ln(D/eta) rows: vacuous (``inf``) at M = 40. It
+    bounds the equilibrated cond(U_S); the raw cond(T_S) is at most sqrt(2) times it.
 
     Args:
         num_workers: M. num_coeffs: D <= M. num_responses: N <= M.
@@ -757,7 +759,8 @@ def missing_rows_condition_bound(
 
     so with probability >= 1 - eta, cond(U_S) <= (1 - t_eta)^{-1/2} with
     t_eta = min((1 + delta_eta) s / M, s L / M) (Prop. B caps it). The numerator of
-    Prop. A is at most 1. Vacuous at M = 40 for s >= 2.
+    Prop. A is at most 1. Vacuous at M = 40 for s >= 2. It bounds the equilibrated
+    cond(U_S); the raw cond(T_S) is at most sqrt(2) times it.
 
     Args:
         num_workers: M. num_coeffs: D <= M. num_responses: N <= M.
@@ -895,7 +898,8 @@ def gap_condition_bound(mask: Any, *, num_coeffs: int) -> float:
         \kappa(U_S) \le \sqrt{w_{\max}/w_{\min}}\,\frac{1+\rho}{1-\rho}
                    \le \sqrt{g}\,\frac{1+\rho}{1-\rho} \quad (\rho < 1).
 
-    Informative when M is at least 4-5 D.
+    Informative when M is at least 4-5 D. It bounds the equilibrated cond(U_S); the
+    raw cond(T_S) is at most sqrt(2) times it.
 
     Args:
         mask: bool [M] responders (first-kind points).

@@ -63,6 +63,19 @@ def moment_bound(m: int, d: int, s: int, eta: float, p: int) -> float:
     """(1 - t)^{-1/2} with E tr(K_miss^p) / t^p = eta, E over uniform s-subsets."""
     if s == 0:
         return 1.0
+    t = (expected_trace_power(m, d, s, p) / eta) ** (1.0 / p)
+    return _from_lam(t)
+
+
+def expected_trace_power(m: int, d: int, s: int, p: int) -> float:
+    """E tr(K_miss^p) over a uniformly random set of s missing workers (p = 2, 3).
+
+    tr(K_miss^p) sums K_{a1 a2} K_{a2 a3} ... K_{ap a1} over index tuples of missing
+    workers; a tuple with j distinct indices is all-missing with probability
+    C(M - j, s - j) / C(M, s), so the expectation is a weighted sum over all tuples.
+    """
+    if p not in (2, 3):
+        raise ValueError(f"expected_trace_power: p must be 2 or 3, got {p}")
     u = _u(m, d)
     k = u @ u.T  # [M, M], K_miss is its principal submatrix on the missing rows
     q = [math.comb(m - j, s - j) / math.comb(m, s) if j <= s else 0.0 for j in range(5)]
@@ -76,7 +89,6 @@ def moment_bound(m: int, d: int, s: int, eta: float, p: int) -> float:
         # probability that all distinct indices are missing
         for tup in itertools.product(range(m), repeat=p - 1):
             # the last index runs vectorised
-            prod = np.ones(m)
             chain = list(tup)
             val = 1.0
             for a, b in zip(chain[:-1], chain[1:], strict=False):
@@ -84,8 +96,7 @@ def moment_bound(m: int, d: int, s: int, eta: float, p: int) -> float:
             prod = val * k[chain[-1], idx] * k[idx, chain[0]]
             distinct = np.array([len(set(chain) | {j}) for j in range(m)])
             total += float(np.sum(prod * np.take(q, distinct)))
-    t = (total / eta) ** (1.0 / p)
-    return _from_lam(t)
+    return float(total)
 
 
 def run(m: int, d: int, eta: float, trials: int, seed: int = 0) -> list[dict]:
