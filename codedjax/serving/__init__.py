@@ -1,0 +1,44 @@
+"""codedjax.serving: coded inference against real (or simulated) workers.
+
+A :class:`Server` takes a code (``codedjax.lagrange_code(...)`` and friends), a worker
+function, a cluster backend and a wait policy. ``infer(x[K, ...])`` encodes the K
+queries into M coded rows, sends row i to worker i, collects the answers as they
+arrive, decodes when the policy says so and cancels the stragglers; ``serve`` does
+the same for a stream of requests with several in flight.
+
+Backends (one small interface, :class:`Backend`):
+
+* :class:`ThreadCluster` (default): M worker threads in this process.
+* :class:`SimulatedCluster`: a deterministic virtual clock, for tests and Monte Carlo.
+* :class:`RayCluster`: Ray actors, for clusters of many machines (``codedjax[ray]``).
+
+Wait policies (:class:`WaitPolicy`): :class:`FixedN`, :class:`Deadline`,
+:class:`FirstDecodable`, :class:`Adaptive`. Latency and faults are injected by a
+seeded :class:`Injector` (:class:`ShiftedExponential`, :class:`Pareto` delays, slow
+workers, correlated slowdowns, raising, hanging, NaN and corrupted workers).
+:func:`simulate_latency` computes a zero-overhead server's latencies for 1e5
+requests in one vectorised pass. Architecture and measured numbers:
+``docs/serving.md``.
+"""
+
+from ._backends import Backend as Backend
+from ._backends import Completion as Completion
+from ._backends import SimulatedCluster as SimulatedCluster
+from ._backends import ThreadCluster as ThreadCluster
+from ._faults import FAULT_KINDS as FAULT_KINDS
+from ._faults import Constant as Constant
+from ._faults import Injector as Injector
+from ._faults import Pareto as Pareto
+from ._faults import ShiftedExponential as ShiftedExponential
+from ._faults import WorkerFault as WorkerFault
+from ._policy import Adaptive as Adaptive
+from ._policy import Arrivals as Arrivals
+from ._policy import Deadline as Deadline
+from ._policy import FirstDecodable as FirstDecodable
+from ._policy import FixedN as FixedN
+from ._policy import WaitPolicy as WaitPolicy
+from ._ray import RayCluster as RayCluster
+from ._server import Server as Server
+from ._server import ServeResult as ServeResult
+from ._simulate import SimulatedLatency as SimulatedLatency
+from ._simulate import simulate_latency as simulate_latency

@@ -1,0 +1,249 @@
+"""Seeded latency and fault injection for the serving backends.
+
+Every backend asks one :class:`Injector` what happens to worker i on request r: a
+service time (the delay after which its answer is released) and a fault kind. The
+draws are a pure function of ``(seed, r)``, so every scheme,
+backend and run sees the same delays for the same request number, and the simulated
+cluster can draw 1e5 requests in one vectorised call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+#: fault kinds, in the order of their integer codes (0 = no fault)
+FAULT_KINDS = ("none", "raise", "hang", "nan", "corrupt")
+NONE, RAISE, HANG, NAN, CORRUPT = range(len(FAULT_KINDS))
+
+
+class WorkerFault(RuntimeError):
+    """The exception an injected ``"raise"`` fault delivers as a worker's answer."""
+
+
+def _check_nonneg(fname: str, name: str, value: Any, *, positive: bool = False):
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{fname}: {name} must be a number, got {value!r}") from None
+    if not math.isfinite(v) or v < 0 or (positive and v == 0):
+        need = "> 0" if positive else ">= 0"
+        raise ValueError(f"{fname}: {name} must be finite and {need}, got {value!r}")
+    return v
+
+
+@dataclasses.dataclass(frozen=True)
+class ShiftedExponential:
+    r"""Service time ``shift + Exp(mean)`` seconds.
+
+    .. math:: T = s + E, \qquad E \sim \mathrm{Exp}(1/\mu).
+
+    References:
+        G. Liang and U. C. Kozat, Fast cloud: pushing the envelope on delay
+        performance of cloud storage with coding, IEEE/ACM ToN 2014 (the shifted
+        exponential model of coded-computing papers).
+    """
+
+    shift: float = 0.005
+    mean: float = 0.005
+
+    def __post_init__(self):
+        _check_nonneg("ShiftedExponential", "shift", self.shift)
+        _check_nonneg("ShiftedExponential", "mean", self.mean)
+
+    def sample(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        """Draws [shape] service times (seconds) from a numpy generator."""
+        return self.shift + self.mean * rng.exponential(1.0, shape)
+
+
+@dataclasses.dataclass(frozen=True)
+class Pareto:
+    r"""Heavy-tailed service time ``scale * P`` with ``P ~ Pareto(shape)`` (P >= 1).
+
+    .. math:: \Pr[T > t] = (t / s)^{-a}, \qquad t \ge s,
+
+    with ``s = scale`` and ``a = shape``.
+    """
+
+    scale: float = 0.005
+    shape: float = 2.5
+
+    def __post_init__(self):
+        _check_nonneg("Pareto", "scale", self.scale)
+        _check_nonneg("Pareto", "shape", self.shape, positive=True)
+
+    def sample(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        # numpy's pareto is Lomax (support from 0): shift it to start at 1
+        return self.scale * (1.0 + rng.pareto(self.shape, shape))
+
+
+@dataclasses.dataclass(frozen=True)
+class Constant:
+    """Every worker takes exactly ``value`` seconds."""
+
+    value: float = 0.0
+
+    def __post_init__(self):
+        _check_nonneg("Constant", "value", self.value)
+
+    def sample(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        del rng
+        return np.full(shape, self.value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Injector:
+    """What happens to every worker on every request: a seeded delay and fault plan.
+
+    Attributes:
+        latency: the service-time model (``sample(rng, shape)``), e.g.
+            :class:`ShiftedExponential` (default 5 ms + Exp(5 ms)) or :class:`Pareto`.
+        slow_prob: probability that a worker (or a whole group, see ``group_size``)
+            is ``slow_factor`` times slower on a request.
+        slow_factor: the slowdown of a slow worker.
+        group_size: workers ``i // group_size`` form a group (a rack) that is slow
+            together; 1 (default) makes slowdowns independent.
+        fault_kinds: kinds drawn for faulty workers, from ``"raise"`` (the worker's
+            answer is an exception), ``"hang"`` (it never answers until cancelled),
+            ``"nan"`` (its answer is NaN) and ``"corrupt"`` (its answer is shifted by
+            ``corrupt_scale``).
+        fault_prob: each worker is faulty on a request with this probability.
+        max_faulty: additionally, a uniform number in ``0..max_faulty`` of randomly
+            chosen workers are faulty on each request.
+        failed_workers: ``{worker: kind}`` workers that fail on every request.
+        corrupt_scale: the offset a ``"corrupt"`` answer carries.
+        seed: the seed of the plan.
+    """
+
+    latency: Any = ShiftedExponential()
+    slow_prob: float = 0.0
+    slow_factor: float = 10.0
+    group_size: int = 1
+    fault_kinds: tuple[str, ...] = ()
+    fault_prob: float = 0.0
+    max_faulty: int = 0
+    failed_workers: Mapping[int, str] = dataclasses.field(default_factory=dict)
+    corrupt_scale: float = 100.0
+    seed: int = 0
+
+    def __post_init__(self):
+        name = "Injector"
+        if not callable(getattr(self.latency, "sample", None)):
+            raise TypeError(
+                f"{name}: latency must have a sample(rng, shape) method, got "
+                f"{type(self.latency).__name__}"
+            )
+        p = _check_nonneg(name, "slow_prob", self.slow_prob)
+        q = _check_nonneg(name, "fault_prob", self.fault_prob)
+        if p > 1 or q > 1:
+            raise ValueError(f"{name}: probabilities must be <= 1, got {p}, {q}")
+        _check_nonneg(name, "slow_factor", self.slow_factor, positive=True)
+        _check_nonneg(name, "corrupt_scale", self.corrupt_scale)
+        for field in ("group_size", "max_faulty", "seed"):
+            v = getattr(self, field)
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+                raise TypeError(f"{name}: {field} must be an int, got {v!r}")
+        if self.group_size < 1 or self.max_faulty < 0:
+            raise ValueError(f"{name}: group_size must be >= 1 and max_faulty >= 0")
+        kinds = tuple(self.fault_kinds)
+        bad = [k for k in kinds if k not in FAULT_KINDS[1:]]
+        if bad:
+            raise ValueError(
+                f"{name}: fault kinds must be in {FAULT_KINDS[1:]}, got {bad}"
+            )
+        if (q > 0 or self.max_faulty > 0) and not kinds:
+            raise ValueError(f"{name}: fault_prob or max_faulty needs fault_kinds")
+        object.__setattr__(self, "fault_kinds", kinds)
+        fw = dict(self.failed_workers)
+        for w, k in fw.items():
+            if k not in FAULT_KINDS[1:]:
+                raise ValueError(
+                    f"{name}: failed_workers[{w}] must be in {FAULT_KINDS[1:]}, "
+                    f"got {k!r}"
+                )
+        object.__setattr__(self, "failed_workers", tuple(sorted(fw.items())))
+
+    def plan(self, request_ids: Any, num_workers: int) -> tuple[np.ndarray, np.ndarray]:
+        """Delays and faults of workers ``0..M-1`` on the given requests.
+
+        Requests are drawn in blocks of 256 consecutive numbers from a generator
+        seeded with ``(seed, block, M)``, so a request's draws depend only on its
+        number (not on which other requests are drawn with it).
+
+        Args:
+            request_ids: int [R] request numbers >= 0.
+            num_workers: M.
+
+        Returns:
+            ``(delays, faults)``: float64 [R, M] seconds and int8 [R, M] fault codes
+            (:data:`FAULT_KINDS` index; 0 = no fault).
+        """
+        ids = np.asarray(request_ids, np.int64).reshape(-1)
+        m = int(num_workers)
+        delays = np.empty((ids.size, m))
+        faults = np.empty((ids.size, m), np.int8)
+        if ids.size and ids.min() < 0:
+            raise ValueError(
+                f"Injector.plan: request ids must be >= 0, got {ids.min()}"
+            )
+        blocks, rows = np.divmod(ids, _BLOCK)
+        for b in np.unique(blocks):
+            sel = blocks == b
+            d, f = self._block(int(b), m)
+            delays[sel], faults[sel] = d[rows[sel]], f[rows[sel]]
+        return delays, faults
+
+    def plan_one(self, request_id: int, num_workers: int):
+        """:meth:`plan` of one request (blocks cached)."""
+        block, row = divmod(int(request_id), _BLOCK)
+        d, f = _cached_block(self, block, int(num_workers))
+        return d[row], f[row]
+
+    def _block(self, block: int, m: int):
+        rng = np.random.default_rng([self.seed, block, m])
+        r = _BLOCK
+        delay = np.asarray(self.latency.sample(rng, (r, m)), np.float64)
+        groups = -(-m // self.group_size)
+        slow_g = rng.random((r, groups)) < self.slow_prob
+        slow = np.repeat(slow_g, self.group_size, axis=1)[:, :m]
+        delay = np.where(slow, delay * self.slow_factor, delay)
+        fault = np.zeros((r, m), np.int8)
+        if self.fault_kinds:
+            kinds = np.asarray(
+                [FAULT_KINDS.index(k) for k in self.fault_kinds], np.int8
+            )
+            which = rng.integers(0, kinds.size, (r, m))
+            faulty = rng.random((r, m)) < self.fault_prob
+            if self.max_faulty > 0:
+                nf = rng.integers(0, self.max_faulty + 1, (r, 1))
+                rank = np.argsort(rng.random((r, m)), axis=1).argsort(axis=1)
+                faulty |= rank < nf
+            fault = np.where(faulty, kinds[which], fault).astype(np.int8)
+        for w, kind in self.failed_workers:
+            if w < m:
+                fault[:, w] = FAULT_KINDS.index(kind)
+        return delay, fault
+
+
+_BLOCK = 256
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_block(inj: Injector, block: int, m: int):
+    return inj._block(block, m)
+
+
+def apply_fault(value: np.ndarray, fault: int, scale: float, worker: int):
+    """A worker's answer after its fault (``"raise"`` gives a :class:`WorkerFault`)."""
+    if fault == RAISE:
+        return WorkerFault(f"injected fault: worker {worker} raised")
+    if fault == NAN:
+        return np.full(value.shape, np.nan, value.dtype)
+    if fault == CORRUPT:
+        return (value.astype(np.float32) + np.float32(scale)).astype(value.dtype)
+    return value

@@ -1,0 +1,197 @@
+"""Wait policies: when the server stops waiting for workers and decodes.
+
+A policy is any object with a ``deadline`` attribute (seconds after the request was
+sent, or None for no deadline) and a ``decide(arrivals) -> bool`` method that the
+server calls after every successful answer. At the deadline the server decodes with
+whatever has arrived (``ok`` is False when that is fewer than the code needs).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class WaitPolicy(Protocol):
+    """The protocol every wait policy follows (write your own in a few lines).
+
+    Attributes:
+        deadline: seconds after the request was sent at which the server decodes
+            with what has arrived; None waits until ``decide`` says so or every
+            worker has answered.
+    """
+
+    deadline: float | None
+
+    def decide(self, arrivals: Arrivals) -> bool:
+        """True to decode now, with the answers in ``arrivals``."""
+        ...
+
+
+class Arrivals:
+    """What a policy sees: the answers of one request so far.
+
+    Attributes:
+        code: the request's code (``num_workers``, ``threshold``, ...).
+        num_arrived: successful (finite) answers so far.
+        num_failed: workers whose answer was an exception or not finite.
+        mask: bool [M] workers with a successful answer.
+        order: int [num_arrived] those workers in arrival order.
+        elapsed: seconds since the request was sent.
+        worker_dtype: the dtype of the answers (None before the first).
+    """
+
+    def __init__(self, code, mask, order, elapsed, num_failed, worker_dtype, decode):
+        self.code = code
+        self.mask = mask
+        self.order = order
+        self.num_arrived = len(order)
+        self.num_failed = num_failed
+        self.elapsed = elapsed
+        self.worker_dtype = worker_dtype
+        self._decode = decode
+        self._result = None
+
+    def decode(self):
+        """The decode of the answers so far (``value``, ``ok``, ``cond``,
+        ``error`` ...); computed once and reused by the server if it decides now."""
+        if self._result is None:
+            self._result = self._decode()
+        return self._result
+
+
+def _check_deadline(fname: str, deadline: Any) -> float | None:
+    if deadline is None:
+        return None
+    try:
+        v = float(deadline)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{fname}: deadline must be a number of seconds or None, got {deadline!r}"
+        ) from None
+    if not (v >= 0) or math.isnan(v):
+        raise ValueError(f"{fname}: deadline must be >= 0 seconds, got {deadline!r}")
+    return v
+
+
+class FixedN:
+    """Decode at the N-th successful answer (N = the code's threshold by default).
+
+    Args:
+        num_responses: N; at most M (checked against the code by the server).
+        deadline: optional backstop in seconds.
+    """
+
+    def __init__(
+        self, num_responses: int | None = None, *, deadline: float | None = None
+    ):
+        if num_responses is not None:
+            if not isinstance(num_responses, (int, np.integer)) or isinstance(
+                num_responses, bool
+            ):
+                raise TypeError(
+                    f"FixedN: num_responses must be an int, got {num_responses!r}"
+                )
+            if num_responses < 1:
+                raise ValueError(
+                    f"FixedN: num_responses must be >= 1, got {num_responses}"
+                )
+            num_responses = int(num_responses)
+        self.num_responses = num_responses
+        self.deadline = _check_deadline("FixedN", deadline)
+
+    def check(self, code) -> None:
+        n = self.num_responses
+        if n is not None and n > code.num_workers:
+            raise ValueError(
+                f"FixedN: num_responses (N) must be at most the code's M = "
+                f"{code.num_workers}, got {n}"
+            )
+
+    def decide(self, arrivals: Arrivals) -> bool:
+        n = self.num_responses or arrivals.code.threshold
+        return arrivals.num_arrived >= n
+
+    def __repr__(self):
+        return f"FixedN({self.num_responses}, deadline={self.deadline})"
+
+
+class Deadline:
+    """Wait for every worker, but decode at ``deadline`` seconds with what arrived."""
+
+    def __init__(self, deadline: float):
+        if deadline is None:
+            raise TypeError("Deadline: deadline must be a number of seconds, got None")
+        self.deadline = _check_deadline("Deadline", deadline)
+
+    def decide(self, arrivals: Arrivals) -> bool:
+        return arrivals.num_arrived >= arrivals.code.num_workers
+
+    def __repr__(self):
+        return f"Deadline({self.deadline})"
+
+
+class FirstDecodable:
+    """Decode at the first answer after which the decoder reports ``ok``.
+
+    For replication this is the first time every input has a replica; for Lagrange
+    codes the threshold D (when the system is not singular).
+    """
+
+    def __init__(self, *, deadline: float | None = None):
+        self.deadline = _check_deadline("FirstDecodable", deadline)
+
+    def decide(self, arrivals: Arrivals) -> bool:
+        if arrivals.num_arrived < arrivals.code.threshold:
+            return False
+        return bool(np.asarray(arrivals.decode().ok))
+
+    def __repr__(self):
+        return f"FirstDecodable(deadline={self.deadline})"
+
+
+class Adaptive:
+    """Decode at the first answer where the decoder's predicted error is small enough.
+
+    After each answer beyond the code's threshold the server decodes what has
+    arrived; the policy accepts when the result is ``ok`` and its predicted absolute
+    error (``error``, from ``cond`` and the workers' precision) is at most
+    ``budget``. The deadline is the backstop.
+
+    Args:
+        budget: the largest acceptable predicted absolute error (> 0).
+        deadline: seconds; required, as the error may never fall below the budget.
+        min_responses: never decode before this many answers (default: threshold).
+    """
+
+    def __init__(
+        self, budget: float, deadline: float, *, min_responses: int | None = None
+    ):
+        try:
+            b = float(budget)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"Adaptive: budget must be a number, got {budget!r}"
+            ) from None
+        if not b > 0:
+            raise ValueError(f"Adaptive: budget must be > 0, got {budget!r}")
+        if deadline is None:
+            raise TypeError("Adaptive: deadline must be a number of seconds, got None")
+        self.budget = b
+        self.deadline = _check_deadline("Adaptive", deadline)
+        self.min_responses = min_responses
+
+    def decide(self, arrivals: Arrivals) -> bool:
+        need = max(arrivals.code.threshold, self.min_responses or 0)
+        if arrivals.num_arrived < need:
+            return False
+        r = arrivals.decode()
+        return (
+            bool(np.asarray(r.ok)) and float(np.max(np.asarray(r.error))) <= self.budget
+        )
+
+    def __repr__(self):
+        return f"Adaptive(budget={self.budget}, deadline={self.deadline})"

@@ -1,0 +1,429 @@
+"""codedjax.serving: the server, its policies, the simulated and thread backends.
+
+The reliability claims are checked on the simulated cluster (10,000 requests, a
+deterministic virtual clock) and on the thread cluster (a few hundred requests with
+short injected delays). No test asserts a wall time: on the thread cluster the
+timing claims are checked as orderings (decided at or after the deadline, released
+by cancellation), their sizes are measured by ``python -m benchmarks.serving``.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import sys
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import codedjax as cj
+from codedjax.serving import (
+    Adaptive,
+    Constant,
+    Deadline,
+    FirstDecodable,
+    FixedN,
+    Injector,
+    Pareto,
+    Server,
+    ShiftedExponential,
+    SimulatedCluster,
+    ThreadCluster,
+    simulate_latency,
+)
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def cube(v):
+    """The bf16 worker of the tests: x^3 - x in bfloat16."""
+    b = v.astype(jnp.bfloat16)
+    return b * b * b - b
+
+
+def affine(v):
+    """A degree-1 bf16 worker (D = K) for the cheap reliability runs."""
+    b = v.astype(jnp.bfloat16)
+    return b * jnp.bfloat16(2) - jnp.bfloat16(1)
+
+
+# one code for most tests (K = 3, M = 8, degree 1: D = 3), so they share compilations
+K, M = 3, 8
+CODE = cj.lagrange_code(num_inputs=K, num_workers=M, degree=1)
+
+
+def affine32(v):
+    """The same affine map in float32 (exact recovery check)."""
+    return v * jnp.float32(2) - jnp.float32(1)
+
+
+def _offline(code, r):
+    """The offline decode of the answers and mask a ServeResult reports."""
+    return code.decode(jnp.asarray(r.responses), jnp.asarray(r.mask),
+                       order=jnp.asarray(r.order))  # fmt: skip
+
+
+def _expected_answers(code, worker, x):
+    """What the M workers answer on x, computed apart from the server."""
+    return np.asarray(jax.jit(jax.vmap(worker))(code.encode(x)))
+
+
+# ------------------------------------------------------------------ known truth
+
+
+def test_infer_recovers_an_affine_map_exactly_in_float32():
+    x = np.random.default_rng(0).uniform(-1, 1, (K, 4)).astype(np.float32)
+    with Server(CODE, affine32, backend=SimulatedCluster(),
+                policy=FixedN(6)) as server:  # fmt: skip
+        r = server.infer(x)
+    assert r.ok and r.status == int(cj.Status.SUCCESS) and r.num_used == 6
+    ref = 2 * x.astype(np.float64) - 1
+    # float32 workers and float32 decode: error <= cond * O(eps32) * |f|
+    tol = 16 * r.cond * float(np.finfo(np.float32).eps) * np.abs(ref).max()
+    np.testing.assert_allclose(r.value, ref, atol=tol, rtol=0)
+    assert r.mask.sum() == 6 and r.cancelled.sum() == M - 6
+    np.testing.assert_array_equal(np.isfinite(r.arrival_times), ~r.cancelled)
+
+
+def test_simulated_latency_is_the_order_statistic_of_the_delays():
+    inj = Injector(latency=ShiftedExponential(0.001, 0.002), slow_prob=0.2, seed=3)
+    x = np.ones((20, K, 4), np.float32)
+    with Server(CODE, affine, backend=SimulatedCluster(injector=inj),
+                policy=FixedN(6)) as server:  # fmt: skip
+        rs = server.serve(x, max_in_flight=3)
+    delays, _ = inj.plan(np.arange(20), M)
+    want = np.sort(delays, axis=1)[:, 5]
+    np.testing.assert_allclose([r.latency for r in rs], want, rtol=0, atol=1e-9)
+    sim = simulate_latency(CODE, FixedN(6), inj, 20)
+    np.testing.assert_allclose(sim.latency, want, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(sim.masks, np.stack([r.mask for r in rs]))
+
+
+# ------------------------------------------------------------------ reliability
+
+
+def test_ten_thousand_requests_with_faults_none_lost_each_ok_bit_exact():
+    # M = 8, K = 3, degree 1: D = 3; N = 5, so up to M - N = 3 workers fail per
+    # request (raise, hang or NaN, at random); the deadline backstops the hangs
+    k, m, n, code = K, M, 5, CODE
+    inj = Injector(latency=ShiftedExponential(0.001, 0.001), slow_prob=0.1,
+                   fault_kinds=("raise", "hang", "nan"), max_faulty=m - n,
+                   seed=7)  # fmt: skip
+    g = 10_000
+    xs = np.random.default_rng(1).uniform(-1, 1, (g, k, 4)).astype(np.float32)
+    policy = FixedN(n, deadline=0.5)
+    with Server(code, affine, backend=SimulatedCluster(injector=inj),
+                policy=policy) as server:  # fmt: skip
+        rs = server.serve(xs, max_in_flight=16)
+    assert len(rs) == g and sorted(r.request_id for r in rs) == list(range(g))
+    _, faults = inj.plan(np.arange(g), m)
+    assert (faults > 0).sum(axis=1).max() == m - n  # the plan used the full budget
+    ok = np.array([r.ok for r in rs])
+    assert ok.all()  # at most M - N failures leave N >= D answers
+    # every request decided by the policy at its N-th answer, never by the deadline
+    assert not any(r.timed_out for r in rs)
+    assert all(r.num_used == n and r.mask.sum() == n for r in rs)
+    for r in rs:
+        assert not (r.mask & r.failed).any()
+        assert r.mask.sum() == n and np.isfinite(r.arrival_times[r.mask]).all()
+    # on a sample: the answers are what the workers compute, the value is the
+    # offline decode of those answers on the same mask, bit for bit
+    workers = jax.jit(jax.vmap(affine))
+    for i in np.random.default_rng(2).choice(g, 300, replace=False):
+        r = rs[i]
+        want = np.asarray(workers(code.encode(xs[i])))
+        np.testing.assert_array_equal(r.responses[r.mask], want[r.mask])
+        off = _offline(code, r)
+        np.testing.assert_array_equal(r.value, np.asarray(off.value))
+        assert r.cond == float(off.cond)
+
+
+@pytest.mark.parametrize("kind", ["raise", "hang", "nan"])
+def test_too_many_failures_give_ok_false_and_zeros_by_the_deadline(kind):
+    k, m, code = K, M, CODE  # D = 3
+    failed = {w: kind for w in range(m - 3 + 1)}  # M - D + 1 workers fail
+    inj = Injector(latency=Constant(0.001), failed_workers=failed, seed=0)
+    x = np.ones((k, 4), np.float32)
+    with Server(code, affine, backend=SimulatedCluster(injector=inj),
+                policy=FixedN(m, deadline=0.2)) as server:  # fmt: skip
+        r = server.infer(x)
+    assert not r.ok and r.status == int(cj.Status.TOO_FEW_RESPONSES)
+    assert np.all(r.value == 0) and r.value.shape == (k, 4)
+    assert r.num_used <= 2 and np.isinf(r.error)
+    if kind == "hang":  # waits for the deadline, not longer (virtual clock: exact)
+        assert r.timed_out and r.latency == pytest.approx(0.2, abs=1e-9)
+    else:  # every worker answered (some with failures): no reason to wait
+        assert not r.timed_out and r.latency == pytest.approx(0.001, abs=1e-9)
+        assert r.failed.sum() == m - 2
+
+
+def test_thread_cluster_requests_with_faults_match_offline_decode():
+    k, m, n, code = K, M, 5, CODE  # D = 3
+    inj = Injector(latency=ShiftedExponential(0.0002, 0.0003),
+                   fault_kinds=("raise", "hang", "nan"), max_faulty=m - n,
+                   seed=11)  # fmt: skip
+    g = 300
+    xs = np.random.default_rng(3).uniform(-1, 1, (g, k, 4)).astype(np.float32)
+    with Server(code, affine, backend=ThreadCluster(injector=inj),
+                policy=FixedN(n, deadline=5.0)) as server:  # fmt: skip
+        rs = server.serve(xs, max_in_flight=4)
+    assert len(rs) == g and all(r.ok for r in rs)
+    for x, r in zip(xs[:60], rs[:60], strict=True):
+        want = _expected_answers(code, affine, x)
+        np.testing.assert_array_equal(r.responses[r.mask], want[r.mask])
+        np.testing.assert_array_equal(r.value, np.asarray(_offline(code, r).value))
+    _, faults = inj.plan(np.arange(g), m)
+    for r, f in zip(rs, faults, strict=True):
+        assert not r.mask[f > 0].any()  # a failed worker is never decoded
+
+
+def test_hung_worker_never_holds_a_request_past_its_deadline_nor_the_next():
+    k, m, code = K, M, CODE  # D = 3
+    inj = Injector(latency=Constant(0.0), failed_workers={0: "hang"}, seed=0)
+    backend = ThreadCluster(injector=inj)
+    xs = np.random.default_rng(4).uniform(-1, 1, (4, k, 4)).astype(np.float32)
+    with Server(code, affine, backend=backend,
+                policy=FixedN(m, deadline=0.05)) as server:  # fmt: skip
+        rs = server.serve(xs, max_in_flight=1)
+        assert all(r.ok and r.timed_out for r in rs)
+        # decided at the deadline (not before), with every live worker's answer
+        assert all(r.decided_at >= 0.05 for r in rs)
+        assert all(r.num_used == m - 1 and r.cancelled[0] for r in rs)
+        # the hung worker was released by each cancellation, so the next request's
+        # task did not wait behind it: worker 0 was cancelled, never answered
+        assert len(backend.release_delays) >= len(rs) - 1
+        # with a policy that does not need it, the hung worker costs nothing
+        server.policy = FixedN(3, deadline=5.0)
+        r = server.infer(xs[0])
+        assert r.ok and not r.timed_out and r.num_used == 3
+
+
+# ------------------------------------------------------------------ policies
+
+
+def test_adaptive_decodes_at_threshold_with_a_loose_budget_and_waits_with_a_tight():
+    code = cj.lagrange_code(num_inputs=3, num_workers=10, degree=3)  # D = 7
+    inj = Injector(latency=ShiftedExponential(0.001, 0.001), seed=5)
+    x = np.random.default_rng(5).uniform(-1, 1, (3, 8)).astype(np.float32)
+    backend = SimulatedCluster(injector=inj)
+    with Server(code, cube, backend=backend, policy=Adaptive(1e30, 1.0)) as server:
+        loose = server.infer(x)
+        server.policy = Adaptive(1e-30, 0.5)
+        tight = server.infer(x)
+    assert loose.ok and loose.num_used == code.threshold and not loose.timed_out
+    assert loose.error <= 1e30
+    # no decode reaches 1e-30: the deadline decides, with every answer in hand
+    assert tight.ok and tight.num_used == 10 and tight.error > 1e-30
+    # with all answers in, the server stops waiting at once (not at the deadline)
+    assert not tight.timed_out and tight.latency < 0.5
+
+
+def test_adaptive_accepts_the_first_prefix_under_budget():
+    code = cj.lagrange_code(num_inputs=3, num_workers=10, degree=3)
+    inj = Injector(latency=ShiftedExponential(0.001, 0.001), seed=6)
+    x = np.random.default_rng(6).uniform(-1, 1, (3, 8)).astype(np.float32)
+    with Server(code, cube, backend=SimulatedCluster(injector=inj),
+                policy=FixedN(10)) as server:  # fmt: skip
+        full = server.infer(x)
+    order = full.order
+    errs = []
+    for n in range(code.threshold, 11):
+        mask = np.zeros(10, bool)
+        mask[order[:n]] = True
+        errs.append(float(code.decode(jnp.asarray(full.responses),
+                                      jnp.asarray(mask)).error))  # fmt: skip
+    budget = float(np.median(errs))
+    first = code.threshold + int(np.argmax(np.asarray(errs) <= budget))
+    with Server(code, cube, backend=SimulatedCluster(injector=inj),
+                policy=Adaptive(budget, 1.0)) as server:  # fmt: skip
+        r = server.infer(x)
+    assert r.num_used == first and r.error <= budget
+
+
+def test_first_decodable_waits_until_every_input_has_a_replica():
+    code = cj.replication_code(num_inputs=3, num_workers=9)
+    inj = Injector(latency=Pareto(0.001, 1.5), seed=8)
+    xs = np.random.default_rng(8).uniform(-1, 1, (30, 3, 2)).astype(np.float32)
+    with Server(code, affine, backend=SimulatedCluster(injector=inj),
+                policy=FirstDecodable()) as server:  # fmt: skip
+        rs = server.serve(xs)
+    delays, _ = inj.plan(np.arange(30), 9)
+    covered = np.max([np.min(delays[:, code.task == t], axis=1) for t in range(3)], 0)
+    np.testing.assert_allclose([r.latency for r in rs], covered, atol=1e-9, rtol=0)
+    assert all(r.ok for r in rs)
+    sim = simulate_latency(code, FirstDecodable(), inj, 30)
+    np.testing.assert_allclose(sim.latency, covered, atol=1e-12, rtol=0)
+
+
+def test_deadline_policy_waits_for_every_worker_or_the_deadline():
+    inj = Injector(latency=ShiftedExponential(0.01, 0.05), seed=9)
+    xs = np.ones((20, K, 4), np.float32)
+    with Server(CODE, affine, backend=SimulatedCluster(injector=inj),
+                policy=Deadline(0.05)) as server:  # fmt: skip
+        rs = server.serve(xs)
+    delays, _ = inj.plan(np.arange(20), M)
+    want = np.minimum(delays.max(axis=1), 0.05)
+    np.testing.assert_allclose([r.latency for r in rs], want, atol=1e-9, rtol=0)
+    for r, d in zip(rs, delays, strict=True):
+        np.testing.assert_array_equal(r.mask, d <= 0.05)
+
+
+def test_a_user_written_policy_is_accepted():
+    class EvenCount:
+        deadline = None
+
+        def decide(self, arrivals):
+            return arrivals.num_arrived >= 4 and arrivals.num_arrived % 2 == 0
+
+    with Server(CODE, affine, backend=SimulatedCluster(
+            injector=Injector(seed=1)), policy=EvenCount()) as server:  # fmt: skip
+        r = server.infer(np.ones((K, 4), np.float32))
+    assert r.ok and r.num_used == 4
+
+
+# ------------------------------------------------------------------ injection
+
+
+def test_injector_draws_depend_only_on_the_request_number():
+    inj = Injector(latency=Pareto(0.002, 2.0), slow_prob=0.3, fault_kinds=("nan",),
+                   fault_prob=0.1, seed=4)  # fmt: skip
+    d_all, f_all = inj.plan(np.arange(300), 12)
+    d_one, f_one = inj.plan([257], 12)
+    np.testing.assert_array_equal(d_all[257], d_one[0])
+    np.testing.assert_array_equal(f_all[257], f_one[0])
+    d_cached, f_cached = inj.plan_one(257, 12)
+    np.testing.assert_array_equal(d_cached, d_one[0])
+    assert (d_all >= 0.002 * (1 - 1e-6)).all()  # Pareto support starts at the scale
+
+
+def test_correlated_slowdowns_hit_whole_groups():
+    inj = Injector(latency=Constant(0.001), slow_prob=0.5, slow_factor=10.0,
+                   group_size=4, seed=2)  # fmt: skip
+    d, _ = inj.plan(np.arange(400), 12)
+    groups = d.reshape(400, 3, 4)
+    np.testing.assert_allclose(groups, groups[..., :1].repeat(4, axis=-1))
+    assert set(np.round(np.unique(d), 6)) == {0.001, 0.01}
+    frac = (groups[..., 0] > 0.005).mean()
+    # 1200 independent group coins with p = 1/2: 99.9% interval half-width ~ 0.048
+    assert abs(frac - 0.5) < 0.05
+
+
+def test_fault_counts_stay_within_max_faulty():
+    inj = Injector(fault_kinds=("raise", "hang", "nan", "corrupt"), max_faulty=3,
+                   seed=12)  # fmt: skip
+    _, f = inj.plan(np.arange(2000), 10)
+    counts = (f > 0).sum(axis=1)
+    assert counts.max() == 3 and counts.min() == 0
+    assert set(np.unique(f[f > 0])) == {1, 2, 3, 4}
+
+
+def test_corrupted_answers_reach_the_decoder():
+    inj = Injector(latency=Constant(0.001), failed_workers={3: "corrupt"},
+                   corrupt_scale=64.0)  # fmt: skip
+    x = np.full((K, 4), 0.5, np.float32)
+    with Server(CODE, affine, backend=SimulatedCluster(injector=inj),
+                policy=FixedN(M)) as server:  # fmt: skip
+        r = server.infer(x)
+    want = _expected_answers(CODE, affine, x)
+    np.testing.assert_array_equal(
+        r.responses[3].astype(np.float32), want[3].astype(np.float32) + 64.0
+    )
+    assert r.mask[3] and not r.failed[3]
+
+
+# ------------------------------------------------------------------ errors, shutdown
+
+
+def test_bad_inputs_are_clear_errors():
+    code = CODE
+    with Server(code, affine, backend=SimulatedCluster()) as server:
+        with pytest.raises(ValueError, match=r"K = 3.*got shape \(4, 4\)"):
+            server.infer(np.ones((4, 4), np.float32))
+        with pytest.raises(TypeError, match="floating"):
+            server.infer(np.ones((K, 4), np.int32))
+        server.infer(np.ones((K, 4), np.float32))
+        with pytest.raises(ValueError, match=r"shape and dtype of the first"):
+            server.infer(np.ones((K, 5), np.float32))
+    for make in (lambda: FixedN(3, deadline=-1.0), lambda: Deadline(-0.5),
+                 lambda: Adaptive(1.0, -2.0)):  # fmt: skip
+        with pytest.raises(ValueError, match="deadline must be >= 0"):
+            make()
+    with pytest.raises(ValueError, match="Adaptive: budget"):
+        Adaptive(0.0, 1.0)
+    with pytest.raises(ValueError, match="at most the code's M = 8"):
+        Server(code, affine, backend=SimulatedCluster(), policy=FixedN(9))
+    with pytest.raises(TypeError, match="codedjax Code"):
+        Server(object(), affine, backend=SimulatedCluster())
+    with pytest.raises(TypeError, match="decide"):
+        Server(code, affine, backend=SimulatedCluster(), policy=object())
+    with pytest.raises(ValueError, match="max_in_flight"):
+        Server(code, affine, backend=SimulatedCluster()).serve([], max_in_flight=0)
+
+
+class _ShapeShifter(SimulatedCluster):
+    """A backend whose worker 2 answers one feature short (a broken worker)."""
+
+    def submit(self, request_id, rows):
+        super().submit(request_id, rows)
+        self._heap = [
+            e if e[3] != 2 else (*e[:4], e[4][:-1]) for e in self._heap
+        ]  # same (time, seq) keys: still a heap
+
+
+def test_a_worker_answering_another_shape_is_a_clear_error():
+    with Server(CODE, affine, backend=_ShapeShifter(), policy=FixedN(M)) as server:
+        with pytest.raises(ValueError, match=r"worker 2 answered shape \(3,\).*\(4,\)"):
+            server.infer(np.ones((K, 4), np.float32))
+
+
+def test_close_and_context_manager_stop_the_threads_also_after_an_exception():
+    inj = Injector(latency=Constant(0.0), failed_workers={1: "hang"})
+    x = np.ones((K, 4), np.float32)
+    before = threading.active_count()
+    backend = ThreadCluster(injector=inj)
+    with pytest.raises(ValueError, match="K = 3"):
+        with Server(CODE, affine, backend=backend, policy=FixedN(5)) as server:
+            assert backend.alive_threads == M
+            assert server.infer(x).ok
+            server.infer(np.ones((5, 4), np.float32))
+    assert backend.alive_threads == 0
+    assert threading.active_count() <= before
+    with pytest.raises(RuntimeError, match="closed"):
+        server.infer(x)
+    other = ThreadCluster(injector=inj)
+    server = Server(CODE, affine, backend=other, policy=FixedN(M, deadline=30.0))
+    # close() from another thread while a request waits for its hung worker: the
+    # request ends with an error at once (not at its deadline), the threads stop
+    t = threading.Timer(0.2, server.close)
+    t.start()
+    with pytest.raises(RuntimeError, match="closed"):
+        server.infer(x)
+    t.join()
+    assert other.alive_threads == 0
+
+
+# ------------------------------------------------------------------ layering
+
+
+def test_serving_imports_only_jax_numpy_and_the_library():
+    allowed = {"jax", "jaxlib", "numpy", "scipy"}
+    for path in sorted((ROOT / "codedjax" / "serving").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                continue
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            for name in names:
+                top = name.split(".")[0]
+                ok = top in allowed or top in sys.stdlib_module_names
+                ok = ok or top == "__future__" or (top == "ray" and path.stem == "_ray")
+                assert ok, f"{path.name} imports {name}"
