@@ -216,20 +216,17 @@ def plot_recovery(path: str, curves: list[dict]) -> str:
         union, seed = np.asarray(c["union"]), np.asarray(c["seed_bound"])
         # where a lower bound on a probability is below 0 it says nothing: mark
         # that range (the union bound's lies inside the seed bound's)
-        for y, color, alpha, lab in (
-            (seed, "tab:purple", 0.10, "seed bound < 0 (vacuous)"),
-            (union, "tab:red", 0.14, "union bound < 0 (vacuous)"),
+        for y, style, lab in (
+            (
+                seed,
+                dict(facecolor="none", edgecolor="tab:purple", hatch="///", alpha=0.5),
+                "seed bound < 0 (vacuous)",
+            ),
+            (union, dict(color="tab:red", alpha=0.13), "union bound < 0 (vacuous)"),
         ):
             neg = np.flatnonzero(y < 0)
             if neg.size:
-                ax.axvspan(
-                    neg.min() - 0.5,
-                    neg.max() + 0.5,
-                    color=color,
-                    alpha=alpha,
-                    lw=0,
-                    label=lab,
-                )
+                ax.axvspan(neg.min() - 0.5, neg.max() + 0.5, lw=0, label=lab, **style)
         ax.plot(n, c["exact"], "-", color="k", label="exact (inclusion-exclusion)")
         ax.plot(
             n,
@@ -282,8 +279,9 @@ def plot_recovery(path: str, curves: list[dict]) -> str:
         "bound and the seed's 1 - K(1 - N/M)^c, with the Monte Carlo rates and their "
         "Clopper-Pearson intervals"
         + (f" (level {conf:.6f}, Bonferroni)" if conf else "")
-        + ". Shaded: where the seed bound (purple) or the union bound (red, inside "
-        "it) is below 0, i.e. vacuous (the line is not drawn there)."
+        + ". Hatched: where the seed bound is below 0, shaded: where the union bound "
+        "is (inside it); a bound below 0 is vacuous, and its line is not drawn "
+        "there."
     )
 
 
