@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.codedjax-installed
 OUT ?= results
 
-.PHONY: run test install clean lint
+.PHONY: run test install clean lint mutation
 
 install: $(STAMP)
 
@@ -25,6 +25,14 @@ run: $(STAMP)
 	$(PY) -m theory.verify --quick --out $(OUT)/theory
 	$(PY) -m models.coded_dcn --quick --out $(OUT)/coded_dcn
 	$(PY) -m theory.collect --out $(OUT)
+
+# Mutation testing of the numerical modules (minutes to hours; not part of CI):
+# make mutation MUTATE="codedjax/_chebyshev.py codedjax/bounds.py" MUTATION_ARGS="--max 60"
+MUTATE ?= codedjax/_chebyshev.py codedjax/bounds.py
+MUTATION_ARGS ?=
+mutation: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[mutation]'
+	$(PY) tools/mutation.py $(MUTATE) $(MUTATION_ARGS) --out $(OUT)/mutation
 
 lint: $(STAMP)
 	$(PY) -m ruff check codedjax theory models benchmarks tests

@@ -130,7 +130,10 @@ def test_cond_estimate_is_a_tight_lower_bound(key):
     assert np.all(ratio <= D ** (1 / 32) * 1.001)
     assert np.median(ratio) > 0.9999
     assert np.quantile(ratio, 0.01) > 0.95  # measured: 0.99 over 4096 masks
-    assert ratio.min() > 0.8  # measured: 0.89 over 4096 masks
+    # not tuned to this seed: over 300 seeds x 1024 masks the smallest ratio was
+    # 0.72 (tools/reseed_thresholds.py), and the adversarial mask with workers
+    # {2, 5, 19, 21, 24, 26, 31, 33, 36, 39} missing gave 0.667; below both
+    assert ratio.min() > 0.65
 
 
 @pytest.mark.parametrize("kind", [1, 2])
@@ -151,7 +154,10 @@ def test_cond_estimate_on_symmetric_masks_and_other_points(np_rng, kind):
     tier1 = exact < 256
     # from below up to 0.5% (||U||^2 used within 1%) and the cond^2 eps rounding
     assert np.all(ratio[tier1] <= 1.005 + exact[tier1] ** 2 * EPS32)
-    assert ratio[tier1].min() > (0.9 if kind == 1 else 0.75)  # measured 0.97 / 0.80
+    # the exact worst case over all C(20, 15) = 15,504 symmetric masks, whatever the
+    # seed: 0.869 (first kind) and 0.836 (second kind), from
+    # tools/reseed_thresholds.py --all-symmetric
+    assert ratio[tier1].min() > (0.86 if kind == 1 else 0.83)
 
 
 def test_cond_with_every_worker_or_nearly_is_exact():
