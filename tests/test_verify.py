@@ -415,12 +415,18 @@ def test_gap_bound_is_capped_by_prop_b():
     for m, d, n in ((64, 21, 63), (40, 13, 39), (200, 20, 150)):
         gap = C.bound_value("gap_probabilistic", "first", m, d, n, 0.05)
         raw_gap = cb.gap_condition_bound_probabilistic(
-            num_workers=m, num_coeffs=d, num_responses=n, eta=0.05
+            num_workers=m, num_coeffs=d, num_responses=n, eta=0.05, capped=False
         )
         det = cb.deterministic_condition_bound(
             num_workers=m, num_coeffs=d, num_responses=n
         )
         assert gap == min(raw_gap, det)
+    # at M = 64, D = 21, N = 63 the gap term is far above Prop. B's 1.56
+    kw = dict(num_workers=64, num_coeffs=21, num_responses=63)
+    assert cb.gap_condition_bound_probabilistic(**kw, eta=0.05, capped=False) > 6
+    assert C.bound_value("gap_probabilistic", "first", 64, 21, 63, 0.05) == (
+        pytest.approx(1.56, abs=0.005)
+    )
     # a proposition that assumes first-kind points does not apply to second-kind
     assert C.bound_value("gap_probabilistic", "second", 40, 13, 39, 0.05) is None
 

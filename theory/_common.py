@@ -25,7 +25,8 @@ Which bounds hold where:
 
 The probabilistic gap bound is capped by Prop. B where Prop. B is smaller (a bound
 that holds with probability 1 - eta and one that always holds: their minimum holds
-with probability 1 - eta).
+with probability 1 - eta; :func:`codedjax.bounds.gap_condition_bound_probabilistic`
+takes the minimum).
 """
 
 from __future__ import annotations
@@ -168,9 +169,8 @@ def bound_value(name: str, points: str, m: int, d: int, n: int, eta: float):
             return cb.missing_rows_condition_bound(**kw, eta=eta)
         if name == "chernoff_sampling":
             return cb.sampling_condition_bound(**kw, eta=eta)
-        if name == "gap_probabilistic":
-            gap = cb.gap_condition_bound_probabilistic(**kw, eta=eta)
-            return min(gap, cb.deterministic_condition_bound(**kw))
+        if name == "gap_probabilistic":  # capped by Prop. B in the library
+            return cb.gap_condition_bound_probabilistic(**kw, eta=eta)
         raise ValueError(f"bound_value: no closed value for {name!r}")
     ell = max_leverage_times_m(points, m, d)
     if name == "prop_b":
