@@ -15,7 +15,16 @@ kind), ``--eta`` the failure probability of the probabilistic bounds (default
 condition-number bounds only (add ``recovery_grid`` etc. in a config file for the
 other sections). A config file holds the same keys (``workers``, ``inputs``,
 ``degree``, ``points``, ``eta``, ``trials``, ``seed``) and any field of
-:class:`VerifyConfig`; flags given on the command line override it.
+:class:`VerifyConfig`; flags given on the command line override it. For example::
+
+    # grid.toml
+    workers = [40, 100]
+    inputs = 8
+    degree = [2, 3]
+    points = ["first", "second"]
+    eta = 0.01
+    trials = 20000
+    recovery_grid = [[8, 4, 40]]     # (K, c, M): also check RepApprox
 
 What it does (maths in ``docs/theory.md``, functions in :mod:`codedjax.bounds`):
 
