@@ -427,3 +427,10 @@ def test_serving_imports_only_jax_numpy_and_the_library():
                 ok = top in allowed or top in sys.stdlib_module_names
                 ok = ok or top == "__future__" or (top == "ray" and path.stem == "_ray")
                 assert ok, f"{path.name} imports {name}"
+
+
+def test_worker_delays_do_not_depend_on_the_number_of_workers():
+    inj = Injector(slow_prob=0.1, seed=21)
+    d8, _ = inj.plan(np.arange(50), 8)
+    d40, _ = inj.plan(np.arange(50), 40)
+    np.testing.assert_array_equal(d8, d40[:, :8])

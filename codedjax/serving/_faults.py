@@ -171,9 +171,10 @@ class Injector:
     def plan(self, request_ids: Any, num_workers: int) -> tuple[np.ndarray, np.ndarray]:
         """Delays and faults of workers ``0..M-1`` on the given requests.
 
-        Requests are drawn in blocks of 256 consecutive numbers from a generator
-        seeded with ``(seed, block, M)``, so a request's draws depend only on its
-        number (not on which other requests are drawn with it).
+        Requests are drawn in blocks of 256 consecutive numbers from generators
+        seeded with ``(seed, block, ...)``, so a request's draws depend only on its
+        number (not on which other requests are drawn with it), and worker i's
+        delays do not depend on M.
 
         Args:
             request_ids: int [R] request numbers >= 0.
@@ -205,15 +206,24 @@ class Injector:
         return d[row], f[row]
 
     def _block(self, block: int, m: int):
-        rng = np.random.default_rng([self.seed, block, m])
         r = _BLOCK
-        delay = np.asarray(self.latency.sample(rng, (r, m)), np.float64)
+        # worker i's delays and group g's slowdowns come from streams of their own,
+        # so worker i sees the same delays whatever M is (uncoded K workers and
+        # coded M workers share their first K columns); the fault plan is per M
+        delay = np.empty((r, m))
+        for i in range(m):
+            rng = np.random.default_rng([self.seed, block, 0, i])
+            delay[:, i] = self.latency.sample(rng, (r,))
         groups = -(-m // self.group_size)
-        slow_g = rng.random((r, groups)) < self.slow_prob
+        slow_g = np.empty((r, groups), bool)
+        for g in range(groups):
+            rng = np.random.default_rng([self.seed, block, 1, g])
+            slow_g[:, g] = rng.random(r) < self.slow_prob
         slow = np.repeat(slow_g, self.group_size, axis=1)[:, :m]
         delay = np.where(slow, delay * self.slow_factor, delay)
         fault = np.zeros((r, m), np.int8)
         if self.fault_kinds:
+            rng = np.random.default_rng([self.seed, block, 2, m])
             kinds = np.asarray(
                 [FAULT_KINDS.index(k) for k in self.fault_kinds], np.int8
             )

@@ -137,16 +137,24 @@ class Deadline:
 class FirstDecodable:
     """Decode at the first answer after which the decoder reports ``ok``.
 
-    For replication this is the first time every input has a replica; for Lagrange
-    codes the threshold D (when the system is not singular).
+    For replication this is the first time every input has a replica (checked on
+    the code's ``task`` layout before decoding); for Lagrange codes the threshold D
+    (when the system is not singular).
     """
 
     def __init__(self, *, deadline: float | None = None):
         self.deadline = _check_deadline("FirstDecodable", deadline)
 
     def decide(self, arrivals: Arrivals) -> bool:
-        if arrivals.num_arrived < arrivals.code.threshold:
+        code = arrivals.code
+        if arrivals.num_arrived < code.threshold:
             return False
+        task = getattr(code, "task", None)
+        if task is not None:  # replication: every input has an answered replica
+            covered = np.zeros(code.num_inputs, bool)
+            covered[np.asarray(task)[arrivals.mask]] = True
+            if not covered.all():
+                return False
         return bool(np.asarray(arrivals.decode().ok))
 
     def __repr__(self):

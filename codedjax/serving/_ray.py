@@ -80,6 +80,10 @@ class RayCluster:
             down again by :meth:`close`.
         poll: the longest single ``ray.wait`` in seconds.
 
+    The worker function is sent to the actors with Ray's cloudpickle: it must be
+    importable there (a module on the actors' path) or picklable by value (a
+    closure or lambda).
+
     Raises:
         ImportError: Ray is not installed.
     """
@@ -137,7 +141,11 @@ class RayCluster:
 
     def warmup(self, rows: np.ndarray) -> None:
         """Compiles the worker function on every actor (outside any timing)."""
-        self.ray.get([a.warmup.remote(rows[0]) for a in self.actors], timeout=300)
+        for ref in [a.warmup.remote(rows[0]) for a in self.actors]:
+            try:
+                self.ray.get(ref, timeout=300)
+            except Exception:  # a dead actor: its workers will answer as failures
+                pass
 
     def submit(self, request_id: int, rows: np.ndarray) -> None:
         if self._closed:

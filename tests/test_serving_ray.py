@@ -1,0 +1,88 @@
+"""codedjax.serving.RayCluster on an embedded local Ray instance (a few actors).
+
+Skipped, with the reason, when Ray is not installed (``pip install 'codedjax[ray]'``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'codedjax[ray]'")
+
+import codedjax as cj  # noqa: E402
+from codedjax.serving import (  # noqa: E402
+    Constant,
+    FixedN,
+    Injector,
+    RayCluster,
+    Server,
+    ThreadCluster,
+)
+
+# ray.init forks its helper processes from this (multithreaded, JAX) process
+pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+
+K, M = 3, 8
+CODE = cj.lagrange_code(num_inputs=K, num_workers=M, degree=1)  # D = 3
+
+
+def _make_affine():
+    # a closure: cloudpickle ships it to the actors by value (the test module is
+    # not importable there)
+    def affine(v):
+        b = v.astype(jnp.bfloat16)
+        return b * jnp.bfloat16(2) - jnp.bfloat16(1)
+
+    return affine
+
+
+affine = _make_affine()
+
+
+@pytest.fixture(scope="module")
+def ray_session(tmp_path_factory):
+    """One embedded Ray instance for the module (2 CPUs, no dashboard)."""
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _temp_dir=str(tmp_path_factory.mktemp("ray")),
+        log_to_driver=False,
+    )
+    yield
+    ray.shutdown()
+
+
+def test_ray_backend_same_values_as_threads_and_survives_a_killed_actor(ray_session):
+    xs = np.random.default_rng(0).uniform(-1, 1, (3, K, 4)).astype(np.float32)
+    with Server(CODE, affine, backend=ThreadCluster(), policy=FixedN(M)) as server:
+        want = server.serve(xs)
+    # workers i, i + 2, i + 4, ... share actor i % 2; every answer takes 0.3 s
+    inj = Injector(latency=Constant(0.3))
+    backend = RayCluster(num_actors=2, slots_per_actor=M, injector=inj)
+    with Server(CODE, affine, backend=backend, policy=FixedN(M, deadline=60.0)) as s:
+        got = s.serve(xs, max_in_flight=2)
+        for a, b in zip(got, want, strict=True):
+            assert a.ok and b.ok and a.num_used == b.num_used == M
+            np.testing.assert_array_equal(a.responses, b.responses)
+            np.testing.assert_array_equal(a.value, b.value)
+        # kill actor 0 while its four workers hold their answers, mid-request
+        timer = threading.Timer(0.1, backend.kill_actor, args=(0,))
+        timer.start()
+        r = s.infer(xs[0])
+        timer.join()
+        assert r.ok and not r.timed_out  # every worker answered, four as failures
+        np.testing.assert_array_equal(r.failed, np.arange(M) % 2 == 0)
+        np.testing.assert_array_equal(r.mask, np.arange(M) % 2 == 1)
+        assert r.num_used == M // 2
+        # the value is the decode of the surviving answers (the same bits as the
+        # thread backend's answers) on that mask
+        off = CODE.decode(jnp.asarray(want[0].responses), jnp.asarray(r.mask),
+                          order=jnp.asarray(r.order))  # fmt: skip
+        np.testing.assert_array_equal(r.value, np.asarray(off.value))
+        # the next request finds the dead actor's workers failing at once
+        r2 = s.infer(xs[1])
+        assert r2.ok and r2.failed.sum() == M // 2
