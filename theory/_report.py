@@ -235,6 +235,19 @@ def report(summary: dict, plots: list[str]) -> str:
         "nothing, so it is not counted as a check that held.",
         "",
     ]
+    rates = [
+        r["detectable_rate"]
+        for r in summary.get("bounds", [])
+        if r.get("detectable_rate") is not None
+    ]
+    if rates:
+        out += [
+            f"Power: at {cfg['trials']:,} trials a bound at confidence 1 - eta = "
+            f"{1 - eta:g} is flagged as violated only when its exceedance rate is "
+            f"above {100 * max(rates):.3g}% (Clopper-Pearson at level "
+            f"{summary['interval_confidence']:.6f}); more trials sharpen this.",
+            "",
+        ]
     out += bound_tables(summary)
     if failed:
         out += ["", "Failed checks:", ""] + [f"- {c['name']}" for c in failed]
@@ -379,6 +392,16 @@ def print_table(summary: dict) -> None:
                 f"{r['label']}: {r['held']} of {r['informative']} informative "
                 f"checks hold, {r['vacuous']} vacuous"
             )
+    rates = [
+        r["detectable_rate"]
+        for r in summary.get("bounds", [])
+        if r.get("detectable_rate") is not None
+    ]
+    if rates:
+        print(
+            f"power: a probabilistic bound is flagged only above an exceedance rate "
+            f"of {100 * max(rates):.3g}% at {summary['config']['trials']:,} trials"
+        )
     for c in summary["checks"]:
         if c["holds"] is False:
             print("FAILED:", c["name"])
