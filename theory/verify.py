@@ -1053,7 +1053,7 @@ def run(cfg: VerifyConfig, out: str) -> dict:
         "speed": [_clean(s) for s in speed],
     }
     summary = _clean(summary)
-    if jax.process_index() == 0:
+    if _mc.is_writer():
         with open(os.path.join(out, "summary.json"), "w") as f:
             json.dump(summary, f, indent=1, allow_nan=False)
         plots = []
