@@ -25,8 +25,11 @@ from ._sampling import sample_arrivals as sample_arrivals
 from ._sampling import sample_masks as sample_masks
 from ._sampling import worst_case_mask as worst_case_mask
 
+# decode results
+from ._result import DecodeResult as DecodeResult
+from ._result import Status as Status
+
 # polynomial codes
-from ._polynomial import DecodeResult as DecodeResult
 from ._polynomial import chebyls_decode as chebyls_decode
 from ._polynomial import chebyls_decode_batched as chebyls_decode_batched
 from ._polynomial import chebyls_decoding_matrix as chebyls_decoding_matrix

@@ -14,6 +14,8 @@ and the points; a second, cheap program applies it, so payloads of any shape reu
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any
 
 import jax
@@ -21,19 +23,23 @@ import jax.numpy as jnp
 
 from ._chebyshev import chebyshev_points
 from ._dtypes import (
-    accumulation_dtype,
     check_decode_inputs,
     check_floating,
     check_int,
     check_vector,
     concrete_finite,
     concrete_points,
+    resolve_accum_dtype,
+    unit_roundoff,
 )
 from ._nodes import distinct_representatives, finite_selection
-from ._polynomial import DecodeResult
-
-_HI = jax.lax.Precision.HIGHEST
-
+from ._result import (
+    DecodeResult,
+    apply_decoding,
+    finish,
+    predicted_error,
+    status_of,
+)
 
 # ----------------------------------------------------------------------------------
 # kernels (shared with _nercc and _repapprox)
@@ -72,21 +78,6 @@ def berrut_matrix(nodes: jax.Array, sel: jax.Array, z: jax.Array):
     b = jnp.where(hit[:, None], unit, b)
     b = jnp.where(count > 0, b, jnp.zeros_like(b))
     return b, hit & (count > 0), hit_idx, count
-
-
-def apply_with_hits(b, hit, hit_idx, y, sel, acc):
-    """value [Q, ...] = B @ y, with rows at a node copied from that node's response.
-
-    Rows of unselected workers are zeroed before the product so that 0 * NaN cannot
-    appear (decoders select finite rows only; an encoder's non-finite input is
-    propagated, not hidden); rows where the evaluation point is a node take the
-    representative's response itself (bit for bit, in ``acc``), not a computed sum.
-    """
-    flat = y.reshape(y.shape[0], -1).astype(acc)
-    flat = jnp.where(sel[:, None], flat, jnp.zeros_like(flat))
-    out = jnp.matmul(b, flat, precision=_HI)
-    out = jnp.where(hit[:, None], flat[hit_idx], out)
-    return out.reshape((b.shape[0],) + y.shape[1:])
 
 
 def lebesgue(b: jax.Array) -> jax.Array:
@@ -178,12 +169,11 @@ def berrut_encode(x: Any, beta: Any, alpha: Any) -> jax.Array:
     alpha = check_vector(fname, "alpha", alpha)
     concrete_points(fname, "beta", beta)
     concrete_finite(fname, "alpha", alpha)
-    acc = accumulation_dtype(x.dtype)
+    acc = resolve_accum_dtype(fname, x.dtype)
     # the basis depends on the points only (one compilation per K, M); the product
     # with the inputs is a separate, cheap program for every payload shape
     b, hit, idx, _ = encode_plan(beta.astype(acc), alpha.astype(acc))
-    sel = jnp.ones((x.shape[0],), bool)
-    return apply_plan(b, hit, idx, x.astype(acc), sel)
+    return apply_plan(b, hit, idx, x.astype(acc))
 
 
 @jax.jit
@@ -192,15 +182,16 @@ def encode_plan(beta, alpha):
 
 
 @jax.jit
-def apply_plan(b, hit, idx, y, sel):
-    return apply_with_hits(b, hit, idx, y, sel, y.dtype)
+def apply_plan(b, hit, idx, x):
+    """Coded inputs B @ x (non-finite inputs propagate), node rows copied."""
+    return apply_decoding(b, x, x.dtype, hit=hit, hit_idx=idx, zero_nonfinite=False)
 
 
 def _check_decode(fname, y, mask, alpha, beta, accum_dtype):
     y, mask, alpha, beta = check_decode_inputs(fname, y, mask, alpha, beta)
     concrete_finite(fname, "alpha", alpha)
     concrete_finite(fname, "beta", beta)
-    acc = accumulation_dtype(y.dtype, accum_dtype)
+    acc = resolve_accum_dtype(fname, y.dtype, accum_dtype)
     return y, mask, alpha.astype(acc), beta.astype(acc), acc
 
 
@@ -262,27 +253,36 @@ def berrut_decode(
     # cast first (exact, keeps NaN/Inf), so one program serves every worker dtype;
     # the decoding matrix is built by a program that does not see the payload
     # shape, and applied by a cheap one
+    worker = y.dtype
     y = y.astype(acc)
     sel = finite_selection(y, mask)
     plan = _decode_plan(sel, alpha, beta)
-    return _decode_finish(plan, y, sel)
+    return decode_finish(plan, y, sel, worker=worker)
 
 
 @jax.jit
 def _decode_plan(sel, alpha, beta):
     b, hit, idx, count = berrut_matrix(alpha, sel, beta)
-    usable = (count > 0) & jnp.all(jnp.isfinite(beta))
+    points_ok = jnp.all(jnp.isfinite(beta)) & jnp.all(jnp.isfinite(alpha))
+    status = status_of(
+        points_ok=points_ok, enough=count > 0, solved=jnp.all(jnp.isfinite(b))
+    )
     cond = jnp.where(count > 0, lebesgue(b), jnp.asarray(jnp.inf, b.dtype))
-    return b, hit, idx, count, usable, cond
+    return b, hit, idx, count, status, cond
 
 
-@jax.jit
-def _decode_finish(plan, y, sel):
-    b, hit, idx, count, usable, cond = plan
-    value = apply_with_hits(b, hit, idx, y, sel, y.dtype)
-    ok = usable & jnp.all(jnp.isfinite(value))
-    value = jnp.where(ok, value, jnp.zeros_like(value))
-    return DecodeResult(value, ok, cond, count)
+@functools.partial(jax.jit, static_argnames=("worker",))
+def decode_finish(plan, y, sel, worker):
+    """The DecodeResult of an interpolating decoder from its plan.
+
+    ``plan`` = (A [K, M], hit [K], hit_idx [K], count, status, cond); y [M, ...]
+    already in the accumulation dtype; ``worker`` the dtype the workers answered in.
+    """
+    a, hit, idx, count, status, cond = plan
+    value = apply_decoding(a, y, y.dtype, hit=hit, hit_idx=idx)
+    flat = y.reshape(y.shape[0], math.prod(y.shape[1:]))
+    error = predicted_error(a, flat, sel, worker)
+    return finish(value, cond, count, status, error)
 
 
 def berrut_decoding_matrix(
@@ -317,7 +317,7 @@ def berrut_decoding_matrix(
     """
     fname = "berrut_decoding_matrix"
     alpha = check_vector(fname, "alpha", alpha)
-    acc = accumulation_dtype(jnp.float32, accum_dtype)
+    acc = resolve_accum_dtype(fname, jnp.float32, accum_dtype)
     y = jnp.zeros((alpha.shape[0],), acc)
     y, mask, alpha, beta, acc = _check_decode(fname, y, mask, alpha, beta, accum_dtype)
     return _berrut_matrix_public(mask, alpha, beta)
@@ -326,6 +326,11 @@ def berrut_decoding_matrix(
 @jax.jit
 def _berrut_matrix_public(mask, alpha, beta):
     b, _, _, count = berrut_matrix(alpha, mask, beta)
-    ok = (count > 0) & jnp.all(jnp.isfinite(b)) & jnp.all(jnp.isfinite(beta))
+    points_ok = jnp.all(jnp.isfinite(beta)) & jnp.all(jnp.isfinite(alpha))
+    status = status_of(
+        points_ok=points_ok, enough=count > 0, solved=jnp.all(jnp.isfinite(b))
+    )
     cond = jnp.where(count > 0, lebesgue(b), jnp.asarray(jnp.inf, b.dtype))
-    return DecodeResult(jnp.where(ok, b, jnp.zeros_like(b)), ok, cond, count)
+    # error per unit of max |y|, for responses in the accumulation dtype
+    error = unit_roundoff(b.dtype) * jnp.max(jnp.sum(jnp.abs(b), axis=1), initial=0.0)
+    return finish(b, cond, count, status, error)

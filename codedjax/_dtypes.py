@@ -34,31 +34,73 @@ def accumulation_dtype(dtype: Any, accum_dtype: Any = None) -> jnp.dtype:
 
     Raises:
         TypeError: if ``dtype`` is not floating or ``accum_dtype`` is bf16/f16.
+        ValueError: float64 asked for while JAX's float64 is disabled.
 
     Examples:
         >>> import jax.numpy as jnp
         >>> accumulation_dtype(jnp.bfloat16)
         dtype('float32')
     """
-    dt = jnp.dtype(dtype)
+    return resolve_accum_dtype("accumulation_dtype", dtype, accum_dtype)
+
+
+def x64_enabled() -> bool:
+    """True when float64 arrays can be made (``jax_enable_x64`` or its context)."""
+    return jax.dtypes.canonicalize_dtype(jnp.float64) == jnp.dtype(jnp.float64)
+
+
+def resolve_accum_dtype(fname: str, dtype: Any, accum_dtype: Any = None) -> jnp.dtype:
+    """:func:`accumulation_dtype` with errors naming the public function ``fname``.
+
+    float64 (asked for, or as the dtype of the responses) needs float64 enabled:
+    otherwise JAX would run the work in float32 while the result would be judged
+    against float64's epsilon, so this raises instead.
+    """
+    try:
+        dt = jnp.dtype(dtype)
+    except TypeError as err:
+        raise TypeError(f"{fname}: expected a floating dtype, got {dtype!r}") from err
     if not jnp.issubdtype(dt, jnp.floating):
-        raise TypeError(f"accumulation_dtype: expected a floating dtype, got {dt}")
+        raise TypeError(f"{fname}: expected a floating dtype, got {dt}")
     if accum_dtype is not None:
-        acc = jnp.dtype(accum_dtype)
+        try:
+            acc = jnp.dtype(accum_dtype)
+        except TypeError as err:
+            raise TypeError(
+                f"{fname}: accum_dtype must be float32 or float64, got {accum_dtype!r}"
+            ) from err
         if acc not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)):
             raise TypeError(
-                "accumulation_dtype: accum_dtype must be float32 or float64 (no "
+                f"{fname}: accum_dtype must be float32 or float64 (no "
                 f"factorisation runs in low precision), got {acc}"
             )
-        return acc
-    if dt == jnp.dtype(jnp.float64):
-        return dt
-    return jnp.dtype(jnp.float32)
+    elif dt == jnp.dtype(jnp.float64):
+        acc = dt
+    else:
+        acc = jnp.dtype(jnp.float32)
+    if acc == jnp.dtype(jnp.float64) and not x64_enabled():
+        raise ValueError(
+            f"{fname}: accum_dtype float64 needs float64 enabled in JAX "
+            "(JAX_ENABLE_X64=1, jax.config.update('jax_enable_x64', True) or the "
+            "jax.enable_x64 context), but it is disabled: the work would silently "
+            "run in float32"
+        )
+    return acc
 
 
 def unit_roundoff(dtype: Any) -> float:
     """Unit roundoff u = eps / 2 of a floating dtype (bf16: 2**-8, f32: 2**-24)."""
     return float(jnp.finfo(jnp.dtype(dtype)).eps) / 2.0
+
+
+def matmul_precision():
+    """The matmul precision of every decoding product: full float32 everywhere.
+
+    On CPU the default precision already is full float32 and asking for HIGHEST
+    selects a slower code path for some shapes; on GPU/TPU the default may use
+    TF32/bf16 passes, so HIGHEST is asked for there.
+    """
+    return None if jax.default_backend() == "cpu" else jax.lax.Precision.HIGHEST
 
 
 def low_precision_worker(fn: Callable, dtype: Any = jnp.bfloat16) -> Callable:

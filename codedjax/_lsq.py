@@ -26,7 +26,7 @@ import numpy as np
 from jax.scipy.linalg import solve_triangular
 
 from ._chebyshev import chebyshev_vandermonde, orthonormal_column_scale
-from ._dtypes import points_valid
+from ._dtypes import matmul_precision, points_valid
 
 _HI = jax.lax.Precision.HIGHEST
 
@@ -217,7 +217,7 @@ def qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
         outer = (u[:, :, None] * u[:, None, :]).reshape(m, d * d)
         g = jnp.matmul(s, outer, precision=_HI).reshape(b, d, d)  # U_S^T U_S
         lam_g = jnp.minimum(unorm2, _lambda_max_bounds(g, _SQUARINGS)[1])
-        lam_h = _lambda_max_bounds(_bmm(_mT(zi), zi), _SQUARINGS)[0]
+        lam_h = _lambda_max_bounds(_bmm(_mT(zi), zi), _SQUARINGS)[1]
         cond = jnp.sqrt(lam_g * lam_h)
     cond = jnp.where(jnp.isnan(cond), jnp.asarray(jnp.inf, acc), cond)
 
@@ -241,8 +241,8 @@ _NE_COND_SQ_EPS = 1.0 / 32
 # Lanczos steps (matrix-vector products) of the cond estimate: on H^{-1} (for
 # sigma_min) and on H (for sigma_max, whose top eigenvalue is usually a large
 # cluster, 1 for first-kind points with fewer than D stragglers).
-_LANCZOS_STEPS = 4
-_LANCZOS_STEPS_GRAM = 4
+_LANCZOS_STEPS = 8
+_LANCZOS_STEPS_GRAM = 6
 # Bisection steps for the largest eigenvalue of the Lanczos tridiagonal matrix.
 _BISECTION_STEPS = 32
 # At most 1/_QR_TIER_FRACTION of the masks per QR call of the fallback tier (it
@@ -255,13 +255,8 @@ NE_MAX_COEFFS = 128
 
 
 def _precision():
-    """Matmul precision for float32 work: full float32 everywhere.
-
-    On CPU the default precision already is full float32 and asking for HIGHEST
-    selects a slower code path for some shapes; on GPU/TPU the default may use
-    TF32/bf16 passes, so ask for HIGHEST there.
-    """
-    return None if jax.default_backend() == "cpu" else _HI
+    """Matmul precision for float32 work (the shared policy, see matmul_precision)."""
+    return matmul_precision()
 
 
 def _packed_index(d):
@@ -357,9 +352,11 @@ def _lanczos_lambda_max(matvec, v, steps):
     ``steps`` Lanczos steps (one ``matvec`` each, full reorthogonalisation) from
     the start vectors ``v`` [B, D], then the largest Ritz value, a lower bound on
     lambda_max up to rounding (Golub and Van Loan, Matrix Computations, 4th ed.,
-    sec. 10.1). For the inverse Gram matrices of the decoders, 4 steps from
-    :func:`_two_column_start` give sqrt(lambda) within 1% for 99% of masks
-    (M = 40, N = 30, D = 22).
+    sec. 10.1). Not certified: a start vector nearly orthogonal to the top
+    eigenvector leaves it out of a short Krylov space (4 steps from
+    :func:`_two_column_start` gave 0.67 kappa for one mask at M = 40, D = 22); the
+    decoders take 8 steps (see :func:`ne_decoding_matrices` for the measured
+    accuracy).
     """
 
     def norm(x):
@@ -460,8 +457,9 @@ def ne_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
        backward error in the data U_S, so the refined A_b is as accurate as a QR
        solve while cond^2 eps << 1 (A. Bjorck, BIT 27 (1987) 198-214);
     4. ``cond`` = sqrt(lambda_b * rho_b), the largest Ritz values of H_b and of
-       H_b^{-1} after 4 Lanczos steps each (:func:`_lanczos_lambda_max`; for
-       H_b^{-1} from two of its columns, :func:`_two_column_start`); lambda_b is
+       H_b^{-1} after 6 and 8 Lanczos steps (:func:`_lanczos_lambda_max`; for
+       H_b^{-1} from two of its columns, :func:`_two_column_start`, for H_b from
+       the selected rows weighted to the ends of [-1, 1]); lambda_b is
        replaced by its upper bound ||U||_2^2 when within 1% of it (that bound is
        exact for first-kind points with fewer than D stragglers);
     5. masks with cond^2 eps > 1/32 (cond > 512 in float32), a non-positive pivot
@@ -478,12 +476,17 @@ def ne_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     kappa of the equilibrated selected rows, from below up to 0.5%: Ritz values
     never exceed lambda_max(H_b) = sigma_max^2 and lambda_max(H_b^{-1}) =
     1/sigma_min^2 (up to rounding, of relative size cond^2 eps for the computed
-    inverse), and ||U||_2^2 is used only within 1% of the Ritz value. Measured
-    against numpy's float64 cond (M = 40, N = 30, D = 22, 4096 random masks):
-    median ratio 1.0000, 97% of masks within 1e-3, 1% below 0.993, the worst
-    0.89; masks symmetric about 0: worst 0.97. Less tight where sigma_max needs
-    Lanczos too (second-kind points: 1% below 0.80; M = 100, N = 30: 1% below
-    0.84).
+    inverse), and ||U||_2^2 is used only within 1% of the Ritz value. It is NOT
+    a certified bound from below: a Krylov space of 8 vectors can miss the
+    smallest singular direction of a mask (with 4 steps the mask M = 40, D = 22
+    missing workers {2, 5, 19, 21, 24, 26, 31, 33, 36, 39} gave 0.67 kappa; 8
+    steps give 1.0000 there). Measured against numpy's float64 cond over 4096
+    random masks per N (M = 40, D = 22, masks with kappa <= 512): first-kind
+    points, N = 30: median ratio 1.0000, 99.6% within 1e-3, worst 0.994; N = 24,
+    26, 34: worst 0.970, 0.981, 0.999; second-kind points (sigma_max needs
+    Lanczos too), N = 24 to 34: 1% below 0.974, worst 0.950. The largest ratio
+    seen is 1.007 (kind 1) and 1.010 (kind 2): the cond^2 eps rounding of the
+    computed inverse near kappa = 512.
 
     Args/returns: as :func:`ls_decoding_matrices` (``acc`` float32 here).
     """
@@ -523,7 +526,11 @@ def ne_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     def matvec_h(x):  # H_b x = U^T diag(w_b) U x, by two products with the shared U
         return jnp.matmul(jnp.matmul(x, u.T, precision=prec) * w, u, precision=prec)
 
-    t01 = (1 + alpha.astype(acc))[None, :]  # T_0 + T_1 at the workers: both parities
+    # start weights (1 + x/2) x^8: both parities, and weighted to the ends of
+    # [-1, 1], where the top eigenvector of H lives when the points cluster there
+    # (second-kind points); (1 + x) instead gave 0.80 kappa at 4 steps there
+    xa = alpha.astype(acc)
+    t01 = ((1 + 0.5 * xa) * xa**8)[None, :]
     lam_h = _lanczos_lambda_max(
         matvec_h, jnp.matmul(w * t01, u, precision=prec), _LANCZOS_STEPS_GRAM
     )

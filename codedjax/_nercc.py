@@ -29,6 +29,7 @@ singular).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -40,7 +41,6 @@ from jax.scipy.linalg import cho_solve
 
 from ._chebyshev import chebyshev_points
 from ._dtypes import (
-    accumulation_dtype,
     check_decode_inputs,
     check_floating,
     check_int,
@@ -49,9 +49,17 @@ from ._dtypes import (
     concrete_finite,
     concrete_points,
     is_concrete,
+    resolve_accum_dtype,
+    unit_roundoff,
 )
 from ._nodes import distinct_representatives, finite_selection
-from ._polynomial import DecodeResult
+from ._result import (
+    DecodeResult,
+    apply_decoding,
+    finish,
+    predicted_error,
+    status_of,
+)
 from ._sampling import sample_masks
 
 _HI = jax.lax.Precision.HIGHEST
@@ -174,14 +182,7 @@ def spline_matrix(nodes: jax.Array, sel: jax.Array, z: jax.Array, lam: jax.Array
     return out, count
 
 
-def _apply(a, y, sel, acc):
-    flat = y.reshape(y.shape[0], -1).astype(acc)
-    flat = jnp.where(sel[:, None], flat, jnp.zeros_like(flat))  # sel: finite rows
-    out = jnp.matmul(a, flat, precision=_HI)
-    return out.reshape((a.shape[0],) + y.shape[1:])
-
-
-def _check_smoothing(fname: str, smoothing: Any, acc) -> jax.Array:
+def check_smoothing(fname: str, smoothing: Any, acc) -> jax.Array:
     lam = jnp.asarray(smoothing)
     if lam.ndim != 0:
         raise ValueError(
@@ -258,17 +259,16 @@ def nercc_encode(x: Any, beta: Any, alpha: Any, *, smoothing: Any = 0.0) -> jax.
     alpha = check_vector(fname, "alpha", alpha)
     concrete_points(fname, "beta", beta)
     concrete_finite(fname, "alpha", alpha)
-    acc = accumulation_dtype(x.dtype)
-    lam = _check_smoothing(fname, smoothing, acc)
+    acc = resolve_accum_dtype(fname, x.dtype)
+    lam = check_smoothing(fname, smoothing, acc)
     e = _encoding_matrix(beta.astype(acc), alpha.astype(acc), lam)  # [M, K]
     return _matmul_rows(e, x.astype(acc))
 
 
 @jax.jit
 def _matmul_rows(a, x):
-    """[R, K] @ x [K, ...] -> [R, ...] at full precision."""
-    out = jnp.matmul(a, x.reshape(x.shape[0], -1), precision=_HI)
-    return out.reshape((a.shape[0],) + x.shape[1:])
+    """[R, K] @ x [K, ...] -> [R, ...] (non-finite inputs propagate)."""
+    return apply_decoding(a, x, x.dtype, zero_nonfinite=False)
 
 
 def nercc_encoding_matrix(
@@ -293,7 +293,7 @@ def nercc_encoding_matrix(
         (6, 4)
     """
     fname = "nercc_encoding_matrix"
-    acc = accumulation_dtype(jnp.float32, accum_dtype)
+    acc = resolve_accum_dtype(fname, jnp.float32, accum_dtype)
     beta = check_vector(fname, "beta", beta)
     if beta.shape[0] < 2:
         raise ValueError(
@@ -302,7 +302,7 @@ def nercc_encoding_matrix(
     alpha = check_vector(fname, "alpha", alpha)
     concrete_points(fname, "beta", beta)
     concrete_finite(fname, "alpha", alpha)
-    lam = _check_smoothing(fname, smoothing, acc)
+    lam = check_smoothing(fname, smoothing, acc)
     return _encoding_matrix(beta.astype(acc), alpha.astype(acc), lam)
 
 
@@ -318,8 +318,8 @@ def _check_decode(fname, y, mask, alpha, beta, smoothing, accum_dtype):
     )
     concrete_finite(fname, "alpha", alpha)
     concrete_finite(fname, "beta", beta)
-    acc = accumulation_dtype(y.dtype, accum_dtype)
-    lam = _check_smoothing(fname, smoothing, acc)
+    acc = resolve_accum_dtype(fname, y.dtype, accum_dtype)
+    lam = check_smoothing(fname, smoothing, acc)
     return y, mask, alpha.astype(acc), beta.astype(acc), lam, acc
 
 
@@ -403,18 +403,20 @@ def nercc_decode(
         )
     # cast first (exact, keeps NaN/Inf), so one program serves every worker dtype;
     # the decoding matrix is built without seeing the payload shape
+    worker = y.dtype
     y = y.astype(acc)
     sel = finite_selection(y, mask)
-    return _decode_finish(_decoding_matrix(sel, alpha, beta, lam), y, sel)
+    return _decode_finish(_decoding_matrix(sel, alpha, beta, lam), y, sel, worker)
 
 
-@jax.jit
-def _decode_finish(res, y, sel):
-    value = _apply(res.value, y, sel, y.dtype)
-    ok = res.ok & jnp.all(jnp.isfinite(value))
-    value = jnp.where(ok, value, jnp.zeros_like(value))
-    cond = jnp.where(ok, res.cond, jnp.asarray(jnp.inf, y.dtype))
-    return DecodeResult(value, ok, cond, res.num_used)
+@functools.partial(jax.jit, static_argnames=("worker",))
+def _decode_finish(res, y, sel, worker):
+    value = apply_decoding(res.value, y, y.dtype)
+    flat = y.reshape(y.shape[0], math.prod(y.shape[1:]))
+    error = predicted_error(res.value, flat, sel, worker)
+    out = finish(value, res.cond, res.num_used, res.status, error)
+    cond = jnp.where(out.ok, out.cond, jnp.asarray(jnp.inf, y.dtype))
+    return out._replace(cond=cond)
 
 
 def nercc_decoding_matrix(
@@ -446,7 +448,7 @@ def nercc_decoding_matrix(
     """
     fname = "nercc_decoding_matrix"
     alpha = check_vector(fname, "alpha", alpha)
-    acc = accumulation_dtype(jnp.float32, accum_dtype)
+    acc = resolve_accum_dtype(fname, jnp.float32, accum_dtype)
     y = jnp.zeros((alpha.shape[0],), acc)
     _, mask, alpha, beta, lam, acc = _check_decode(
         fname, y, mask, alpha, beta, smoothing, accum_dtype
@@ -457,13 +459,19 @@ def nercc_decoding_matrix(
 @jax.jit
 def _decoding_matrix(mask, alpha, beta, lam):
     a, count = spline_matrix(alpha, mask, beta, lam)
-    ok = (count >= 2) & (lam >= 0) & jnp.all(jnp.isfinite(a))
-    cond = jnp.where(
-        ok,
-        jnp.max(jnp.sum(jnp.abs(a), axis=1), initial=0.0),
-        jnp.asarray(jnp.inf, a.dtype),
+    points_ok = (
+        (lam >= 0)
+        & jnp.isfinite(lam)
+        & jnp.all(jnp.isfinite(alpha))
+        & jnp.all(jnp.isfinite(beta))
     )
-    return DecodeResult(jnp.where(ok, a, jnp.zeros_like(a)), ok, cond, count)
+    status = status_of(
+        points_ok=points_ok, enough=count >= 2, solved=jnp.all(jnp.isfinite(a))
+    )
+    gain = jnp.max(jnp.sum(jnp.abs(a), axis=1), initial=0.0)
+    cond = jnp.where(status == 0, gain, jnp.asarray(jnp.inf, a.dtype))
+    # error per unit of max |y|, for responses in the accumulation dtype
+    return finish(a, cond, count, status, unit_roundoff(a.dtype) * gain)
 
 
 # ----------------------------------------------------------------------------------
@@ -618,7 +626,7 @@ def tune_nercc(
             f"{tuple(x_val.shape)}"
         )
     v, k = x_val.shape[:2]
-    acc = accumulation_dtype(x_val.dtype)
+    acc = resolve_accum_dtype("tune_nercc", x_val.dtype)
     enc_grid = _grid(fname, "grid", grid)
     dec_grid = _grid(
         fname, "decoder_grid", grid if decoder_grid is None else decoder_grid

@@ -10,13 +10,14 @@ straggler pattern.
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._dtypes import (
-    accumulation_dtype,
     check_decode_inputs,
     check_floating,
     check_int,
@@ -24,33 +25,20 @@ from ._dtypes import (
     check_vector,
     concrete_points,
     finite_rows,
+    is_concrete,
+    points_valid,
+    resolve_accum_dtype,
+    unit_roundoff,
 )
-from ._lsq import _precision, ls_decoding_matrices
+from ._lsq import ls_decoding_matrices
 from ._lsq import ls_decoding_matrix as _ls_decoding_matrix
-
-_HI = jax.lax.Precision.HIGHEST
-
-
-class DecodeResult(NamedTuple):
-    """What every decoder returns (a pytree, so it passes through jit and vmap).
-
-    Attributes:
-        value: [..., K, ...] decoded outputs in the accumulation dtype. Zero when the
-            decoder had too few usable responses (see ``ok``).
-        ok: bool [...], True when enough finite responses arrived, the points are
-            finite and distinct, and the system is numerically non-singular
-            (``cond`` below 1 / eps of the accumulation dtype).
-        cond: [...] a condition number of the system used (for least-squares
-            decoders the 2-norm condition number of the equilibrated
-            Chebyshev-Vandermonde rows; for interpolating decoders the infinity norm
-            of the decoding matrix, i.e. the Lebesgue constant at the data points).
-        num_used: int32 [...], how many worker responses the decoder used.
-    """
-
-    value: jax.Array
-    ok: jax.Array
-    cond: jax.Array
-    num_used: jax.Array
+from ._result import (
+    DecodeResult,
+    apply_decoding,
+    finish,
+    predicted_error,
+    status_of,
+)
 
 
 def recovery_threshold(num_inputs: int, degree: int) -> int:
@@ -142,16 +130,14 @@ def lagrange_encode(x: Any, beta: Any, alpha: Any) -> jax.Array:
     alpha = check_vector(fname, "alpha", alpha)
     concrete_points(fname, "beta", beta)
     concrete_points(fname, "alpha", alpha)
-    acc = accumulation_dtype(x.dtype)
+    acc = resolve_accum_dtype(fname, x.dtype)
     return _lagrange_encode(x.astype(acc), beta.astype(acc), alpha.astype(acc))
 
 
 @jax.jit
 def _lagrange_encode(x, beta, alpha):
     e = _barycentric_matrix(beta, alpha)
-    flat = x.reshape(x.shape[0], -1)
-    out = jnp.matmul(e, flat, precision=_HI)
-    return out.reshape((alpha.shape[0],) + x.shape[1:])
+    return apply_decoding(e, x, x.dtype, zero_nonfinite=False)
 
 
 def _check_decode_args(fname, y, mask, alpha, beta, num_coeffs, accum_dtype):
@@ -172,16 +158,23 @@ def _check_decode_args(fname, y, mask, alpha, beta, num_coeffs, accum_dtype):
         )
     concrete_points(fname, "alpha", alpha)
     concrete_points(fname, "beta", beta)
-    acc = accumulation_dtype(y.dtype, accum_dtype)
+    acc = resolve_accum_dtype(fname, y.dtype, accum_dtype)
     return y, mask, alpha.astype(acc), beta.astype(acc), num_coeffs, acc
 
 
-def _apply(a, y, acc):
-    """value [K, ...] = A [K, M] @ y [M, ...] with non-finite rows zeroed."""
-    flat = y.reshape(y.shape[0], -1).astype(acc)
-    flat = jnp.where(jnp.isfinite(flat), flat, jnp.zeros_like(flat))
-    out = jnp.matmul(a, flat, precision=_HI)
-    return out.reshape((a.shape[0],) + y.shape[1:])
+def _ls_result(a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, per_mask=False):
+    """The DecodeResult of a least-squares decode (shared by the three decoders)."""
+    m = a.shape[-1]
+    lead = y.shape[:1] if per_mask else ()
+    flat = y.reshape(lead + (m, math.prod(y.shape[len(lead) + 1 :])))
+    value = apply_decoding(a, y, acc, per_mask=per_mask)
+    error = predicted_error(a, flat, sel, y.dtype)
+    status = status_of(
+        points_ok=points_valid(alpha) & points_valid(beta),
+        enough=n >= num_coeffs,
+        solved=ok,
+    )
+    return finish(value, cond, n, status, error)
 
 
 def chebyls_decode(
@@ -248,7 +241,7 @@ def chebyls_decode(
 def _chebyls_decode_impl(y, mask, alpha, beta, num_coeffs, acc):
     sel = mask & finite_rows(y)
     a, ok, cond, n = _ls_decoding_matrix(sel, alpha, beta, num_coeffs, acc)
-    return DecodeResult(_apply(a, y, acc), ok, cond, n)
+    return _ls_result(a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc)
 
 
 _chebyls_decode = jax.jit(_chebyls_decode_impl, static_argnames=("num_coeffs", "acc"))
@@ -290,7 +283,7 @@ def chebyls_decoding_matrix(
     fname = "chebyls_decoding_matrix"
     alpha = check_vector(fname, "alpha", alpha)
     m = alpha.shape[0]
-    y = jnp.zeros((m,), accumulation_dtype(jnp.float32, accum_dtype))
+    y = jnp.zeros((m,), resolve_accum_dtype(fname, jnp.float32, accum_dtype))
     y, mask, alpha, beta, d, acc = _check_decode_args(
         fname, y, mask, alpha, beta, num_coeffs, accum_dtype
     )
@@ -298,7 +291,15 @@ def chebyls_decoding_matrix(
 
 
 def _decoding_matrix_impl(mask, alpha, beta, num_coeffs, acc):
-    return DecodeResult(*_ls_decoding_matrix(mask, alpha, beta, num_coeffs, acc))
+    a, ok, cond, n = _ls_decoding_matrix(mask, alpha, beta, num_coeffs, acc)
+    status = status_of(
+        points_ok=points_valid(alpha) & points_valid(beta),
+        enough=n >= num_coeffs,
+        solved=ok,
+    )
+    # error per unit of max |y|, for responses in the accumulation dtype
+    gain = jnp.max(jnp.sum(jnp.abs(a), axis=-1), initial=0.0)
+    return finish(a, cond, n, status, unit_roundoff(acc) * gain)
 
 
 _decoding_matrix = jax.jit(_decoding_matrix_impl, static_argnames=("num_coeffs", "acc"))
@@ -312,6 +313,7 @@ def chebyls_decode_batched(
     num_coeffs: int,
     *,
     accum_dtype: Any = None,
+    shared_y: bool | None = None,
 ) -> DecodeResult:
     r"""ChebyLS for B masks at once (and B payloads, or one shared payload).
 
@@ -324,13 +326,16 @@ def chebyls_decode_batched(
     QR; float64 uses QR throughout (see ``codedjax._lsq``).
 
     Args:
-        y: [M, ...] one payload shared by every mask, or [B, M, ...] one per mask
-            (the leading axis is a batch axis when ``y.ndim >= 2`` and
-            ``y.shape[0] == B`` and ``y.shape[1] == M``; pass ``shared=`` semantics
-            by giving y of shape [M, ...] otherwise).
+        y: [M, ...] one payload shared by every mask (``shared_y=True``), or
+            [B, M, ...] one per mask (``shared_y=False``).
         masks: bool [B, M].
         alpha: [M]; beta: [K]; num_coeffs: D (static); accum_dtype: as
             :func:`chebyls_decode`.
+        shared_y: whether y is one payload shared by every mask. ``None`` (the
+            default) infers it from the shape only where exactly one reading
+            fits (shared: ``y.shape[0] == M``; per mask: ``y.shape[:2] == (B,
+            M)``) and raises a ValueError where both fit (B == M and
+            ``y.shape[1] == M``).
 
     Returns:
         DecodeResult with a leading B axis on every field. With float64
@@ -343,7 +348,9 @@ def chebyls_decode_batched(
         ``value`` and ``ok`` are as in :func:`chebyls_decode`.
 
     Raises:
-        ValueError, TypeError: as :func:`chebyls_decode`.
+        ValueError, TypeError: as :func:`chebyls_decode`; a ValueError for zero
+            masks (B = 0), a y that fits neither reading, or an ambiguous y with
+            ``shared_y=None``.
 
     Examples:
         >>> import jax, codedjax as cj
@@ -366,11 +373,35 @@ def chebyls_decode_batched(
             f"{tuple(masks.shape)}"
         )
     b = masks.shape[0]
-    per_mask = y.ndim >= 2 and y.shape[0] == b and y.shape[1] == m
-    if not per_mask and (y.ndim < 1 or y.shape[0] != m):
+    if b == 0:
         raise ValueError(
-            f"{fname}: y must have shape [M, ...] = [{m}, ...] or [B, M, ...] = "
-            f"[{b}, {m}, ...], got {tuple(y.shape)}"
+            f"{fname}: masks must hold at least one mask [B >= 1, M], got "
+            f"shape {tuple(masks.shape)}"
+        )
+    fits_per_mask = y.ndim >= 2 and y.shape[0] == b and y.shape[1] == m
+    fits_shared = y.ndim >= 1 and y.shape[0] == m
+    if shared_y is None:
+        if fits_per_mask and fits_shared:
+            raise ValueError(
+                f"{fname}: y of shape {tuple(y.shape)} reads both as one shared "
+                f"payload [M, ...] and as one payload per mask [B, M, ...] (B = M = "
+                f"{m}); pass shared_y=True or shared_y=False"
+            )
+        shared_y = fits_shared
+    if not isinstance(shared_y, bool):
+        raise TypeError(
+            f"{fname}: shared_y must be True, False or None, got {shared_y!r}"
+        )
+    per_mask = not shared_y
+    if per_mask and not fits_per_mask:
+        raise ValueError(
+            f"{fname}: y must have shape [B, M, ...] = [{b}, {m}, ...] with "
+            f"shared_y=False, got {tuple(y.shape)}"
+        )
+    if not per_mask and not fits_shared:
+        raise ValueError(
+            f"{fname}: y must have shape [M, ...] = [{m}, ...] with "
+            f"shared_y=True, got {tuple(y.shape)}"
         )
     y0 = y[0] if per_mask else y
     y0, _, alpha, beta, d, acc = _check_decode_args(
@@ -392,17 +423,9 @@ def _chebyls_batched_impl(y, masks, alpha, beta, num_coeffs, acc, per_mask):
         fin = finite_rows(y)[None, :]
     sel = masks & fin
     a, ok, cond, n = ls_decoding_matrices(sel, alpha, beta, num_coeffs, acc)
-    trailing = y.shape[2:] if per_mask else y.shape[1:]
-    if per_mask:
-        flat = y.reshape(y.shape[0], y.shape[1], -1).astype(acc)
-        flat = jnp.where(jnp.isfinite(flat), flat, jnp.zeros_like(flat))
-        out = jnp.einsum("bkm,bmf->bkf", a, flat, precision=_precision())
-    else:
-        flat = y.reshape(y.shape[0], -1).astype(acc)
-        flat = jnp.where(jnp.isfinite(flat), flat, jnp.zeros_like(flat))
-        out = jnp.einsum("bkm,mf->bkf", a, flat, precision=_precision())
-    value = out.reshape(out.shape[:2] + trailing)
-    return DecodeResult(value, ok, cond, n)
+    return _ls_result(
+        a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, per_mask=per_mask
+    )
 
 
 _chebyls_batched = jax.jit(
@@ -435,8 +458,10 @@ def threshold_decode(
         mask: bool [M] responders.
         alpha: [M] worker points; beta: [K] data points.
         num_coeffs: D (static).
-        order: int [L] worker indices in arrival order (L <= M, distinct); workers
-            absent from ``order`` are never chosen.
+        order: int [L] worker indices in arrival order (L <= M, distinct, each in
+            [0, M)); workers absent from ``order`` are never chosen. A concrete
+            order that breaks these rules raises; a traced one gives ``status``
+            BAD_POINTS (``ok`` False).
         accum_dtype: as :func:`chebyls_decode`.
 
     Returns:
@@ -468,22 +493,47 @@ def threshold_decode(
             f"{fname}: order must be a 1-D integer array of worker indices, got "
             f"shape {tuple(order.shape)} dtype {order.dtype}"
         )
-    if order.shape[0] > y.shape[0]:
+    m = y.shape[0]
+    if order.shape[0] > m:
         raise ValueError(
-            f"{fname}: order must list at most M={y.shape[0]} workers, got "
-            f"{order.shape[0]}"
+            f"{fname}: order must list at most M={m} workers, got {order.shape[0]}"
         )
+    if is_concrete(order):
+        o = np.asarray(order)
+        if o.size and (o.min() < 0 or o.max() >= m):
+            bad = int(o[(o < 0) | (o >= m)][0])
+            raise ValueError(
+                f"{fname}: order must hold worker indices in [0, {m}), got {bad}"
+            )
+        if np.unique(o).size != o.size:
+            raise ValueError(
+                f"{fname}: order must list distinct workers, got a repeated index"
+            )
     return _threshold_decode(y, mask, alpha, beta, order, num_coeffs=d, acc=acc)
 
 
 def _threshold_decode_impl(y, mask, alpha, beta, order, num_coeffs, acc):
     m = y.shape[0]
+    in_range = (order >= 0) & (order < m)
+    safe = jnp.where(in_range, order, 0)
+    repeated = jnp.any(
+        (safe[:, None] == safe[None, :]) & ~jnp.eye(order.shape[0], dtype=bool)
+    )
+    order_ok = jnp.all(in_range) & ~repeated
     valid = mask & finite_rows(y)
-    valid_in_order = valid[order]
+    valid_in_order = valid[safe] & in_range
     chosen = valid_in_order & (jnp.cumsum(valid_in_order) <= num_coeffs)
-    sel = jnp.zeros((m,), bool).at[order].set(chosen)
+    sel = jnp.zeros((m,), bool).at[safe].max(chosen)
+    sel = sel & order_ok
     a, ok, cond, n = _ls_decoding_matrix(sel, alpha, beta, num_coeffs, acc)
-    return DecodeResult(_apply(a, y, acc), ok, cond, n)
+    value = apply_decoding(a, y, acc)
+    error = predicted_error(a, y.reshape(m, -1), sel, y.dtype)
+    status = status_of(
+        points_ok=points_valid(alpha) & points_valid(beta) & order_ok,
+        enough=n >= num_coeffs,
+        solved=ok,
+    )
+    return finish(value, cond, n, status, error)
 
 
 _threshold_decode = jax.jit(

@@ -22,19 +22,19 @@ import numpy as np
 
 from ._berrut import (
     apply_plan,
-    apply_with_hits,
     berrut_matrix,
     encode_plan,
     lebesgue,
 )
 from ._dtypes import (
-    accumulation_dtype,
     check_floating,
     check_int,
     check_mask,
+    resolve_accum_dtype,
 )
-from ._nercc import _check_smoothing, spline_matrix
+from ._nercc import check_smoothing, spline_matrix
 from ._nodes import finite_selection
+from ._result import Status, apply_decoding, predicted_error, status_of
 
 
 def _cheb_np(n: int, kind: int) -> np.ndarray:
@@ -80,14 +80,23 @@ class RepApproxLayout:
 class RepApproxResult(NamedTuple):
     """What :func:`repapprox_decode` returns (a pytree).
 
+    The first four fields and ``status`` / ``error`` mean what they mean in
+    :class:`DecodeResult`, with one difference: the values of exact tasks are kept
+    when ``ok`` is False (``exact`` says which), since they are the replicas'
+    answers themselves.
+
     Attributes:
-        value: [K, ...] decoded outputs in the accumulation dtype.
-        ok: bool, every task has a value (all exact, or the fallback had enough
-            responses) and the result is finite.
+        value: [K, ...] decoded outputs in the accumulation dtype: exact tasks
+            always, approximated tasks only when ``ok`` (else zeros).
+        ok: bool, ``status == Status.SUCCESS``: every task has a value (all exact,
+            or the fallback had enough responses) and the result is finite.
         cond: infinity norm of the decoding matrix (1 when every task is exact).
         num_used: int32, number of distinct responding nodes.
         exact: bool [K], task k was returned exactly: a server at beta_k (a replica
             of task k) responded with finite values, and its output was copied.
+        status: int32, a :class:`Status` code.
+        error: predicted absolute error of ``value`` (max over the tasks), inf
+            when not ``ok``.
     """
 
     value: jax.Array
@@ -95,6 +104,8 @@ class RepApproxResult(NamedTuple):
     cond: jax.Array
     num_used: jax.Array
     exact: jax.Array
+    status: jax.Array
+    error: jax.Array
 
 
 def _check_sizes(fname, num_tasks, replication, num_workers):
@@ -221,10 +232,10 @@ def repapprox_encode(x: Any, layout: RepApproxLayout) -> jax.Array:
             f"{fname}: x must have shape [K, ...] = [{layout.num_tasks}, ...], got "
             f"{tuple(x.shape)}"
         )
-    acc = accumulation_dtype(x.dtype)
+    acc = resolve_accum_dtype("repapprox_encode", x.dtype)
     beta, nodes = _points(layout, acc)
     b, hit, idx, _ = encode_plan(beta, nodes)
-    return apply_plan(b, hit, idx, x.astype(acc), jnp.ones((x.shape[0],), bool))
+    return apply_plan(b, hit, idx, x.astype(acc))
 
 
 def _points(layout: RepApproxLayout, acc) -> tuple[jax.Array, jax.Array]:
@@ -309,15 +320,16 @@ def repapprox_decode(
             f"{fname}: mask must have shape [M] = [{m}], got {tuple(mask.shape)} "
             "(use jax.vmap for many masks)"
         )
-    acc = accumulation_dtype(y.dtype, accum_dtype)
-    lam = _check_smoothing(fname, smoothing, acc)
+    acc = resolve_accum_dtype(fname, y.dtype, accum_dtype)
+    lam = check_smoothing(fname, smoothing, acc)
     beta, nodes = _points(layout, acc)
     # cast first (exact, keeps NaN/Inf), so one program serves every worker dtype;
     # the decoding matrix is built without seeing the payload shape
+    worker = y.dtype
     y = y.astype(acc)
     sel = finite_selection(y, mask)
     plan = _decode_plan(sel, nodes, beta, lam, fallback=fallback)
-    return _decode_finish(plan, y, sel)
+    return _decode_finish(plan, y, sel, worker=worker)
 
 
 @functools.partial(jax.jit, static_argnames=("fallback",))
@@ -330,22 +342,35 @@ def _decode_plan(sel, nodes, beta, lam, fallback):
         spline, _ = spline_matrix(nodes, sel, beta, lam)
         enough = (count >= 2) & (lam >= 0)
     lost_ok = jnp.all(hit) | enough
+    points_ok = jnp.all(jnp.isfinite(beta)) & jnp.all(jnp.isfinite(nodes))
+    if fallback == "nercc":
+        points_ok = points_ok & (lam >= 0) & jnp.isfinite(lam)
     cols = jnp.arange(nodes.shape[0], dtype=jnp.int32)
     unit = (cols[None, :] == idx[:, None]).astype(b.dtype)
     mat = jnp.where(hit[:, None], unit, spline)
     cond = jnp.where(lost_ok, lebesgue(mat), jnp.asarray(jnp.inf, b.dtype))
-    return mat, hit, idx, count, enough, lost_ok, cond
+    status = status_of(
+        points_ok=points_ok, enough=lost_ok, solved=jnp.all(jnp.isfinite(mat))
+    )
+    return mat, hit, idx, count, enough, status, cond
 
 
-@jax.jit
-def _decode_finish(plan, y, sel):
-    mat, hit, idx, count, enough, lost_ok, cond = plan
-    value = apply_with_hits(mat, hit, idx, y, sel, y.dtype)  # exact rows copied
+@functools.partial(jax.jit, static_argnames=("worker",))
+def _decode_finish(plan, y, sel, worker):
+    mat, hit, idx, count, enough, status, cond = plan
+    value = apply_decoding(mat, y, y.dtype, hit=hit, hit_idx=idx)  # exact rows copied
     hit_b = hit.reshape(hit.shape + (1,) * (value.ndim - 1))
     value = jnp.where(hit_b | enough, value, jnp.zeros_like(value))
     finite = jnp.all(jnp.isfinite(value))
     value = jnp.where(finite | hit_b, value, jnp.zeros_like(value))
-    return RepApproxResult(value, lost_ok & finite, cond, count, hit)
+    status = jnp.where(
+        (status == int(Status.SUCCESS)) & ~finite, int(Status.NONFINITE), status
+    ).astype(jnp.int32)
+    ok = status == int(Status.SUCCESS)
+    flat = y.reshape(y.shape[0], math.prod(y.shape[1:]))
+    error = predicted_error(mat, flat, sel, worker)
+    error = jnp.where(ok, error, jnp.asarray(jnp.inf, error.dtype))
+    return RepApproxResult(value, ok, cond, count, hit, status, error)
 
 
 # ----------------------------------------------------------------------------------

@@ -1,0 +1,243 @@
+"""What every decoder returns, and the steps every decoder shares.
+
+* :class:`DecodeResult` and :class:`Status`: the result type and its failure codes.
+* :func:`apply_decoding`: value = A @ y (flatten the payload, zero its non-finite
+  entries, scale it by a power of two so the product cannot overflow when the answer
+  is representable, one matrix product with one precision policy, reshape).
+* :func:`predicted_error`: the decoder's predicted absolute error of ``value``.
+* :func:`status_of` and :func:`finish`: the status code and the final result, built
+  the same way by every decoder (``ok == (status == SUCCESS)``; a value that is not
+  finite gives ``NONFINITE``; ``value`` zero and ``error`` inf when not ``ok``).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ._dtypes import matmul_precision, unit_roundoff
+
+
+class Status(enum.IntEnum):
+    """Why a decode failed (the ``status`` field of :class:`DecodeResult`).
+
+    ``ok`` is ``status == Status.SUCCESS``. The codes are int32 data, so they pass
+    through ``jit`` and ``vmap``; compare with ``r.status == cj.Status.NONFINITE``.
+
+    Attributes:
+        SUCCESS: decoded.
+        TOO_FEW_RESPONSES: fewer usable (responding, finite) workers than the code
+            needs (D for Lagrange codes, 1 distinct node for Berrut, 2 for NeRCC).
+        ILL_CONDITIONED: the system is numerically singular in the accumulation
+            dtype (``cond`` >= 1 / eps) or its solve produced non-finite numbers.
+        BAD_POINTS: the evaluation points (or the arrival order) are not valid:
+            non-finite or repeated points, a repeated or out-of-range worker index
+            in ``order``, a negative traced smoothing weight.
+        NONFINITE: the decoded value is not finite (the answer overflows the
+            accumulation dtype).
+        UNDECIDABLE: a robust decoder could not decide which workers are corrupt.
+    """
+
+    SUCCESS = 0
+    TOO_FEW_RESPONSES = 1
+    ILL_CONDITIONED = 2
+    BAD_POINTS = 3
+    NONFINITE = 4
+    UNDECIDABLE = 5
+
+
+class DecodeResult(NamedTuple):
+    """What every decoder returns (a pytree, so it passes through jit and vmap).
+
+    Attributes:
+        value: [..., K, ...] decoded outputs in the accumulation dtype; all zeros
+            when not ``ok`` (never NaN).
+        ok: bool [...], ``status == Status.SUCCESS``.
+        cond: [...] the condition number of the system used, inf when the system
+            could not be formed. What it measures depends on the decoder:
+
+            * ChebyLS (:func:`chebyls_decode`, :func:`chebyls_decode_batched`) and
+              the threshold decoder: the 2-norm condition number of the
+              *equilibrated* Chebyshev-Vandermonde rows of the responders used
+              (columns scaled to unit norm over all M workers; the unscaled
+              matrix of the literature has a larger condition number). The
+              batched decoder reports an estimate in float32 (see its docstring).
+            * Berrut (BACC), NeRCC and RepApprox: the infinity norm of the
+              decoding matrix (max row sum of |A|; for an interpolating decoder
+              the Lebesgue constant at the data points), the factor by which an
+              error in the responses can grow in max norm.
+        num_used: int32 [...], how many worker responses (distinct nodes for the
+            interpolating decoders) the decoder used.
+        status: int32 [...], a :class:`Status` code.
+        error: [...] the predicted absolute error of ``value`` (max over the
+            outputs) from rounding in the workers' dtype and in the decoder; inf
+            when not ``ok``. For a decoding-matrix function (``value`` = A) it is
+            the predicted error per unit of max |y|.
+    """
+
+    value: jax.Array
+    ok: jax.Array
+    cond: jax.Array
+    num_used: jax.Array
+    status: jax.Array
+    error: jax.Array
+
+
+def _pow2_split(e: jax.Array, dtype) -> tuple[jax.Array, jax.Array]:
+    """2**e as two normal factors (2**e itself may be subnormal or overflow)."""
+    lo = e // 2
+    hi = e - lo
+    return jnp.exp2(lo.astype(dtype)), jnp.exp2(hi.astype(dtype))
+
+
+def apply_decoding(
+    a: jax.Array,
+    y: jax.Array,
+    acc,
+    *,
+    per_mask: bool = False,
+    hit: jax.Array | None = None,
+    hit_idx: jax.Array | None = None,
+    zero_nonfinite: bool = True,
+) -> jax.Array:
+    """value = A @ y for every decoder and encoder (one precision policy).
+
+    The payload is flattened to [M, F] (or [B, M, F]), cast to ``acc``, its
+    non-finite entries zeroed (decoders give unused workers a zero column, and
+    0 * NaN would be NaN; encoders pass ``zero_nonfinite=False`` to propagate a bad
+    input) and each column scaled by a power of two so that its largest finite
+    magnitude lies in [1, 2): the product then cannot overflow unless the answer
+    itself does, and the scaling is exact. Rows flagged ``hit`` (an evaluation
+    point equal to a node) are copied from that node's unscaled response, bit for
+    bit. Matrix products use :func:`codedjax._dtypes.matmul_precision`.
+
+    Subnormal payload entries are flushed to zero by XLA on CPU (and on most
+    accelerators) before any scaling can help; they decode as zeros, an absolute
+    error below the smallest normal number times ``||A||_inf``.
+
+    Args:
+        a: [K, M] one decoding matrix, or [B, K, M] one per mask.
+        y: [M, ...] a payload (shared by every mask when ``a`` is batched), or
+            [B, M, ...] with ``per_mask=True``.
+        acc: the accumulation dtype.
+        per_mask: y carries a leading B axis matching ``a``.
+        hit, hit_idx: optional bool [..., K] and int32 [..., K]: output k is the
+            response of worker ``hit_idx[k]`` itself where ``hit[k]``.
+        zero_nonfinite: zero non-finite payload entries (decoders) or keep them.
+
+    Returns:
+        [K, ...] or [B, K, ...] in ``acc``.
+    """
+    m = a.shape[-1]
+    lead = y.shape[:1] if per_mask else ()
+    trailing = y.shape[len(lead) + 1 :]
+    flat = y.reshape(lead + (m, math.prod(trailing))).astype(acc)
+    if zero_nonfinite:
+        flat = jnp.where(jnp.isfinite(flat), flat, jnp.zeros_like(flat))
+    mag = jnp.where(jnp.isfinite(flat), jnp.abs(flat), jnp.zeros_like(flat))
+    colmax = jnp.max(mag, axis=-2, keepdims=True)  # [.., 1, F]
+    _, e = jnp.frexp(jnp.where(colmax > 0, colmax, jnp.ones_like(colmax)))
+    e = e - 1  # colmax / 2**e in [1, 2)
+    down1, down2 = _pow2_split(-e, acc)
+    scaled = flat * down1 * down2
+    prec = matmul_precision()
+    if a.ndim == 2:
+        out = jnp.matmul(a, scaled, precision=prec)
+    elif per_mask:
+        out = jnp.einsum("bkm,bmf->bkf", a, scaled, precision=prec)
+    else:
+        out = jnp.einsum("bkm,mf->bkf", a, scaled, precision=prec)
+    up1, up2 = _pow2_split(e, acc)
+    extra = (1,) * (out.ndim - up1.ndim)
+    out = out * up1.reshape(extra + up1.shape) * up2.reshape(extra + up2.shape)
+    if hit is not None:
+        if per_mask:
+            copied = jnp.take_along_axis(flat, hit_idx[..., None], axis=-2)
+        else:
+            copied = flat[hit_idx]
+        out = jnp.where(hit[..., None], copied, out)
+    return out.reshape(out.shape[:-1] + trailing)
+
+
+def predicted_error(
+    a: jax.Array, y: jax.Array, sel: jax.Array, worker_dtype
+) -> jax.Array:
+    r"""Predicted absolute error of ``value = A y`` (max over outputs), per decode.
+
+    .. math::
+        e = u_w \, \max_{i \in S} \lVert y_i \rVert_\infty \,
+            \max_k \lVert A_{k,:} \rVert_1,
+
+    u_w the unit roundoff of the workers' dtype: each selected response carries a
+    relative rounding error up to u_w, and row k of A sums them with weights
+    |A_{k,i}|.
+
+    Args:
+        a: [..., K, M] decoding matrices (zero columns for unused workers).
+        y: [M, F] (shared) or [..., M, F] flattened responses (non-finite entries
+            may be present; only selected rows count).
+        sel: bool [..., M], the workers used.
+        worker_dtype: the dtype the workers answered in.
+
+    Returns:
+        [...] in the dtype of ``a``.
+    """
+    dt = a.dtype
+    mag = jnp.where(jnp.isfinite(y), jnp.abs(y.astype(dt)), jnp.zeros((), dt))
+    rowmax = jnp.max(mag, axis=-1, initial=0.0)  # [..., M]
+    rowmax = rowmax.reshape((1,) * (sel.ndim - rowmax.ndim) + rowmax.shape)
+    ymax = jnp.max(jnp.where(sel, rowmax, jnp.zeros((), dt)), axis=-1, initial=0.0)
+    gain = jnp.max(jnp.sum(jnp.abs(a), axis=-1), axis=-1, initial=0.0)
+    return (unit_roundoff(worker_dtype) * ymax * gain).astype(dt)
+
+
+def status_of(
+    *,
+    points_ok: jax.Array | bool = True,
+    enough: jax.Array | bool = True,
+    solved: jax.Array | bool = True,
+) -> jax.Array:
+    """int32 status from the checks every decoder makes, first failure first.
+
+    Args:
+        points_ok: the points (and order, smoothing) are valid, else BAD_POINTS.
+        enough: enough usable responses, else TOO_FEW_RESPONSES.
+        solved: the system was solved stably, else ILL_CONDITIONED.
+    """
+    points_ok, enough, solved = jnp.broadcast_arrays(
+        jnp.asarray(points_ok), jnp.asarray(enough), jnp.asarray(solved)
+    )
+    s = jnp.where(solved, int(Status.SUCCESS), int(Status.ILL_CONDITIONED))
+    s = jnp.where(enough, s, int(Status.TOO_FEW_RESPONSES))
+    s = jnp.where(points_ok, s, int(Status.BAD_POINTS))
+    return s.astype(jnp.int32)
+
+
+def finish(
+    value: jax.Array,
+    cond: jax.Array,
+    num_used: jax.Array,
+    status: jax.Array,
+    error: jax.Array,
+) -> DecodeResult:
+    """The result every decoder returns, built one way.
+
+    A value that is not finite turns SUCCESS into NONFINITE; ``ok`` is
+    ``status == SUCCESS``; when not ``ok`` the value is zeroed and ``error`` is inf.
+    ``status`` has the batch shape [...]; ``value`` is [..., K, ...].
+    """
+    nb = status.ndim
+    axes = tuple(range(nb, value.ndim))
+    finite = jnp.all(jnp.isfinite(value), axis=axes)
+    status = jnp.where(
+        (status == int(Status.SUCCESS)) & ~finite, int(Status.NONFINITE), status
+    ).astype(jnp.int32)
+    ok = status == int(Status.SUCCESS)
+    okv = ok.reshape(ok.shape + (1,) * (value.ndim - nb))
+    value = jnp.where(okv, value, jnp.zeros_like(value))
+    error = jnp.where(ok, error, jnp.asarray(jnp.inf, error.dtype))
+    return DecodeResult(value, ok, cond, num_used.astype(jnp.int32), status, error)
