@@ -24,6 +24,7 @@ run: $(STAMP)
 	$(PY) -m theory.demo --out $(OUT)/demo
 	$(PY) -m theory.verify --quick --out $(OUT)/theory
 	$(PY) -m models.coded_dcn --quick --out $(OUT)/coded_dcn
+	$(PY) -m models.serve_dcn --quick --no-progress --out $(OUT)/serve_dcn
 	$(PY) -m theory.collect --out $(OUT)
 
 # Mutation testing of the numerical modules (minutes to hours; not part of CI):

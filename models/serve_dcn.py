@@ -102,7 +102,7 @@ class ServeDCNConfig:
 
     @classmethod
     def quick(cls, **overrides) -> ServeDCNConfig:
-        return cls(**{**dict(train=QUICK_TRAIN, max_groups=150), **overrides})
+        return cls(**{**dict(train=QUICK_TRAIN, max_groups=100), **overrides})
 
     @property
     def num_coeffs(self) -> int:
@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="the small model of models.coded_dcn --quick, 150 groups",
+        help="the small model of models.coded_dcn --quick, 100 groups",
     )
     p.add_argument("--out", default="results/serve_dcn")
     p.add_argument("--max-groups", type=int, default=None)
