@@ -1,0 +1,310 @@
+"""Robust ChebyLS: locate and exclude workers whose answers are wrong.
+
+The N - D answers beyond the recovery threshold make the least-squares fit
+over-determined; a corrupted answer shows up as a residual far beyond the workers'
+rounding level. :func:`chebyls_decode_robust` runs a forward search:
+
+1. candidates: fit, take the responder with the largest studentised residual
+   |r_i| / (sigma_i sqrt(1 - h_i)) (h_i its leverage, sigma the noise level from the
+   worker dtype), remove it, refit; ``max_corrupted`` = A times;
+2. decision: the a-th candidate is an outlier when its deleted residual (its answer
+   against the prediction of the fit without the first a candidates) exceeds tau
+   times its standard deviation; the number of corrupted workers is the largest
+   such a;
+3. the value is the ChebyLS decode without them. With a corrupted answers the
+   decode needs N >= D + 2a (unique decoding); below that, or when a worker still
+   looks corrupted after A removals, the status is UNDECIDABLE.
+
+The maths, the threshold and what it assumes: ``docs/decoding.md``.
+"""
+
+from __future__ import annotations
+
+from statistics import NormalDist
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ._chebyshev import chebyshev_vandermonde, orthonormal_column_scale
+from ._dtypes import finite_rows, points_valid
+from ._errors import error_quantile, rounding_level
+from ._graceful import _check
+from ._result import Status, finish, status_of
+
+
+class RobustDecodeResult(NamedTuple):
+    """A :class:`DecodeResult` plus the workers the robust decoder excluded.
+
+    Attributes:
+        value, ok, cond, num_used, status, error: as :class:`DecodeResult`
+            (``num_used`` counts the responders kept; ``status`` is
+            ``Status.UNDECIDABLE`` when the decoder cannot tell which workers are
+            corrupted).
+        suspects: bool [..., M], the workers located as corrupted and excluded.
+    """
+
+    value: jax.Array
+    ok: jax.Array
+    cond: jax.Array
+    num_used: jax.Array
+    status: jax.Array
+    error: jax.Array
+    suspects: jax.Array
+
+
+def worker_noise_scale(num_inputs: int, num_coeffs: int) -> float:
+    """gamma: a worker's rounding error in units of u rms(y) (Lagrange codes).
+
+    A worker of a degree-d code (d = (D - 1) / (K - 1)) rounds its coded input
+    (each entry by a relative error of standard deviation u / sqrt(3)), which a
+    homogeneous degree-d polynomial amplifies by at most d (Euler's identity), and
+    rounds its answer (u / sqrt(3) again): gamma = sqrt((d^2 + 1) / 3), 1.83 for
+    d = 3. Rounding of the parameters is common to every worker and leaves no
+    residual.
+    """
+    d = (num_coeffs - 1) / max(num_inputs - 1, 1)
+    return float(((d * d + 1.0) / 3.0) ** 0.5)
+
+
+def outlier_threshold(num_tests: int, false_alarm: float) -> float:
+    """tau: P(max of ``num_tests`` |N(0, 1)| > tau) <= false_alarm (Bonferroni)."""
+    return NormalDist().inv_cdf(1.0 - false_alarm / (2.0 * max(num_tests, 1)))
+
+
+def _fit(t, tb, flat, active, acc):
+    """SVD least-squares fit on the active rows (already weighted).
+
+    Returns residuals, leverages, the value at beta, the noise gain and the
+    prediction-variance factor 1 + x^T (T_S^T T_S)^+ x at every worker point.
+    """
+    d = t.shape[1]
+    w = jnp.where(active[:, None], t, jnp.zeros((), acc))
+    u, s, vh = jnp.linalg.svd(w, full_matrices=False)
+    keep = s > s[:1] * (d * jnp.finfo(acc).eps)
+    sinv = jnp.where(keep, 1.0 / jnp.where(keep, s, 1.0), 0.0)
+    u = jnp.where(keep[None, :], u, jnp.zeros((), acc))
+    yw = jnp.where(active[:, None], flat, jnp.zeros((), acc))
+    coef = vh.T @ (sinv[:, None] * (u.T @ yw))  # [D, F]
+    pred = t @ coef
+    resid = jnp.where(active[:, None], flat - pred, jnp.zeros((), acc))
+    lev = jnp.where(active, jnp.sum(u * u, axis=1), jnp.zeros((), acc))
+    q = (t @ vh.T) * sinv[None, :]  # [M, D]
+    full = jnp.all(keep)
+    return dict(
+        coef=coef,
+        pred=pred,
+        resid=resid,
+        lev=lev,
+        pvar=1.0 + jnp.sum(q * q, axis=1),
+        rss=jnp.sum(resid * resid, axis=0),
+        proj=(tb @ vh.T) * sinv[None, :],  # [K, D]: value = proj @ u^T y
+        u=u,
+        cond=jnp.where(full, s[0] / s[-1], jnp.asarray(jnp.inf, acc)),
+    )
+
+
+def _studentised(fit, active, sig):
+    room = jnp.maximum(1.0 - fit["lev"], 0.0)
+    stud = jnp.abs(fit["resid"]) / (sig * jnp.sqrt(room)[:, None])
+    return jnp.where((active & (room > 1e-6))[:, None], stud, 0.0)
+
+
+def _robust_impl(y, mask, alpha, beta, num_coeffs, acc, wdt, max_corrupted, tau, gamma):
+    m, d, k = alpha.shape[0], num_coeffs, beta.shape[0]
+    scale = orthonormal_column_scale(m, d, acc)
+    t0 = chebyshev_vandermonde(alpha, d) * scale[None, :]
+    tb = chebyshev_vandermonde(beta, d) * scale[None, :]
+    flat0 = y.reshape(m, -1).astype(acc)
+    sel = mask & finite_rows(y)
+    flat0 = jnp.where(sel[:, None], flat0, jnp.zeros((), acc))
+    n = jnp.sum(sel, dtype=jnp.int32)
+    f = flat0.shape[1]
+    u_w = rounding_level(wdt, acc)
+    # weights: an answer's rounding error scales with its own size, floored at half
+    # the rms of the answers (an answer near zero still carries the rounding of the
+    # intermediate values it was computed from)
+    rms = jnp.sqrt(jnp.sum(flat0 * flat0, axis=0) / jnp.maximum(n, 1).astype(acc))
+    size = jnp.sqrt(jnp.mean(flat0 * flat0, axis=1) + 0.25 * jnp.mean(rms * rms))
+    size = jnp.maximum(size, jnp.finfo(acc).tiny)
+    wt = 1.0 / size  # [M]
+    t = t0 * wt[:, None]
+    flat = flat0 * wt[:, None]
+    sig_w = jnp.full((f,), gamma * u_w, acc)  # noise level in weighted units
+
+    # phase 1: candidates by repeated removal of the largest studentised residual
+    active = sel
+    fits, cands, actives = [], [], [sel]
+    for a in range(max_corrupted + 1):
+        fit = _fit(t, tb, flat, active, acc)
+        fits.append(fit)
+        if a == max_corrupted:
+            break
+        c = jnp.argmax(jnp.max(_studentised(fit, active, sig_w), axis=1))
+        cands.append(c)
+        active = active & (jnp.arange(m) != c)
+        actives.append(active)
+
+    # phase 2: the a-th candidate against the fit without the first a candidates
+    outlier = []
+    for a in range(1, max_corrupted + 1):
+        fit, c = fits[a], cands[a - 1]
+        dof = n - a - d
+        res_scale = jnp.sqrt(fit["rss"] / jnp.maximum(dof, 1).astype(acc))
+        sig = jnp.where(dof > 0, jnp.maximum(sig_w, res_scale), sig_w)
+        dev = jnp.abs(flat[c] - fit["pred"][c]) / (sig * jnp.sqrt(fit["pvar"][c]))
+        outlier.append((n - a >= d) & (jnp.max(dev) > tau))
+    if max_corrupted > 0:
+        idx = jnp.arange(1, max_corrupted + 1)
+        num_bad = jnp.max(jnp.where(jnp.stack(outlier), idx, 0))
+        cand_arr = jnp.stack(cands)
+        suspects = jnp.zeros((m,), bool).at[cand_arr].max(idx <= num_bad)
+    else:
+        num_bad = jnp.asarray(0, jnp.int32)
+        suspects = jnp.zeros((m,), bool)
+
+    # an answer still beyond the rounding level after the last removal, or a
+    # fit with no redundancy to check, leaves the decoder unable to decide
+    left_over = jnp.max(_studentised(fits[-1], actives[-1], sig_w)) > tau
+    left_over = left_over & (n - max_corrupted - d > 0)
+    undecidable = (n < d + 2 * num_bad) | ((num_bad == max_corrupted) & left_over)
+    first = jnp.max(_studentised(fits[0], sel, sig_w)) > tau
+    undecidable = undecidable | ((n - d < 2) & first)
+
+    # the decode without the suspects (weighted least squares on the kept rows)
+    def pick(key):
+        return jnp.stack([fi[key] for fi in fits])[num_bad]
+
+    kept = sel & ~suspects
+    coef, cond, rss = pick("coef"), pick("cond"), pick("rss")
+    value = tb @ coef
+    # noise gain in weighted units: A_w = proj U^T, ||A_w row||^2 = ||proj row||^2
+    gain_sq = jnp.max(jnp.sum(pick("proj") ** 2, axis=1))
+    n_kept = n - num_bad
+    dof = n_kept - d
+    sig = jnp.where(
+        dof > 0,
+        jnp.maximum(sig_w, jnp.sqrt(rss / jnp.maximum(dof, 1).astype(acc))),
+        sig_w,
+    )
+    z = error_quantile(k * f)
+    # the weighted noise sigma is relative to the answer sizes (<= max size)
+    big = jnp.max(jnp.where(kept, size, 0))
+    err = z * jnp.sqrt(gain_sq * (jnp.max(sig) * big) ** 2 + (u_w * jnp.max(rms)) ** 2)
+    eps = jnp.finfo(acc).eps
+    status = status_of(
+        points_ok=points_valid(alpha) & points_valid(beta),
+        enough=n >= d,
+        solved=jnp.isfinite(cond) & (cond * eps < 1),
+    )
+    status = jnp.where(
+        (status == int(Status.SUCCESS)) & undecidable, int(Status.UNDECIDABLE), status
+    ).astype(jnp.int32)
+    value = value.reshape((k,) + y.shape[1:])
+    r = finish(value, cond, n_kept, status, err.astype(acc))
+    return RobustDecodeResult(*r, suspects)
+
+
+_robust = jax.jit(
+    _robust_impl,
+    static_argnames=("num_coeffs", "acc", "wdt", "max_corrupted", "tau", "gamma"),
+)
+
+
+def chebyls_decode_robust(
+    y: Any,
+    mask: Any,
+    alpha: Any,
+    beta: Any,
+    num_coeffs: int,
+    *,
+    max_corrupted: int,
+    worker_dtype: Any = None,
+    false_alarm: float = 0.01,
+    noise_scale: float | None = None,
+    accum_dtype: Any = None,
+) -> RobustDecodeResult:
+    r"""ChebyLS that locates and excludes up to A corrupted workers.
+
+    Forward search on the least-squares fit (module docstring): the candidates are
+    the responders with the largest studentised residual
+    |r_i| / (sigma_w sqrt(1 - h_i)), removed one at a time; the a-th is declared
+    corrupted when its deleted residual exceeds
+
+    .. math::
+        \tau = \Phi^{-1}\!\left(1 - \frac{\alpha_{fa}}{2 M F}\right)
+
+    times its standard deviation sigma sqrt(1 + x_c^T (T^T T)^{-1} x_c), with
+    sigma = max(sigma_w, the residual scale of the fit without the candidates) and
+    sigma_w = gamma u rms(y_S) the noise level of one answer from the worker dtype
+    (gamma from :func:`worker_noise_scale`, 1.83 for a degree-3 code). A clean
+    request is flagged with probability at most ``false_alarm`` while the workers'
+    errors stay within sigma_w (Bonferroni over the M F answers that may come).
+    A corrupted answers can be corrected only from N >= D + 2A answers (two
+    different sets of A corruptions must not explain the same answers); below that,
+    or when an answer still looks corrupted after A removals, ``status`` is
+    UNDECIDABLE (``ok`` False).
+
+    Args:
+        y: [M, ...] worker responses (NaN/Inf rows count as missing).
+        mask: bool [M] responders.
+        alpha: [M] worker points; beta: [K] data points.
+        num_coeffs: D (static).
+        max_corrupted: A >= 0, the most corrupted answers to look for (static);
+            needs M >= D + 2A.
+        worker_dtype: the dtype the workers computed in (default ``y.dtype``).
+        false_alarm: the probability of flagging a clean request, in (0, 1).
+        noise_scale: gamma (default :func:`worker_noise_scale` of K and D).
+        accum_dtype: as :func:`codedjax.chebyls_decode`.
+
+    Returns:
+        RobustDecodeResult: the decode without the suspects, and ``suspects``
+        bool [M].
+
+    Raises:
+        ValueError: shapes that disagree, num_coeffs > M, max_corrupted < 0 or
+            beyond the redundancy (M < D + 2A), false_alarm outside (0, 1),
+            noise_scale <= 0.
+        TypeError: non-floating y, non-boolean mask, non-integer max_corrupted.
+
+    Examples:
+        >>> import jax.numpy as jnp, codedjax as cj
+        >>> alpha, beta = cj.chebyshev_points(16), cj.chebyshev_points(3)
+        >>> y = (alpha**2).at[5].add(0.5)            # worker 5 is corrupted
+        >>> r = cj.chebyls_decode_robust(y, jnp.ones(16, bool), alpha, beta,
+        ...                              num_coeffs=3, max_corrupted=2)
+        >>> bool(r.ok), jnp.flatnonzero(r.suspects).tolist()
+        (True, [5])
+
+    References:
+        R. D. Cook and S. Weisberg, Residuals and Influence in Regression, 1982
+        (studentised and deleted residuals); A. C. Atkinson and M. Riani, Robust
+        Diagnostic Regression Analysis, Springer 2000 (forward search).
+    """
+    fname = "chebyls_decode_robust"
+    y, mask, alpha, beta, d, acc, wdt = _check(
+        fname, y, mask, alpha, beta, num_coeffs, worker_dtype, accum_dtype
+    )
+    if isinstance(max_corrupted, bool) or not isinstance(max_corrupted, int):
+        raise TypeError(f"{fname}: max_corrupted must be an int, got {max_corrupted!r}")
+    m = y.shape[0]
+    if max_corrupted < 0 or d + 2 * max_corrupted > m:
+        raise ValueError(
+            f"{fname}: max_corrupted (A) must satisfy 0 <= A and D + 2A <= M (A "
+            f"corrupted answers need at least D + 2A answers; D={d}, M={m}), got "
+            f"{max_corrupted}"
+        )
+    if not 0.0 < float(false_alarm) < 1.0:
+        raise ValueError(f"{fname}: false_alarm must lie in (0, 1), got {false_alarm}")
+    k = beta.shape[0]
+    gamma = worker_noise_scale(k, d) if noise_scale is None else float(noise_scale)
+    if not gamma > 0:
+        raise ValueError(f"{fname}: noise_scale must be > 0, got {noise_scale}")
+    f = 1
+    for s in y.shape[1:]:
+        f *= s
+    tau = outlier_threshold(m * f, float(false_alarm))
+    return _robust(
+        y, mask, alpha, beta, num_coeffs=d, acc=acc, wdt=wdt,
+        max_corrupted=max_corrupted, tau=tau, gamma=gamma,
+    )  # fmt: skip
