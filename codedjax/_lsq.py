@@ -217,7 +217,7 @@ def qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
         outer = (u[:, :, None] * u[:, None, :]).reshape(m, d * d)
         g = jnp.matmul(s, outer, precision=_HI).reshape(b, d, d)  # U_S^T U_S
         lam_g = jnp.minimum(unorm2, _lambda_max_bounds(g, _SQUARINGS)[1])
-        lam_h = _lambda_max_bounds(_bmm(_mT(zi), zi), _SQUARINGS)[1]
+        lam_h = _lambda_max_bounds(_bmm(_mT(zi), zi), _SQUARINGS)[0]
         cond = jnp.sqrt(lam_g * lam_h)
     cond = jnp.where(jnp.isnan(cond), jnp.asarray(jnp.inf, acc), cond)
 
@@ -580,3 +580,88 @@ def ls_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     if jnp.dtype(acc) == jnp.dtype(jnp.float32) and num_coeffs <= NE_MAX_COEFFS:
         return ne_decoding_matrices(sel, alpha, beta, num_coeffs, acc)
     return qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc)
+
+
+def square_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
+    r"""Decoding matrices of B square systems (at most D rows selected), as [B, K, M].
+
+    The batched kernel of the threshold decoder: the D selected rows of the
+    equilibrated basis U are gathered into U_S [B, D, D] and factored by LU with
+    partial pivoting (one batched LAPACK getrf call; stable in practice for
+    these matrices: the forward error is a small multiple of cond * eps), then
+    A_S = T_beta U_S^{-1} by two triangular solves with the K + D right-hand
+    sides [T_beta^T | I] (the identity gives U_S^{-T} for the condition number),
+    and A_S is scattered back to the M worker columns.
+
+    ``cond``: float64 accumulation, the exact 2-norm condition number of U_S (an
+    SVD); float32, the certified estimate of :func:`qr_decoding_matrices`
+    (within D^(+-1/32) of the kappa of the computed factors) from
+    G = U_S^T U_S and H = U_S^{-1} U_S^{-T}.
+
+    Args:
+        sel: bool [B, M], at most D selected workers per mask (the first D
+            responders in arrival order).
+        alpha: [M]; beta: [K] (in ``acc``); num_coeffs: D (static); acc: float32
+            or float64.
+
+    Returns:
+        (A [B, K, M], ok [B], cond [B], num_used [B]); A is zero where fewer than D
+        rows were selected or the system is numerically singular (then ``ok`` is
+        False and ``cond`` is inf).
+
+    References:
+        N. J. Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., SIAM
+        2002, ch. 9 (LU with partial pivoting).
+    """
+    b, m = sel.shape
+    d = num_coeffs
+    k = beta.shape[0]
+    scale = orthonormal_column_scale(m, d, acc)
+    u = chebyshev_vandermonde(alpha, d) * scale[None, :]  # [M, D]
+    tb = chebyshev_vandermonde(beta, d) * scale[None, :]  # [K, D]
+    num_used = jnp.sum(sel, axis=1, dtype=jnp.int32)
+    enough = num_used >= d
+    # the selected workers first (index order among them; the order of the rows
+    # of a square system does not change its solution)
+    idx = jnp.argsort(~sel, axis=1, stable=True)[:, :d]  # [B, D]
+    rows = jnp.take_along_axis(sel, idx, axis=1)  # False past num_used
+    us = u[idx] * rows[..., None].astype(acc)  # U_S [B, D, D]
+    # a mask with too few rows gets the identity (ok is False for it anyway), so
+    # that no LAPACK call sees a singular matrix
+    eye = jnp.eye(d, dtype=acc)
+    us = jnp.where(enough[:, None, None], us, eye)
+    lu, _, perm = jax.lax.linalg.lu(us)
+    lu = _after(lu, perm)
+    # P U_S = L R, so T_b U_S^{-1} = W P with W = T_b R^{-1} L^{-1}: W^T by two
+    # triangular solves (R^T, then L^T), and the permutation is folded into the
+    # scatter to the M worker columns (no scatter of the solution)
+    rhs = jnp.broadcast_to(jnp.concatenate([tb.T, eye], axis=1), (b, d, k + d))
+    w = solve_triangular(lu, rhs, trans="T", lower=False)
+    w = solve_triangular(_after(lu, w), w, trans="T", lower=True, unit_diagonal=True)
+    wt = _mT(w[..., :k])  # W [B, K, D]: column i belongs to row perm[i] of U_S
+    zi = w[..., k:]  # L^{-T} R^{-T}: the singular values of U_S^{-T}
+    worker = jnp.take_along_axis(idx, perm, axis=1)  # [B, D] worker of column i
+    live = jnp.take_along_axis(rows, perm, axis=1)
+    slot = jnp.full((b, m), d, jnp.int32)  # column of W for each worker, D: none
+    slot = slot.at[jnp.arange(b)[:, None], worker].set(
+        jnp.where(live, jnp.arange(d, dtype=jnp.int32), d)
+    )
+    wpad = jnp.concatenate([wt, jnp.zeros((b, k, 1), acc)], axis=2)
+    a = jnp.take_along_axis(wpad, jnp.broadcast_to(slot[:, None, :], (b, k, m)), 2)
+
+    if jnp.dtype(acc) == jnp.dtype(jnp.float64):
+        sv = jnp.linalg.svd(_after(us, w), compute_uv=False)
+        cond = sv[:, 0] / sv[:, -1]
+    else:
+        unorm2 = jnp.linalg.norm(_after(u, w), 2) ** 2  # >= ||U_S||_2^2
+        g = _bmm(_mT(us), us)  # U_S^T U_S
+        lam_g = jnp.minimum(unorm2, _lambda_max_bounds(g, _SQUARINGS)[1])
+        lam_h = _lambda_max_bounds(_bmm(_mT(zi), zi), _SQUARINGS)[0]
+        cond = jnp.sqrt(lam_g * lam_h)
+    cond = jnp.where(jnp.isnan(cond), jnp.asarray(jnp.inf, acc), cond)
+    usable = enough & jnp.isfinite(cond) & jnp.all(jnp.isfinite(a), axis=(1, 2))
+    cond = jnp.where(usable, cond, jnp.asarray(jnp.inf, acc)).astype(acc)
+    a = jnp.where(usable[:, None, None], a, jnp.zeros_like(a))
+    eps = jnp.finfo(acc).eps
+    ok = usable & (cond * eps < 1) & points_valid(alpha) & points_valid(beta)
+    return a, ok, cond, num_used

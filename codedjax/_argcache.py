@@ -1,0 +1,87 @@
+"""A memo of argument checks, so that a served decode pays them once per code.
+
+A decoder's public function checks its arguments eagerly: shapes and dtypes (static
+facts) and, when the points are concrete, that they are finite and distinct (which
+reads them back from the device and sorts them: tens of microseconds, and a device
+synchronisation that shows in the tail latency). For one code the points are the
+same arrays on every request, so the outcome of the checks is memoised here, keyed
+on every static fact the checks read (shapes, dtypes, static arguments, whether
+float64 is enabled) and on the *identity* of the point arrays.
+
+Identity is safe because a ``jax.Array`` is immutable: an entry holds weak
+references to its point arrays and counts only while they are alive and the very
+same objects (an id reused by a new array after the old one died is a miss). Only
+concrete ``jax.Array`` points are memoised (numpy arrays are mutable; tracers have no
+values to check), and only payloads and masks that are ``jax.Array`` or tracers
+(whose conversion is the identity), so a hit returns exactly what the checks would.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import weakref
+from typing import Any
+
+import jax
+
+from ._dtypes import is_concrete, x64_enabled
+
+_MAXSIZE = 256
+
+
+class CheckMemo:
+    """An LRU memo: (static key, point arrays) -> the checks' result."""
+
+    def __init__(self, maxsize: int = _MAXSIZE):
+        self._entries: collections.OrderedDict = collections.OrderedDict()
+        self._maxsize = maxsize
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(fname: str, arrays: tuple, points: tuple, statics: tuple) -> tuple | None:
+        """The memo key, or None when these arguments may not be memoised."""
+        for x in arrays:
+            if not isinstance(x, jax.Array):  # numpy, lists: convert and check
+                return None
+        for p in points:
+            if not (isinstance(p, jax.Array) and is_concrete(p)):
+                return None
+        try:
+            statics = tuple((type(s), s) for s in statics)
+            hash(statics)
+        except TypeError:
+            return None
+        shapes = tuple((x.shape, x.dtype) for x in arrays)
+        return (fname, shapes, tuple(id(p) for p in points), statics, x64_enabled())
+
+    def get(self, key: tuple | None, points: tuple) -> Any:
+        if key is None:
+            return None
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            refs, value = entry
+            if any(r() is not p for r, p in zip(refs, points, strict=True)):
+                del self._entries[key]
+                return None
+            self._entries.move_to_end(key)
+            return value
+
+    def put(self, key: tuple | None, points: tuple, value: Any) -> None:
+        if key is None:
+            return
+        refs = tuple(weakref.ref(p) for p in points)
+        with self._lock:
+            self._entries[key] = (refs, value)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._maxsize:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+DECODE_CHECKS = CheckMemo()
