@@ -26,8 +26,9 @@ a cancellable sleep): p50 / p99 / p99.9 latency, the ideal latency of the same d
 per request), how fast cancelled stragglers are released, and the decoded error
 (max |value - f(x)| / max |f(x)|, float64 truth). Then the same schemes on the
 vectorised simulator (:func:`codedjax.serving.simulate_latency`) over 1e5 requests,
-with independent and correlated (rack) slowdowns. The machine load
-(``os.getloadavg``) is recorded with every timed number.
+with independent and correlated (rack) slowdowns, and with fewer workers per query
+(a linear worker, M = 2K: replication c = 2 against an MDS-like Lagrange code). The
+machine load (``os.getloadavg``) is recorded with every timed number.
 """
 
 from __future__ import annotations
@@ -160,9 +161,19 @@ def _inputs(cfg: ServingConfig, count: int) -> np.ndarray:
     return rng.uniform(-1, 1, shape).astype(np.float32)
 
 
-def _rel_err(value: np.ndarray, x: np.ndarray) -> np.ndarray:
+def linear_worker_fn(v):
+    """A bf16 worker computing the affine map f(x) = 2 x - 1 (degree 1)."""
+    b = v.astype(jnp.bfloat16)
+    return b * jnp.bfloat16(2) - jnp.bfloat16(1)
+
+
+def _linear_truth(x: np.ndarray) -> np.ndarray:
+    return 2.0 * np.asarray(x, np.float64) - 1.0
+
+
+def _rel_err(value: np.ndarray, x: np.ndarray, truth=_truth) -> np.ndarray:
     """max |value - f(x)| / max |f(x)| per request (float64)."""
-    t = _truth(x)
+    t = truth(x)
     ax = tuple(range(1, t.ndim))
     err = np.abs(np.asarray(value, np.float64) - t).max(axis=ax)
     return err / np.abs(t).max(axis=ax)
@@ -266,11 +277,11 @@ def run_throughput(cfg: ServingConfig, *, in_flight: int = 4) -> dict:
     return out
 
 
-def _sim_errors(cfg, code, policy, sim, xs, inj) -> np.ndarray:
+def _sim_errors(code, sim, xs, inj, worker=worker_fn, truth=_truth) -> np.ndarray:
     """Decoded error of the first requests of a simulation, on their final masks."""
     b = xs.shape[0]
     enc = jax.vmap(code.encode)(jnp.asarray(xs))
-    y = jax.jit(jax.vmap(jax.vmap(worker_fn)))(enc)
+    y = jax.jit(jax.vmap(jax.vmap(worker)))(enc)
     order = None
     if "threshold" in code.name or getattr(code, "decoder", "") == "threshold":
         delays, _ = inj.plan(np.arange(b), code.num_workers)
@@ -285,7 +296,7 @@ def _sim_errors(cfg, code, policy, sim, xs, inj) -> np.ndarray:
         vals.append(np.asarray(r.value))
         oks.append(np.asarray(r.ok))
     ok = np.concatenate(oks)
-    err = _rel_err(np.concatenate(vals), xs)
+    err = _rel_err(np.concatenate(vals), xs, truth)
     return err[ok]
 
 
@@ -308,7 +319,7 @@ def run_simulated(cfg: ServingConfig, *, rack: bool = False) -> dict:
         seconds = time.perf_counter() - t0
         e = min(cfg.error_requests, count)
         head = sim._replace(masks=sim.masks[:e])
-        err = _sim_errors(cfg, code, policy, head, xs[:e], inj)
+        err = _sim_errors(code, head, xs[:e], inj)
         lat = sim.latency
         out[name] = {
             "requests": int(count),
@@ -319,6 +330,41 @@ def run_simulated(cfg: ServingConfig, *, rack: bool = False) -> dict:
             "error_p95": _pct(err, 95),
             "error_requests": int(e),
             "seconds": seconds,
+        }
+    return out
+
+
+def run_simulated_linear(cfg: ServingConfig) -> dict:
+    """Fewer workers per query: a degree-1 worker (D = K), M = 2K workers.
+
+    Replication has c = 2 replicas of each query and waits until each query has one
+    answer; the Lagrange code (an MDS code for a linear function) decodes from any K
+    answers. Same latency model, simulator, 1e5 requests.
+    """
+    k, m = cfg.num_inputs, 2 * cfg.num_inputs
+    inj = injector(cfg)
+    lag = cj.lagrange_code(num_inputs=k, num_workers=m, degree=1)
+    cases = [
+        ("uncoded", cj.uncoded_code(num_inputs=k), FixedN(k)),
+        ("replication", cj.replication_code(num_inputs=k, num_workers=m),
+         FirstDecodable()),
+    ] + [(f"chebyls-{n}", lag, FixedN(n)) for n in (k, k + 2, k + 4)]  # fmt: skip
+    xs = _inputs(cfg, cfg.error_requests)
+    out = {}
+    for name, code, policy in cases:
+        sim = simulate_latency(code, policy, inj, cfg.sim_requests)
+        e = cfg.error_requests
+        err = _sim_errors(code, sim._replace(masks=sim.masks[:e]), xs[:e], inj,
+                          linear_worker_fn, _linear_truth)  # fmt: skip
+        out[name] = {
+            "requests": cfg.sim_requests,
+            "num_workers": code.num_workers,
+            "latency_ms": {q: 1e3 * _pct(sim.latency, q) for q in (50, 99, 99.9)},
+            "ok_fraction": float(np.mean(sim.ok)),
+            "num_used_median": float(np.median(sim.num_used)),
+            "error_median": _pct(err, 50),
+            "error_p95": _pct(err, 95),
+            "error_requests": int(e),
         }
     return out
 
@@ -334,6 +380,7 @@ def run_serving(cfg: ServingConfig, *, out: str | Path | None = None,
     summary["throughput"] = run_throughput(cfg)
     summary["simulated"] = run_simulated(cfg)
     summary["simulated_racks"] = run_simulated(cfg, rack=True)
+    summary["simulated_linear"] = run_simulated_linear(cfg)
     summary["targets"] = targets(summary)
     summary["seconds"] = time.perf_counter() - t0
     if out is not None:
@@ -400,9 +447,13 @@ def format_tables(summary: dict) -> str:
         f"p50 {v['latency_ms'][50]:.1f} ms, p99 {v['latency_ms'][99]:.1f} ms"
         for v in tp.values()))  # fmt: skip
     racks = f"racks of {summary['config']['rack_size']} workers slow together"
+    k = summary["config"]["num_inputs"]
+    linear = (f"fewer workers: f(x) = 2x - 1 (degree 1, D = K = {k}), "
+              f"M = {2 * k}, replication c = 2")  # fmt: skip
     for key, title in (
         ("simulated", "independent stragglers"),
         ("simulated_racks", racks),
+        ("simulated_linear", linear),
     ):
         sim = summary[key]
         lines.append("")
