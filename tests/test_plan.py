@@ -16,6 +16,7 @@ from numpy.polynomial import chebyshev as npcheb
 from scipy import stats
 
 from theory import plan as tp
+from theory.plan.__main__ import main as plan_main
 
 M, K, DEG = 12, 3, 2
 D = DEG * (K - 1) + 1
@@ -180,7 +181,7 @@ def test_latency_order_statistic_mean():
 
 
 def test_cli_writes_summary_and_names_bad_flags(tmp_path, capsys):
-    summary = tp.main(
+    summary = plan_main(
         [
             "--workers",
             "12",
@@ -195,10 +196,15 @@ def test_cli_writes_summary_and_names_bad_flags(tmp_path, capsys):
             "--worst-greedy",
             "3",
             "--no-progress",
+            "--quick",
             "--out",
             str(tmp_path),
         ]
     )
+    # --quick is PlanConfig.quick(): fewer Monte Carlo trials; at M = 12 every
+    # responding set is still listed, so the answer is the exhaustive one
+    assert summary["config"]["trials"] == 2_000
+    assert all(r["exhaustive"] for r in summary["chebyls"]["rows"])
     written = json.loads((tmp_path / "summary.json").read_text())
     assert written["D"] == D and written["chebyls"]["chosen_N"] == 10
     assert summary["chebyls"]["chosen_N"] == 10
@@ -225,5 +231,5 @@ def test_cli_writes_summary_and_names_bad_flags(tmp_path, capsys):
         ),
     ]:
         with pytest.raises(SystemExit):
-            tp.main(argv)
+            plan_main(argv)
         assert flag in capsys.readouterr().err

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from . import _common as C
+from .. import _common as C
 
 # one style per bound, distinct in colour, line and marker, so that bounds which
 # coincide (Prop. B and Prop. C at one missing worker) stay distinguishable
@@ -99,72 +99,15 @@ def cond_figure(points: str, m: int, blocks: list[tuple[int, list[dict]]], eta: 
         gridspec_kw={"width_ratios": (1.0, 1.0)},
     )
     vacuous_all: dict[str, list[int]] = {}
-    na: set[str] = set()
     for (d, rows), (ax, az) in zip(blocks, axes, strict=True):
         curves = C.bound_curves(points, m, d, eta)
-        na |= {b.name for b in C.BOUNDS if b.name not in curves}
-        dense = np.arange(d, m + 1)
         ranges = {k: C.informative_range(v, d) for k, v in curves.items()}
         starts = [r[0] for r in ranges.values() if r is not None]
         zoom_from = max(d, (min(starts) if starts else m - 4) - 2)
         zoom_from = min(zoom_from, max(d, m - 4))
-        # full range
-        _band(ax, rows, eta)
-        raw_med = _resolved([r["raw"]["median"] for r in rows])
-        ax.plot([r["N"] for r in rows], raw_med, "x", color="tab:orange", ms=4)
-        for name, y in curves.items():
-            st = dict(_STYLE[name])
-            st.pop("marker")
-            ax.plot(dense, _finite(y), **st)
-        ax.axvspan(zoom_from - 0.5, m + 0.5, color="0.85", alpha=0.5, lw=0)
-        ax.set_yscale("log")
-        ax.set_xlabel("N (responses)")
-        ax.set_ylabel("cond(U_S)")
-        ax.set_title(
-            f"M={m}, D={d}, {points}-kind points, {rows[0]['trials']:,} trials",
-            fontsize=9,
-        )
-        ax.grid(True, which="both", alpha=0.3)
-        # zoom near N = M: every bound's informative range is visible
-        q = _band(az, rows, eta, zoom_from)
-        zr = [r for r in rows if r["N"] >= zoom_from]
-        az.plot(
-            [r["N"] for r in zr],
-            _resolved([r["raw"]["median"] for r in zr]),
-            "x",
-            color="tab:orange",
-            ms=4,
-            label="median of raw cond(T_S)",
-        )
-        sel = dense >= zoom_from
-        top = [np.nanmax(q[k]) for k in q if np.isfinite(q[k]).any()]
-        for name, y in curves.items():
-            r = ranges[name]
-            if r is None:
-                vacuous_all.setdefault(_SHORT[name], []).append(d)
-                continue
-            yy = _finite(y)[sel]
-            lab = f"{_SHORT[name]}: finite for N >= {r[0]}"
-            # coinciding bounds (Prop. B, C and the capped gap bound at one
-            # missing worker) are shifted apart by a fraction of a worker
-            shift = _DODGE[name]
-            every = max(1, int(sel.sum()) // 15)  # at most ~15 markers a curve
-            az.plot(dense[sel] + shift, yy, label=lab, markevery=every, **_STYLE[name])
-            top.append(np.nanmax(yy))
-        lo = np.nanmin(q["median"]) if np.isfinite(q["median"]).any() else 1.0
-        hi = max(top) if top else 10.0
-        az.set_yscale("log")
-        az.set_ylim(max(0.9, lo * 0.85), hi * 1.6)
-        az.set_xlim(zoom_from - 0.5, m + 0.5)
-        az.set_xlabel("N (responses), zoom near N = M")
-        az.set_ylabel("cond(U_S)")
-        gone = [_SHORT[k] for k, r in ranges.items() if r is None]
-        title = f"zoom, M={m}, D={d}"
-        if gone:
-            title += "; vacuous for every N: " + ", ".join(gone)
-        az.set_title(title, fontsize=9)
-        az.grid(True, which="both", alpha=0.3)
-        az.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        _full_panel(ax, points, m, d, rows, eta, curves, zoom_from)
+        for name in _zoom_panel(az, m, d, rows, eta, curves, ranges, zoom_from):
+            vacuous_all.setdefault(name, []).append(d)
     fig.suptitle(
         f"cond(U_S) of ChebyLS against N, M={m}, {points}-kind points "
         f"(bounds at eta={eta}; band: Monte Carlo median, {_ql(eta)}, max; "
@@ -172,6 +115,80 @@ def cond_figure(points: str, m: int, blocks: list[tuple[int, list[dict]]], eta: 
         fontsize=10,
     )
     fig.tight_layout(rect=(0, 0, 1, 0.97))
+    return fig, _cond_caption(points, m, blocks, eta, vacuous_all)
+
+
+def _full_panel(ax, points, m, d, rows, eta, curves, zoom_from) -> None:
+    """cond(U_S) and the bounds over the full range N = D..M (log scale)."""
+    dense = np.arange(d, m + 1)
+    _band(ax, rows, eta)
+    raw_med = _resolved([r["raw"]["median"] for r in rows])
+    ax.plot([r["N"] for r in rows], raw_med, "x", color="tab:orange", ms=4)
+    for name, y in curves.items():
+        st = dict(_STYLE[name])
+        st.pop("marker")
+        ax.plot(dense, _finite(y), **st)
+    ax.axvspan(zoom_from - 0.5, m + 0.5, color="0.85", alpha=0.5, lw=0)
+    ax.set_yscale("log")
+    ax.set_xlabel("N (responses)")
+    ax.set_ylabel("cond(U_S)")
+    ax.set_title(
+        f"M={m}, D={d}, {points}-kind points, {rows[0]['trials']:,} trials",
+        fontsize=9,
+    )
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def _zoom_panel(az, m, d, rows, eta, curves, ranges, zoom_from) -> list[str]:
+    """Zoom near N = M, where every bound's informative range is visible.
+
+    Returns the short names of the bounds that are vacuous for every N.
+    """
+    dense = np.arange(d, m + 1)
+    q = _band(az, rows, eta, zoom_from)
+    zr = [r for r in rows if r["N"] >= zoom_from]
+    az.plot(
+        [r["N"] for r in zr],
+        _resolved([r["raw"]["median"] for r in zr]),
+        "x",
+        color="tab:orange",
+        ms=4,
+        label="median of raw cond(T_S)",
+    )
+    sel = dense >= zoom_from
+    top = [np.nanmax(q[k]) for k in q if np.isfinite(q[k]).any()]
+    vacuous = []
+    for name, y in curves.items():
+        r = ranges[name]
+        if r is None:
+            vacuous.append(_SHORT[name])
+            continue
+        yy = _finite(y)[sel]
+        lab = f"{_SHORT[name]}: finite for N >= {r[0]}"
+        # coinciding bounds (Prop. B, C and the capped gap bound at one
+        # missing worker) are shifted apart by a fraction of a worker
+        shift = _DODGE[name]
+        every = max(1, int(sel.sum()) // 15)  # at most ~15 markers a curve
+        az.plot(dense[sel] + shift, yy, label=lab, markevery=every, **_STYLE[name])
+        top.append(np.nanmax(yy))
+    lo = np.nanmin(q["median"]) if np.isfinite(q["median"]).any() else 1.0
+    hi = max(top) if top else 10.0
+    az.set_yscale("log")
+    az.set_ylim(max(0.9, lo * 0.85), hi * 1.6)
+    az.set_xlim(zoom_from - 0.5, m + 0.5)
+    az.set_xlabel("N (responses), zoom near N = M")
+    az.set_ylabel("cond(U_S)")
+    gone = [_SHORT[k] for k, r in ranges.items() if r is None]
+    title = f"zoom, M={m}, D={d}"
+    if gone:
+        title += "; vacuous for every N: " + ", ".join(gone)
+    az.set_title(title, fontsize=9)
+    az.grid(True, which="both", alpha=0.3)
+    az.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return vacuous
+
+
+def _cond_caption(points, m, blocks, eta, vacuous_all: dict[str, list[int]]) -> str:
     ql = _ql(eta)
     fac = sorted({f"{C.raw_factor(points, m, d):.3g}" for d, _ in blocks}, key=float)
     fac_s = fac[0] if len(fac) == 1 else f"{fac[0]} to {fac[-1]}"
@@ -196,7 +213,7 @@ def cond_figure(points: str, m: int, blocks: list[tuple[int, list[dict]]], eta: 
         )
     if points != "first":
         cap += " The gap bounds (Prop. D) assume first-kind points: not applicable."
-    return fig, cap
+    return cap
 
 
 def plot_recovery(path: str, curves: list[dict]) -> str:
@@ -212,62 +229,7 @@ def plot_recovery(path: str, curves: list[dict]) -> str:
         rows_, cols, figsize=(4.8 * cols, 3.8 * rows_), squeeze=False
     )
     for ax, c in zip(axes.flat, curves, strict=False):
-        n = np.arange(c["M"] + 1)
-        union, seed = np.asarray(c["union"]), np.asarray(c["seed_bound"])
-        # where a lower bound on a probability is below 0 it says nothing: mark
-        # that range (the union bound's lies inside the seed bound's)
-        for y, style, lab in (
-            (
-                seed,
-                dict(facecolor="none", edgecolor="tab:purple", hatch="///", alpha=0.5),
-                "seed bound < 0 (vacuous)",
-            ),
-            (union, dict(color="tab:red", alpha=0.13), "union bound < 0 (vacuous)"),
-        ):
-            neg = np.flatnonzero(y < 0)
-            if neg.size:
-                ax.axvspan(neg.min() - 0.5, neg.max() + 0.5, lw=0, label=lab, **style)
-        ax.plot(n, c["exact"], "-", color="k", label="exact (inclusion-exclusion)")
-        ax.plot(
-            n,
-            np.where(union >= 0, union, np.nan),
-            "--",
-            color="tab:red",
-            label="union bound",
-        )
-        ax.plot(
-            n,
-            np.where(seed >= 0, seed, np.nan),
-            ":",
-            color="tab:purple",
-            lw=1.8,
-            label="1 - K(1-N/M)^c",
-        )
-        mc = np.asarray(c["monte_carlo"])
-        if "ci_low" in c:
-            err = np.stack(
-                [mc - np.asarray(c["ci_low"]), np.asarray(c["ci_high"]) - mc]
-            )
-            ax.errorbar(
-                n,
-                mc,
-                yerr=np.maximum(err, 0.0),
-                fmt="o",
-                ms=2.5,
-                color="tab:blue",
-                ecolor="tab:blue",
-                elinewidth=0.9,
-                capsize=1.5,
-                label=f"Monte Carlo ({c['trials']:,}), Clopper-Pearson",
-            )
-        else:
-            ax.plot(n, mc, "o", ms=2.5, color="tab:blue", label="Monte Carlo")
-        ax.set_ylim(-0.05, 1.05)
-        ax.set_xlabel("N (responses)")
-        ax.set_ylabel("P(all K exact)")
-        ax.set_title(f"K={c['K']}, c={c['c']}, M={c['M']}")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6, loc="upper left")
+        _recovery_panel(ax, c)
     for ax in list(axes.flat)[len(curves) :]:
         ax.axis("off")
     fig.tight_layout()
@@ -283,6 +245,64 @@ def plot_recovery(path: str, curves: list[dict]) -> str:
         "is (inside it); a bound below 0 is vacuous, and its line is not drawn "
         "there."
     )
+
+
+def _recovery_panel(ax, c: dict) -> None:
+    """One (K, c, M): the formula, the bounds, the Monte Carlo with its intervals."""
+    n = np.arange(c["M"] + 1)
+    union, seed = np.asarray(c["union"]), np.asarray(c["seed_bound"])
+    # where a lower bound on a probability is below 0 it says nothing: mark
+    # that range (the union bound's lies inside the seed bound's)
+    for y, style, lab in (
+        (
+            seed,
+            dict(facecolor="none", edgecolor="tab:purple", hatch="///", alpha=0.5),
+            "seed bound < 0 (vacuous)",
+        ),
+        (union, dict(color="tab:red", alpha=0.13), "union bound < 0 (vacuous)"),
+    ):
+        neg = np.flatnonzero(y < 0)
+        if neg.size:
+            ax.axvspan(neg.min() - 0.5, neg.max() + 0.5, lw=0, label=lab, **style)
+    ax.plot(n, c["exact"], "-", color="k", label="exact (inclusion-exclusion)")
+    ax.plot(
+        n,
+        np.where(union >= 0, union, np.nan),
+        "--",
+        color="tab:red",
+        label="union bound",
+    )
+    ax.plot(
+        n,
+        np.where(seed >= 0, seed, np.nan),
+        ":",
+        color="tab:purple",
+        lw=1.8,
+        label="1 - K(1-N/M)^c",
+    )
+    mc = np.asarray(c["monte_carlo"])
+    if "ci_low" in c:
+        err = np.stack([mc - np.asarray(c["ci_low"]), np.asarray(c["ci_high"]) - mc])
+        ax.errorbar(
+            n,
+            mc,
+            yerr=np.maximum(err, 0.0),
+            fmt="o",
+            ms=2.5,
+            color="tab:blue",
+            ecolor="tab:blue",
+            elinewidth=0.9,
+            capsize=1.5,
+            label=f"Monte Carlo ({c['trials']:,}), Clopper-Pearson",
+        )
+    else:
+        ax.plot(n, mc, "o", ms=2.5, color="tab:blue", label="Monte Carlo")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel("N (responses)")
+    ax.set_ylabel("P(all K exact)")
+    ax.set_title(f"K={c['K']}, c={c['c']}, M={c['M']}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=6, loc="upper left")
 
 
 _POINT_STYLE = {

@@ -1,0 +1,59 @@
+r"""Choose N: the fewest responses that meet an error target with a failure budget.
+
+    python -m theory.plan --workers 40 --inputs 8 --degree 3 \
+        --worker-dtype bfloat16 --target-error 1e-2 --failure 1e-3 \
+        --latency shifted-exp:5ms,5ms --out results/plan
+
+Given M workers, K inputs, a polynomial of degree d (so D = d (K - 1) + 1 Chebyshev
+coefficients), the dtype the workers compute in, a target relative error and a failure
+probability, it reports, for a uniformly random set of N responders:
+
+1. **ChebyLS.** For every N from D to M, the probability that the decode error exceeds
+   the target: exactly (every responding set listed) when C(M, N) is small, else by
+   Monte Carlo with a one-sided Clopper-Pearson upper confidence bound. The smallest N
+   whose failure probability (its upper bound) is at most the failure level, for that
+   N and every larger one. Next to it, the smallest N where a *proven* bound of
+   :mod:`codedjax.bounds` at confidence 1 - failure already guarantees the target
+   (the deterministic, missing-row Chernoff, gap and generic Chernoff bounds; first-
+   kind points only), or a statement that every bound is vacuous or too weak.
+2. **RepApprox** with c replicas per task: the smallest N with P(some task is not
+   recovered exactly) at most the failure level, from the exact formula, from the
+   union bound, from the seed's bound 1 - K (1 - N/M)^c, and from the Monte Carlo.
+3. **Latency** (``--latency``): percentiles of the time to the N-th response for the
+   chosen N (and for N = D and N = M), e.g. ``shifted-exp:5ms,5ms`` (shift 5 ms plus
+   an exponential of mean 5 ms), ``exp:5ms``, ``pareto:2ms,1.5``.
+4. **Worst case** over *every* straggler set: the exact worst cond for s = 1..3
+   missing workers (all C(M, s) sets), and how far the greedy search of
+   :func:`codedjax.worst_case_mask` falls below it, and its value at larger s.
+
+The decode error. ``--error-model cond`` (default): the relative error of the decoded
+outputs is taken as cond(U_S) x u_w, the condition number of the equilibrated
+Chebyshev-Vandermonde rows ChebyLS factorises times the unit roundoff of the worker
+dtype (bfloat16: 2^-8 = 3.9e-3), the first-order model of docs/theory.md section 9;
+the proven bounds bound exactly this cond. ``--error-model decoder``: u_w x
+||A_S||_inf with A_S = T_beta T_S^+ the decoding matrix, which is the error that the
+decoders report in ``DecodeResult.error`` divided by max_i |y_i| (every response
+off by up to u_w relative, row k of A_S adding them up); no proven bound is given for
+it. Both are per unit of the largest response magnitude; neither counts the error of
+the worker's own computation beyond the rounding of its output.
+
+Outputs in ``--out``: ``summary.json`` and ``report.md``; the table is also printed.
+"""
+
+from __future__ import annotations
+
+from .config import DTYPES as DTYPES
+from .config import PlanConfig as PlanConfig
+from .config import replication as replication
+from .config import unit_roundoff as unit_roundoff
+from .config import validate as validate
+from .errors import decode_errors as decode_errors
+from .latency import latency_percentiles as latency_percentiles
+from .latency import parse_latency as parse_latency
+from .pipeline import PlanSummary as PlanSummary
+from .pipeline import chebyls_table as chebyls_table
+from .pipeline import plan as plan
+from .pipeline import repapprox_table as repapprox_table
+from .pipeline import worst_case_table as worst_case_table
+from .report import report as report
+from .report import write_outputs as write_outputs

@@ -1,0 +1,112 @@
+"""What to plan for: :class:`PlanConfig` (the command line's flags) and its checks."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .latency import parse_latency
+
+DTYPES = ("bfloat16", "float16", "float32", "float64")
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanConfig:
+    """What to plan for (the command line's flags).
+
+    Attributes:
+        workers: M. inputs: K. degree: d (D = d (K - 1) + 1 <= M).
+        worker_dtype: the dtype the workers compute in (its unit roundoff u_w).
+        target_error: the relative decode error that must not be exceeded.
+        failure: the probability allowed to exceed it, in (0, 1).
+        points: "first" or "second" kind Chebyshev worker points.
+        error_model: "cond" (cond(U_S) u_w) or "decoder" (||A_S||_inf u_w).
+        replication: c for RepApprox (default M // K).
+        trials: Monte Carlo trials per N (nested: trial t's responders for N are the
+            first N of one random arrival order, so each N sees a uniform N-subset).
+        exhaustive_limit: list every responding set when C(M, N) is at most this.
+        confidence: level of the one-sided Clopper-Pearson upper bound.
+        latency: a latency model such as "shifted-exp:5ms,5ms", or None.
+        worst_exact: exact worst case for s = 1 .. worst_exact missing workers.
+        worst_greedy: greedy worst case for s = 1 .. worst_greedy.
+        seed: the Monte Carlo seed.
+        progress: show progress bars.
+    """
+
+    workers: int
+    inputs: int
+    degree: int
+    worker_dtype: str = "bfloat16"
+    target_error: float = 1e-2
+    failure: float = 1e-3
+    points: str = "first"
+    error_model: str = "cond"
+    replication: int | None = None
+    trials: int = 20_000
+    exhaustive_limit: int = 100_000
+    confidence: float = 0.95
+    latency: str | None = None
+    worst_exact: int = 3
+    worst_greedy: int = 6
+    seed: int = 0
+    progress: bool = True
+
+    @classmethod
+    def quick(cls, **overrides: Any) -> PlanConfig:
+        """The ``--quick`` configuration: 2,000 Monte Carlo trials per N, every set
+        listed only up to 10,000 of them (``workers``, ``inputs`` and ``degree`` are
+        still required)."""
+        return cls(**{"trials": 2_000, "exhaustive_limit": 10_000, **overrides})
+
+    @property
+    def num_coeffs(self) -> int:
+        return self.degree * (self.inputs - 1) + 1
+
+
+def _fail(flag: str, msg: str) -> None:
+    raise ValueError(f"theory.plan: {flag}: {msg}")
+
+
+def validate(cfg: PlanConfig) -> None:
+    """Raise ValueError naming the flag for every impossible setting."""
+    if cfg.workers < 1:
+        _fail("--workers", f"must be >= 1, got {cfg.workers}")
+    if cfg.inputs < 1:
+        _fail("--inputs", f"must be >= 1, got {cfg.inputs}")
+    if cfg.degree < 1:
+        _fail("--degree", f"must be >= 1, got {cfg.degree}")
+    if cfg.num_coeffs > cfg.workers:
+        _fail(
+            "--degree/--inputs",
+            f"D = d (K - 1) + 1 = {cfg.num_coeffs} exceeds --workers M = {cfg.workers}",
+        )
+    if cfg.worker_dtype not in DTYPES:
+        _fail("--worker-dtype", f"must be one of {DTYPES}, got {cfg.worker_dtype!r}")
+    if not 0.0 < cfg.target_error:
+        _fail("--target-error", f"must be > 0, got {cfg.target_error}")
+    if not 0.0 < cfg.failure < 1.0:
+        _fail("--failure", f"must lie in (0, 1), got {cfg.failure}")
+    if not 0.0 < cfg.confidence < 1.0:
+        _fail("--confidence", f"must lie in (0, 1), got {cfg.confidence}")
+    if cfg.points not in ("first", "second"):
+        _fail("--points", f"must be 'first' or 'second', got {cfg.points!r}")
+    if cfg.error_model not in ("cond", "decoder"):
+        _fail("--error-model", f"must be 'cond' or 'decoder', got {cfg.error_model!r}")
+    if cfg.trials < 1:
+        _fail("--trials", f"must be >= 1, got {cfg.trials}")
+    c = replication(cfg)
+    if c < 1 or cfg.inputs * c > cfg.workers:
+        _fail("--replication", f"need 1 <= c and K c <= M, got c = {c}")
+    if cfg.latency is not None:
+        parse_latency(cfg.latency)
+
+
+def replication(cfg: PlanConfig) -> int:
+    return cfg.replication if cfg.replication is not None else cfg.workers // cfg.inputs
+
+
+def unit_roundoff(name: str) -> float:
+    """u_w = 2^-p for a p-bit significand: bfloat16 2^-8, float16 2^-11, ..."""
+    return {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-24}.get(
+        name, 2.0**-53
+    )

@@ -1,0 +1,149 @@
+"""``report.md`` of the plan, and the files it writes."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+from models.common import json_clean
+
+
+def write_outputs(out: str, summary: dict[str, Any], text: str) -> None:
+    """``summary.json`` (strict JSON: non-finite numbers as null) and ``report.md``."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(json_clean(summary), f, indent=1)
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(text)
+
+
+def _g(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            return "inf"
+        if x > 1e15:
+            return "unresolved"
+        return f"{x:.3g}"
+    return str(x)
+
+
+def report(summary: dict[str, Any]) -> str:
+    """The markdown report of a plan summary (also printed)."""
+    cfg = summary["config"]
+    lines = [
+        "# Choosing N",
+        "",
+        f"M = {cfg['workers']}, K = {cfg['inputs']}, d = {cfg['degree']}, so "
+        f"D = d (K - 1) + 1 = {summary['D']}; worker dtype {cfg['worker_dtype']} "
+        f"(u_w = {summary['unit_roundoff']:.3g}); {cfg['points']}-kind points; target "
+        f"error {cfg['target_error']:g} exceeded with probability at most "
+        f"{cfg['failure']:g}.",
+        f"Error model: {summary['error_model']}.",
+        "",
+        "## ChebyLS",
+        "",
+        "| N | sets | failures | rate | upper | median err | p95 err | max err | "
+        "proven cond | by |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += _chebyls_lines(summary)
+    lines += _repapprox_lines(summary)
+    if "worst_case" in summary:
+        lines += _worst_case_lines(summary["worst_case"])
+    if "latency" in summary:
+        lines += _latency_lines(summary["latency"])
+    return "\n".join(lines) + "\n"
+
+
+def _chebyls_lines(summary: dict[str, Any]) -> list[str]:
+    cfg = summary["config"]
+    lines = []
+    for r in summary["chebyls"]["rows"]:
+        sets = f"all {r['trials']}" if r["exhaustive"] else f"MC {r['trials']}"
+        lines.append(
+            f"| {r['N']} | {sets} | {r['failures']} | {_g(r['rate'])} | "
+            f"{_g(r['upper'])} | {_g(r['median_error'])} | {_g(r['p95_error'])} | "
+            f"{_g(r['max_error'])} | {_g(r['proven_cond'])} | {r['proven_by']} |"
+        )
+    ch = summary["chebyls"]
+    conf = cfg["confidence"]
+    lines += [
+        "",
+        "'upper' is the exact rate when every set is listed, else the one-sided "
+        f"{conf:.0%} Clopper-Pearson upper bound.",
+        "",
+        f"**ChebyLS: N = {_g(ch['chosen_N'])}** (smallest N with failure probability "
+        f"<= {cfg['failure']:g} there and at every larger N). "
+        + (
+            f"Proven by a bound of codedjax.bounds from N = {ch['proven_N']}."
+            if ch["proven_N"] is not None
+            else "No proven bound guarantees the target at any N < M+1: every bound "
+            "is vacuous or too weak (see docs/theory.md section 12)."
+        ),
+        "",
+    ]
+    return lines
+
+
+def _repapprox_lines(summary: dict[str, Any]) -> list[str]:
+    cfg = summary["config"]
+    lines = [
+        f"## RepApprox (c = {summary['repapprox']['replication']})",
+        "",
+        "| N | P(lost) exact | union bound | seed bound | Monte Carlo | upper |",
+        "|---|---|---|---|---|---|",
+    ]
+    rep = summary["repapprox"]
+    for r in rep["rows"]:
+        if r["exact"] > 0.5 and r["N"] < cfg["workers"] // 2:
+            continue
+        lines.append(
+            f"| {r['N']} | {_g(r['exact'])} | {_g(min(r['union'], 1.0))} | "
+            f"{_g(min(r['seed'], 1.0))} | {_g(r['rate'])} | {_g(r['upper'])} |"
+        )
+    cn = rep["chosen_N"]
+    lines += [
+        "",
+        f"**RepApprox: N = {_g(cn['exact'])}** by the exact formula (union bound "
+        f"{_g(cn['union'])}, seed bound {_g(cn['seed'])}, Monte Carlo upper bound "
+        f"{_g(cn['upper'])}).",
+    ]
+    return lines
+
+
+def _worst_case_lines(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "",
+        "## Worst case over every straggler set (equilibrated cond(U_S))",
+        "",
+        "| s | N | exact worst | raw cond(T_S) there | missing | greedy | "
+        "greedy / exact |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['s']} | {r['N']} | {_g(r['exact'])} | {_g(r.get('exact_raw'))} "
+            f"| {r.get('exact_missing', '-')} | {_g(r['greedy'])} | "
+            f"{_g(r.get('greedy_over_exact'))} |"
+        )
+    return lines
+
+
+def _latency_lines(latency: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        f"## Latency ({latency['model']}): time to the N-th response",
+        "",
+        "| N | mean | p50 | p95 | p99 |",
+        "|---|---|---|---|---|",
+    ]
+    for n, p in sorted(latency["percentiles"].items()):
+        lines.append(
+            f"| {n} | {p['mean'] * 1e3:.2f} ms | {p['p50'] * 1e3:.2f} ms | "
+            f"{p['p95'] * 1e3:.2f} ms | {p['p99'] * 1e3:.2f} ms |"
+        )
+    return lines

@@ -1,0 +1,110 @@
+"""``python -m theory.verify [--quick] --out DIR``: the bounds against Monte Carlo.
+
+Exits with status 1 when an informative check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import jax
+
+from models.common import NO_PROGRESS_ENV
+
+from .. import _mc
+from . import __doc__ as _DOC
+from .config import build_config
+from .pipeline import VerifySummary, run
+from .report import print_table
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m theory.verify",
+        description=_DOC,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="2,000 trials per configuration (about a minute on 2 cores)",
+    )
+    p.add_argument("--workers", type=int, nargs="+", metavar="M", help="M workers")
+    p.add_argument("--inputs", type=int, nargs="+", metavar="K", help="K inputs")
+    p.add_argument(
+        "--degree",
+        type=int,
+        nargs="+",
+        metavar="d",
+        help="degree d of the computed polynomial (D = d(K-1)+1)",
+    )
+    p.add_argument(
+        "--points",
+        nargs="+",
+        metavar="KIND",
+        help="Chebyshev points of the first and/or second kind (default first)",
+    )
+    p.add_argument(
+        "--eta",
+        type=float,
+        help="failure probability of the probabilistic bounds (default 0.05)",
+    )
+    p.add_argument(
+        "--trials",
+        type=int,
+        help="random straggler sets per (M, D, N) (default 100,000; --quick "
+        "2,000; with --workers 10,000)",
+    )
+    p.add_argument("--config", metavar="FILE", help="TOML or JSON run settings")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help=f"no progress bars (the same as {NO_PROGRESS_ENV}=1)",
+    )
+    p.add_argument(
+        "--distributed",
+        action="store_true",
+        help="join a multi-process run first (one process per host, all running "
+        "this command; Slurm, Open MPI and Cloud TPU are detected; elsewhere give "
+        "the three options below)",
+    )
+    p.add_argument("--coordinator", help="host:port of process 0")
+    p.add_argument("--num-processes", type=int)
+    p.add_argument("--process-id", type=int)
+    p.add_argument(
+        "--cpu-devices",
+        type=int,
+        help="CPU devices to shard over (default: one per core; ignored "
+        "when XLA_FLAGS sets xla_force_host_platform_device_count); "
+        "the numbers do not depend on it",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> VerifySummary:
+    """Command-line entry point; returns the summary (``all_hold``: the verdict)."""
+    p = parser()
+    a = p.parse_args(argv)
+    try:
+        cfg, lines = build_config(a)
+    except ValueError as err:
+        p.error(str(err))
+    if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+        # must precede backend initialisation; affects the CPU platform only
+        jax.config.update("jax_num_cpu_devices", a.cpu_devices or os.cpu_count() or 1)
+    if a.distributed:
+        _mc.initialize_distributed(a.coordinator, a.num_processes, a.process_id)
+    for line in lines:
+        print(line)
+    summary = run(cfg, a.out)
+    print_table(summary)  # every process: the same numbers
+    return summary
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main()["all_hold"] else 1)
