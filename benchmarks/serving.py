@@ -369,8 +369,43 @@ def run_simulated_linear(cfg: ServingConfig) -> dict:
     return out
 
 
-def run_serving(cfg: ServingConfig, *, out: str | Path | None = None,
-                show_progress: bool | None = None) -> dict:  # fmt: skip
+def run_engine_overhead(cfg: ServingConfig, *, ray: bool = False,
+                        requests: int = 100) -> dict:  # fmt: skip
+    """Pure engine cost: ChebyLS N = M with no injected delay (the latency of a
+    request whose workers answer at once), thread cluster and optionally Ray
+    (``num_actors`` = M / 5, 5 slots each, embedded)."""
+    code = cj.lagrange_code(num_inputs=cfg.num_inputs, num_workers=cfg.num_workers,
+                            degree=cfg.degree)  # fmt: skip
+    xs = _inputs(cfg, requests)
+    backends = {"threads": lambda: ThreadCluster()}
+    if ray:
+        from codedjax.serving import RayCluster
+
+        backends["ray"] = lambda: RayCluster(
+            num_actors=max(1, cfg.num_workers // 5), slots_per_actor=5
+        )
+    out = {}
+    for name, make in backends.items():
+        policy = FixedN(cfg.num_workers, deadline=30.0)
+        with Server(code, worker_fn, backend=make(), policy=policy) as server:
+            server.infer(xs[0])
+            res = server.serve(xs, max_in_flight=1)
+        lat = np.array([r.latency for r in res])
+        out[name] = {
+            "requests": requests,
+            "latency_ms": {q: 1e3 * _pct(lat, q) for q in (50, 99)},
+            "loadavg": os.getloadavg()[0],
+        }
+    return out
+
+
+def run_serving(
+    cfg: ServingConfig,
+    *,
+    out: str | Path | None = None,
+    show_progress: bool | None = None,
+    ray: bool = False,
+) -> dict:
     """Runs the whole benchmark and returns (and optionally writes) its summary."""
     t0 = time.perf_counter()
     summary: dict[str, Any] = {"config": dataclasses.asdict(cfg),
@@ -378,6 +413,7 @@ def run_serving(cfg: ServingConfig, *, out: str | Path | None = None,
     summary["environment"]["cpu_count"] = os.cpu_count()
     summary["threads"] = run_threads(cfg, show_progress=show_progress)
     summary["throughput"] = run_throughput(cfg)
+    summary["engine_overhead"] = run_engine_overhead(cfg, ray=ray)
     summary["simulated"] = run_simulated(cfg)
     summary["simulated_racks"] = run_simulated(cfg, rack=True)
     summary["simulated_linear"] = run_simulated_linear(cfg)
@@ -446,6 +482,17 @@ def format_tables(summary: dict) -> str:
         f"{v['max_in_flight']} in flight: {v['requests_per_second']:.1f} req/s, "
         f"p50 {v['latency_ms'][50]:.1f} ms, p99 {v['latency_ms'][99]:.1f} ms"
         for v in tp.values()))  # fmt: skip
+    eo = summary.get("engine_overhead", {})
+    if eo:
+        lines.append("")
+        parts = [
+            f"{k}: p50 {v['latency_ms'][50]:.1f} ms, p99 {v['latency_ms'][99]:.1f} ms"
+            f" (load {v['loadavg']:.1f})"
+            for k, v in eo.items()
+        ]
+        lines.append(
+            "Engine cost, no injected delay, all M answers: " + "; ".join(parts)
+        )
     racks = f"racks of {summary['config']['rack_size']} workers slow together"
     k = summary["config"]["num_inputs"]
     linear = (f"fewer workers: f(x) = 2x - 1 (degree 1, D = K = {k}), "
@@ -492,6 +539,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--requests", type=int, default=None,
                    help="requests per scheme on the thread cluster")  # fmt: skip
     p.add_argument("--sim-requests", type=int, default=None)
+    p.add_argument("--ray", action="store_true",
+                   help="also time the Ray backend (needs codedjax[ray])")  # fmt: skip
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
     if a.no_progress:
@@ -502,7 +551,7 @@ def main(argv: list[str] | None = None) -> dict:
     if a.sim_requests is not None:
         over["sim_requests"] = a.sim_requests
     cfg = ServingConfig.quick(**over) if a.quick else ServingConfig(**over)
-    summary = run_serving(cfg, out=a.out, show_progress=not a.no_progress)
+    summary = run_serving(cfg, out=a.out, show_progress=not a.no_progress, ray=a.ray)
     print(format_tables(summary))
     print(f"wrote {a.out}/summary.json and report.md ({summary['seconds']:.0f} s)",
           file=sys.stderr)  # fmt: skip
