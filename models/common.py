@@ -1,4 +1,13 @@
-"""Shared helpers for the Flax models: checkpoints, progress bars and binary metrics.
+"""Shared helpers of the applications: checkpoints, progress bars, metrics, reports.
+
+The one home of what ``models/``, ``theory/`` and ``benchmarks/`` all need: the progress
+bar switch (:func:`progress`, ``--no-progress`` and ``CODEDJAX_NO_PROGRESS=1``), the
+command-line arguments every experiment shares (:func:`add_run_arguments`), strict JSON
+(:func:`json_clean`, :func:`write_json`), number formatting (:func:`fmt`), and the
+binary metrics. Flax and tqdm are imported only where they are used, so the module
+imports with jax, numpy and scipy alone (``theory/`` and ``benchmarks/`` use it).
+Confidence intervals for Monte Carlo rates come from
+:func:`codedjax.bounds.clopper_pearson`.
 
 Checkpoint format (one file, written with Flax's own serialisation):
 a msgpack map (``flax.serialization.msgpack_serialize``) with the keys
@@ -14,23 +23,35 @@ reads only the msgpack file.
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
+import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from flax import nnx, serialization
-from tqdm.auto import tqdm
+
+if TYPE_CHECKING:
+    from flax import nnx
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "NO_PROGRESS_ENV",
+    "CachedFn",
+    "add_run_arguments",
+    "apply_run_arguments",
     "binary_auc",
     "binary_logloss",
+    "fmt",
+    "json_clean",
     "load_checkpoint",
     "progress",
+    "progress_disabled",
     "save_checkpoint",
+    "write_json",
 ]
 
 CHECKPOINT_FORMAT = "codedjax-nnx-checkpoint-v1"
@@ -41,6 +62,8 @@ _SEP = "/"
 
 
 def _model_state(model: nnx.Module) -> nnx.State:
+    from flax import nnx
+
     # RNG streams hold typed key arrays that msgpack cannot store, and they are not
     # learned parameters; everything else (Param, BatchStat, ...) is saved.
     return nnx.state(model, nnx.Not(nnx.RngState))
@@ -93,6 +116,8 @@ def save_checkpoint(path, model: nnx.Module, *, metadata: dict) -> None:
         raise TypeError(
             f"save_checkpoint: metadata must be JSON-serialisable ({err})"
         ) from err
+    from flax import nnx, serialization
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     pure = nnx.to_pure_dict(_model_state(model))
@@ -126,6 +151,8 @@ def load_checkpoint(path, model: nnx.Module) -> dict:
       ValueError: naming the file, if it is missing, unreadable, not a codedjax
         checkpoint, or does not match the model (missing/extra variables, shapes).
     """
+    from flax import nnx, serialization
+
     path = Path(path)
     where = f"load_checkpoint: checkpoint {str(path)!r}"
     if not path.is_file():
@@ -187,6 +214,18 @@ def load_checkpoint(path, model: nnx.Module) -> dict:
 # --------------------------------------------------------------------------- progress
 
 
+NO_PROGRESS_ENV = "CODEDJAX_NO_PROGRESS"
+
+
+def progress_disabled(disable: bool | None = None) -> bool | None:
+    """The one progress switch: ``True`` when the environment variable
+    ``CODEDJAX_NO_PROGRESS`` is ``1`` (set by ``--no-progress``), else ``disable``
+    (``None``: tqdm's rule, on for terminals)."""
+    if os.environ.get(NO_PROGRESS_ENV, "") == "1":
+        return True
+    return disable
+
+
 def progress(
     iterable: Iterable | None = None,
     *,
@@ -207,9 +246,101 @@ def progress(
     Returns:
       A ``tqdm`` object (iterable, and usable as a context manager).
     """
-    if os.environ.get("CODEDJAX_NO_PROGRESS", "") == "1":
-        disable = True
-    return tqdm(iterable, total=total, desc=desc, disable=disable, leave=False)
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        iterable,
+        total=total,
+        desc=desc,
+        disable=progress_disabled(disable),
+        leave=False,
+    )
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, *, out: str | None = None):
+    """The arguments every experiment's ``__main__`` shares: ``--out`` (required
+    unless a default is given), ``--quick``, ``--seed`` and ``--no-progress``."""
+    parser.add_argument(
+        "--out", required=out is None, default=out, help="output directory"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="the small configuration (Config.quick())"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help=f"no progress bars (the same as {NO_PROGRESS_ENV}=1)",
+    )
+
+
+def apply_run_arguments(args: argparse.Namespace) -> None:
+    """Honour ``--no-progress`` by setting ``CODEDJAX_NO_PROGRESS=1``, so that every
+    progress bar of the run (the experiment's and the training's) is off."""
+    if getattr(args, "no_progress", False):
+        os.environ[NO_PROGRESS_ENV] = "1"
+
+
+class CachedFn:
+    """Memoise a batched function by the exact bytes of its input.
+
+    An experiment that runs the model on the same coded inputs more than once (NeRCC's
+    tuning for every straggler count of a (K, M) pair; two schemes sharing an
+    encoding) gets the stored outputs back instead of recomputing them. Keys are
+    SHA-1 digests of the input's bytes with its shape and dtype, so only an identical
+    input is served from the cache.
+
+    Attributes:
+        fn: the wrapped function, input [B, ...] -> output [B, ...].
+        images_run: rows the wrapped function has computed (cache misses).
+    """
+
+    def __init__(self, fn: Callable[[Any], Any]):
+        self.fn = fn
+        self.cache: dict[tuple, Any] = {}
+        self.images_run = 0
+
+    def __call__(self, x) -> Any:
+        arr = np.ascontiguousarray(np.asarray(x))
+        key = (arr.shape, arr.dtype.str, hashlib.sha1(arr.tobytes()).hexdigest())
+        hit = self.cache.get(key)
+        if hit is None:
+            hit = self.fn(arr)
+            self.cache[key] = hit
+            self.images_run += arr.shape[0]
+        return hit
+
+
+# ----------------------------------------------------------------------- json, format
+
+
+def json_clean(obj: Any) -> Any:
+    """A strict-JSON copy of ``obj``: NaN and inf -> None, tuples -> lists, numpy
+    scalars and arrays -> Python numbers and lists, mapping keys -> str."""
+    if isinstance(obj, np.ndarray):
+        return json_clean(obj.tolist())
+    if isinstance(obj, np.generic):
+        return json_clean(obj.item())
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {str(k): json_clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_clean(v) for v in obj]
+    return obj
+
+
+def write_json(path, obj: Any) -> None:
+    """Writes :func:`json_clean` of ``obj`` to ``path`` (strict JSON, indent 2)."""
+    text = json.dumps(json_clean(obj), indent=2, allow_nan=False)
+    Path(path).write_text(text + "\n")
+
+
+def fmt(value: Any, spec: str = ".3g", missing: str = "n/a") -> str:
+    """``format(value, spec)``, or ``missing`` for None and non-finite floats."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return missing
+    return format(value, spec)
 
 
 # --------------------------------------------------------------------------- metrics
