@@ -1,0 +1,204 @@
+"""The predicted error of a decode, the smooth decoder and the graceful decoder."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+import codedjax as cj
+from codedjax._errors import error_quantile, predicted_error_of
+from codedjax._graceful import PRIOR_DECAYS, PRIOR_SCALES
+
+M, K, DEG = 16, 3, 2
+D = DEG * (K - 1) + 1  # 5
+
+
+def _wilson_low(successes, trials, z=2.576):
+    p = successes / trials
+    den = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / den
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / den
+    return centre - half
+
+
+def _poly_answers(rng, m, deg, k, f):
+    """Answers of a degree DEG map of a degree K-1 encoding (h of degree D-1)."""
+    alpha = np.asarray(cj.chebyshev_points(m), np.float64)
+    beta = np.asarray(cj.chebyshev_points(k), np.float64)
+    c = rng.standard_normal((deg * (k - 1) + 1, f))
+    ya = np.polynomial.chebyshev.chebval(alpha, c).T  # [M, F]
+    yb = np.polynomial.chebyshev.chebval(beta, c).T  # [K, F]
+    return alpha, beta, ya, yb
+
+
+def test_error_quantile_is_the_bonferroni_normal_quantile():
+    for n in (1, 8, 64, 512):
+        assert error_quantile(n) == pytest.approx(norm.ppf(1 - 0.01 / (2 * n)), 1e-12)
+
+
+def test_predicted_error_matches_float64_formula(x64):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 10))
+    y = rng.standard_normal((10, 2))
+    sel = rng.random(10) < 0.7
+    a[:, ~sel] = 0.0
+    rss = np.array([0.3, 0.01])
+    dof = 2
+    got = predicted_error_of(
+        jnp.asarray(a), jnp.asarray(y), jnp.asarray(sel), jnp.bfloat16,
+        residual_sq=jnp.asarray(rss), dof=dof,
+    )  # fmt: skip
+    u = 2.0**-8
+    rms = np.sqrt(np.mean(y[sel] ** 2, axis=0))
+    sigma = np.maximum(u * rms, np.sqrt(rss / dof))
+    z = norm.ppf(1 - 0.01 / (2 * 3 * 2))
+    want = z * np.sqrt(np.max(np.sum(a * a, axis=1)) + 1) * sigma.max()
+    np.testing.assert_allclose(float(got), want, rtol=1e-12)
+    # without a residual: the rounding level alone; the batched (shared y) form
+    got0 = predicted_error_of(
+        jnp.asarray(a)[None], jnp.asarray(y), jnp.asarray(sel)[None], jnp.bfloat16
+    )
+    want0 = z * np.sqrt(np.max(np.sum(a * a, axis=1)) + 1) * (u * rms).max()
+    np.testing.assert_allclose(np.asarray(got0), [want0], rtol=1e-12)
+
+
+def test_chebyls_error_covers_noise_beyond_rounding():
+    """Known truth: answers off by Gaussian noise 30x the float32 rounding level;
+    the least-squares residual must lift the prediction to cover it."""
+    rng = np.random.default_rng(1)
+    alpha, beta, ya, yb = _poly_answers(rng, M, DEG, K, 1)
+    b = 200
+    rms = np.sqrt(np.mean(ya**2))
+    sigma = 30 * 2.0**-24 * rms
+    y = (ya[None, :, 0] + sigma * rng.standard_normal((b, M))).astype(np.float32)
+    masks = cj.sample_masks(
+        jax.random.key(2), num_workers=M, num_responses=12, shape=(b,)
+    )
+    al, be = jnp.asarray(alpha, jnp.float32), jnp.asarray(beta, jnp.float32)
+    # vmapped ChebyLS runs the batched kernel: its predictions are checked here
+    r = cj.chebyls_decode_batched(jnp.asarray(y), masks, al, be, num_coeffs=D)
+    act = np.abs(np.asarray(r.value, np.float64) - yb[None, :, 0]).max(axis=1)
+    pred = np.asarray(r.error, np.float64)
+    covered = int(np.sum(pred >= act))
+    # nominal exceedance 1%: the covered rate must not be significantly below 95%
+    assert _wilson_low(covered, b) > 0.9 or covered / b >= 0.95
+    assert np.median(pred / act) < 10
+
+
+def _smooth_reference(y, sel, alpha, beta, d, u):
+    """float64 numpy: the empirical-Bayes posterior mean of the smooth decoder."""
+    m = alpha.size
+    scale = np.full(d, np.sqrt(2.0 / m))
+    scale[0] = np.sqrt(1.0 / m)
+    t = np.polynomial.chebyshev.chebvander(alpha, d - 1) * scale
+    tb = np.polynomial.chebyshev.chebvander(beta, d - 1) * scale
+    ys = y[sel]
+    n = ys.shape[0]
+    rms = np.sqrt(np.mean(ys**2, axis=0))
+    c_ls = np.linalg.lstsq(t[sel], ys, rcond=None)[0]
+    rss = np.sum((ys - t[sel] @ c_ls) ** 2, axis=0)
+    sigma = u * rms
+    if n > d:
+        sigma = np.maximum(sigma, np.sqrt(rss / (n - d)))
+    rms = np.maximum(rms, sigma)
+    best = None
+    for rho in PRIOR_DECAYS:
+        w = rho ** np.arange(d)
+        for s in PRIOR_SCALES:
+            sf = s * rms
+            ll = 0.0
+            for f in range(y.shape[1]):
+                cov = sf[f] ** 2 * (t[sel] * w) @ (t[sel] * w).T
+                cov += sigma[f] ** 2 * np.eye(n)
+                _, logdet = np.linalg.slogdet(cov)
+                ll += -0.5 * logdet - 0.5 * ys[:, f] @ np.linalg.solve(cov, ys[:, f])
+            if best is None or ll > best[0]:
+                best = (ll, w, sf)
+    _, w, sf = best
+    out = []
+    for f in range(y.shape[1]):
+        tw = t[sel] * w
+        cov = sf[f] ** 2 * tw @ tw.T + sigma[f] ** 2 * np.eye(n)
+        coef = sf[f] ** 2 * tw.T @ np.linalg.solve(cov, ys[:, f])
+        out.append((tb * w) @ coef)
+    return np.stack(out, axis=1)
+
+
+@pytest.mark.parametrize("num_responses", [5, 7, 12])
+def test_smooth_decoder_matches_float64_posterior_mean(x64, num_responses):
+    rng = np.random.default_rng(3)
+    alpha, beta, ya, _ = _poly_answers(rng, M, DEG, K, 2)
+    y = ya + 1e-3 * rng.standard_normal(ya.shape)  # noise beyond float64 rounding
+    mask = np.zeros(M, bool)
+    mask[rng.choice(M, num_responses, replace=False)] = True
+    r = cj.smooth_chebyshev_decode(
+        jnp.asarray(y), jnp.asarray(mask), jnp.asarray(alpha), jnp.asarray(beta),
+        num_coeffs=D, worker_dtype=jnp.float32,
+    )  # fmt: skip
+    want = _smooth_reference(y, mask, alpha, beta, D, 2.0**-24)
+    assert bool(r.ok)
+    # two float64 routes to one posterior mean (SVD against dense solves)
+    np.testing.assert_allclose(np.asarray(r.value), want, rtol=1e-6, atol=1e-8)
+
+
+def test_graceful_is_chebyls_when_well_posed_and_better_near_threshold():
+    rng = np.random.default_rng(4)
+    alpha, beta, ya, yb = _poly_answers(rng, M, DEG, K, 1)
+    al, be = jnp.asarray(alpha, jnp.float32), jnp.asarray(beta, jnp.float32)
+    y = jnp.asarray(ya, jnp.bfloat16)
+    full = jnp.ones(M, bool)
+    g = cj.graceful_decode(y, full, al, be, num_coeffs=D)
+    c = cj.chebyls_decode(y, full, al, be, num_coeffs=D)
+    np.testing.assert_allclose(np.asarray(g.value), np.asarray(c.value), rtol=1e-5)
+    # D responders clustered at one end: ChebyLS extrapolates, graceful must not
+    # be worse, and its predicted error must cover its actual error
+    mask = jnp.zeros(M, bool).at[:D].set(True)
+    g = cj.graceful_decode(y, mask, al, be, num_coeffs=D)
+    c = cj.chebyls_decode(y, mask, al, be, num_coeffs=D)
+    eg = np.abs(np.asarray(g.value, np.float64) - yb).max()
+    ec = np.abs(np.asarray(c.value, np.float64) - yb).max()
+    assert bool(g.ok) and eg <= ec * (1 + 1e-6)
+    assert float(g.error) >= eg
+
+
+def test_graceful_vmap_equals_loop_and_code():
+    rng = np.random.default_rng(5)
+    alpha, beta, ya, _ = _poly_answers(rng, M, DEG, K, 1)
+    al, be = jnp.asarray(alpha, jnp.float32), jnp.asarray(beta, jnp.float32)
+    y = jnp.asarray(ya[None, :, 0] + 1e-3 * rng.standard_normal((2, M)), jnp.float32)
+    masks = cj.sample_masks(
+        jax.random.key(6), num_workers=M, num_responses=6, shape=(4,)
+    )
+    fn = jax.jit(
+        jax.vmap(lambda yy, mk: cj.graceful_decode(yy, mk, al, be, num_coeffs=D))
+    )
+    rv = fn(y, masks)
+    code = cj.lagrange_code(num_inputs=K, num_workers=M, degree=DEG, decoder="graceful")
+    for i in range(2):
+        r1 = cj.graceful_decode(y[i], masks[i], al, be, num_coeffs=D)
+        np.testing.assert_allclose(np.asarray(rv.value[i]), np.asarray(r1.value), 1e-5)
+        rc = code.decode(y[i], masks[i])
+        np.testing.assert_allclose(np.asarray(rc.value), np.asarray(r1.value), 1e-5)
+
+
+def test_graceful_status_and_bad_input():
+    al, be = cj.chebyshev_points(M), cj.chebyshev_points(K)
+    y = jnp.zeros((M,), jnp.float32)
+    r = cj.graceful_decode(y, jnp.zeros(M, bool), al, be, num_coeffs=D)
+    assert not bool(r.ok) and int(r.status) == int(cj.Status.TOO_FEW_RESPONSES)
+    assert float(r.error) == np.inf and not np.any(np.isnan(np.asarray(r.value)))
+    with pytest.raises(ValueError, match="graceful_decode"):
+        cj.graceful_decode(y, jnp.ones(M - 1, bool), al, be, num_coeffs=D)
+    with pytest.raises(ValueError, match="smooth_chebyshev_decode"):
+        cj.smooth_chebyshev_decode(y, jnp.ones(M, bool), al, be, num_coeffs=M + 1)
+    with pytest.raises(TypeError, match="graceful_decode"):
+        cj.graceful_decode(
+            y, jnp.ones(M, bool), al, be, num_coeffs=D, worker_dtype=jnp.int32
+        )
+    with pytest.raises(ValueError, match="lagrange_code"):
+        cj.lagrange_code(num_inputs=K, num_workers=M, degree=DEG, decoder="nope")
