@@ -39,6 +39,7 @@ import numpy as np
 
 import codedjax as cj
 import codedjax.bounds as cb
+from models import common
 
 POINT_KINDS = ("first", "second")
 EPS = float(np.finfo(np.float64).eps)
@@ -256,9 +257,7 @@ def fmt(x, digits: int = 3) -> str:
         return "yes" if x else "no"
     if isinstance(x, int):
         return str(x)
-    if not math.isfinite(x):
-        return "inf"
-    return f"{x:.{digits}g}"
+    return common.fmt(x, f".{digits}g", missing="inf")
 
 
 def fmt_cond(x, digits: int = 3) -> str:
