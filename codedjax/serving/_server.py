@@ -366,10 +366,12 @@ class Server:
 
     def _finish(self, r: _Request, *, timed_out: bool) -> ServeResult:
         t_dec = self.backend.now()
-        self.backend.cancel(r.rid)
         y, mask, order = self._inputs(r)
         res = r.cached if r.cached is not None else self._decode(y, mask, order)
         res = jax.device_get(res)
+        t_end = self.backend.now()
+        # cancel after decoding: the released stragglers would compete for the CPU
+        self.backend.cancel(r.rid)
         value = np.asarray(res.value)
         ok = bool(np.asarray(res.ok))
         cond = float(np.asarray(res.cond))
@@ -392,7 +394,6 @@ class Server:
         else:
             err = math.inf
         suspects = getattr(res, "suspects", None)
-        t_end = self.backend.now()
         cancelled = ~(np.isfinite(r.times))
         return ServeResult(
             value=value,
