@@ -242,7 +242,7 @@ def run_threads(cfg: ServingConfig, *, show_progress: bool | None = None) -> dic
             "overhead_ms": {q: 1e3 * _pct(lat - ideal, q) for q in (50, 99)},
             "release_ms": {q: 1e3 * _pct(releases, q) for q in (50, 99)},
             "released": int(releases.size),
-            "num_used_median": float(np.median([r.num_used for r in res])),
+            "num_used_median": float(np.median([r.mask.sum() for r in res])),
             "error_median": _pct(err[ok], 50),
             "error_p95": _pct(err[ok], 95),
             "wall_seconds": wall,
