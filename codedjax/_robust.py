@@ -2,29 +2,31 @@
 
 The N - D answers beyond the recovery threshold make the least-squares fit
 over-determined; a corrupted answer shows up as a residual far beyond the workers'
-rounding level. :func:`chebyls_decode_robust` runs a forward search:
+rounding level. :func:`chebyls_decode_robust`:
 
-1. candidates: fit, take the responder with the largest studentised residual
-   |r_i| / (sigma_i sqrt(1 - h_i)) (h_i its leverage, sigma the noise level from the
-   worker dtype), remove it, refit; ``max_corrupted`` = A times;
-2. decision: the a-th candidate is an outlier when its deleted residual (its answer
-   against the prediction of the fit without the first a candidates) exceeds tau
-   times its standard deviation; the number of corrupted workers is the largest
-   such a;
-3. the value is the ChebyLS decode without them. With a corrupted answers the
-   decode needs N >= D + 2a (unique decoding); below that, or when a worker still
-   looks corrupted after A removals, the status is UNDECIDABLE.
+1. fits every answer and takes as candidates the A + 4 responders with the largest
+   studentised residuals |r_i| / (sigma_w sqrt(1 - h_i)) (h_i the leverage, sigma_w
+   the noise level of one answer from the worker dtype);
+2. refits without every subset of at most A = ``max_corrupted`` candidates; a subset
+   is consistent when every kept answer is within tau of its fit and N >= D + 2|subset|
+   (unique decoding);
+3. excludes the smallest consistent subset (the fewest corruptions that explain the
+   answers, as Berlekamp-Welch decoding does; ties by the smaller residual) and
+   returns the weighted ChebyLS decode of the rest. No consistent subset: the status
+   is UNDECIDABLE.
 
 The maths, the threshold and what it assumes: ``docs/decoding.md``.
 """
 
 from __future__ import annotations
 
+import itertools
 from statistics import NormalDist
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._chebyshev import chebyshev_vandermonde, orthonormal_column_scale
 from ._dtypes import finite_rows, points_valid
@@ -106,7 +108,7 @@ def _fit(t, tb, flat, active, acc):
 
 def _studentised(fit, active, sig):
     room = jnp.maximum(1.0 - fit["lev"], 0.0)
-    stud = jnp.abs(fit["resid"]) / (sig * jnp.sqrt(room)[:, None])
+    stud = jnp.abs(fit["resid"]) / (sig[None, :] * jnp.sqrt(room)[:, None])
     return jnp.where((active & (room > 1e-6))[:, None], stud, 0.0)
 
 
@@ -132,55 +134,54 @@ def _robust_impl(y, mask, alpha, beta, num_coeffs, acc, wdt, max_corrupted, tau,
     flat = flat0 * wt[:, None]
     sig_w = jnp.full((f,), gamma * u_w, acc)  # noise level in weighted units
 
-    # phase 1: candidates by repeated removal of the largest studentised residual
-    active = sel
-    fits, cands, actives = [], [], [sel]
-    for a in range(max_corrupted + 1):
-        fit = _fit(t, tb, flat, active, acc)
-        fits.append(fit)
-        if a == max_corrupted:
-            break
-        c = jnp.argmax(jnp.max(_studentised(fit, active, sig_w), axis=1))
-        cands.append(c)
-        active = active & (jnp.arange(m) != c)
-        actives.append(active)
-
-    # phase 2: the a-th candidate against the fit without the first a candidates
-    outlier = []
+    # candidates: the L responders with the largest studentised residuals of the
+    # fit to every answer (a corrupted answer is among them, or its smear is)
+    fit0 = _fit(t, tb, flat, sel, acc)
+    stud0 = jnp.max(_studentised(fit0, sel, sig_w), axis=1)
+    num_cand = min(m, max_corrupted + 4)
+    _, cand = jax.lax.top_k(jnp.where(sel, stud0, -1.0), num_cand)
+    cand = cand.astype(jnp.int32)
+    # every subset of at most A candidates (static), as index rows padded with -1
+    subsets = [()]
     for a in range(1, max_corrupted + 1):
-        fit, c = fits[a], cands[a - 1]
-        dof = n - a - d
-        res_scale = jnp.sqrt(fit["rss"] / jnp.maximum(dof, 1).astype(acc))
-        sig = jnp.where(dof > 0, jnp.maximum(sig_w, res_scale), sig_w)
-        dev = jnp.abs(flat[c] - fit["pred"][c]) / (sig * jnp.sqrt(fit["pvar"][c]))
-        outlier.append((n - a >= d) & (jnp.max(dev) > tau))
-    if max_corrupted > 0:
-        idx = jnp.arange(1, max_corrupted + 1)
-        num_bad = jnp.max(jnp.where(jnp.stack(outlier), idx, 0))
-        cand_arr = jnp.stack(cands)
-        suspects = jnp.zeros((m,), bool).at[cand_arr].max(idx <= num_bad)
-    else:
-        num_bad = jnp.asarray(0, jnp.int32)
-        suspects = jnp.zeros((m,), bool)
+        subsets += list(itertools.combinations(range(num_cand), a))
+    sizes = np.array([len(c) for c in subsets], np.int32)
+    table = np.full((len(subsets), max(max_corrupted, 1)), -1, np.int32)
+    for i, c in enumerate(subsets):
+        table[i, : len(c)] = c
+    table = jnp.asarray(table)
+    sizes_j = jnp.asarray(sizes)
 
-    # an answer still beyond the rounding level after the last removal, or a
-    # fit with no redundancy to check, leaves the decoder unable to decide
-    left_over = jnp.max(_studentised(fits[-1], actives[-1], sig_w)) > tau
-    left_over = left_over & (n - max_corrupted - d > 0)
-    undecidable = (n < d + 2 * num_bad) | ((num_bad == max_corrupted) & left_over)
-    first = jnp.max(_studentised(fits[0], sel, sig_w)) > tau
-    undecidable = undecidable | ((n - d < 2) & first)
+    def excluded(row):  # bool [M]: the workers a subset excludes
+        ids = jnp.where(row >= 0, cand[jnp.maximum(row, 0)], m)
+        return jnp.zeros((m + 1,), bool).at[ids].set(True)[:m]
 
-    # the decode without the suspects (weighted least squares on the kept rows)
-    def pick(key):
-        return jnp.stack([fi[key] for fi in fits])[num_bad]
-
+    drop = jax.vmap(excluded)(table)  # [S, M]
+    actives = sel[None, :] & ~drop
+    fits = jax.vmap(lambda act: _fit(t, tb, flat, act, acc))(actives)
+    # consistent: every kept answer within tau of the fit (rounding level from the
+    # dtype), the excluded ones were responders, and unique decoding holds
+    stud = jax.vmap(_studentised, in_axes=(0, 0, None))(fits, actives, sig_w)
+    clean = jnp.max(stud, axis=(1, 2)) <= tau
+    valid = jnp.all(~drop | sel[None, :], axis=1) & (n >= d + 2 * sizes_j)
+    consistent = clean & valid
+    # the fewest exclusions that explain the answers (the Berlekamp-Welch
+    # principle), ties broken by the smaller residual
+    rss_tot = jnp.sum(fits["rss"], axis=1)
+    fewest = jnp.min(jnp.where(consistent, sizes_j, max_corrupted + 1))
+    best = jnp.argmin(jnp.where(consistent & (sizes_j == fewest), rss_tot, jnp.inf))
+    decided = jnp.any(consistent)
+    best = jnp.where(decided, best, 0)
+    suspects = drop[best] & decided
+    num_bad_final = jnp.sum(suspects, dtype=jnp.int32)
+    undecidable = ~decided
+    final = jax.tree_util.tree_map(lambda v: v[best], fits)
     kept = sel & ~suspects
-    coef, cond, rss = pick("coef"), pick("cond"), pick("rss")
+    coef, cond, rss = final["coef"], final["cond"], final["rss"]
     value = tb @ coef
     # noise gain in weighted units: A_w = proj U^T, ||A_w row||^2 = ||proj row||^2
-    gain_sq = jnp.max(jnp.sum(pick("proj") ** 2, axis=1))
-    n_kept = n - num_bad
+    gain_sq = jnp.max(jnp.sum(final["proj"] ** 2, axis=1))
+    n_kept = n - num_bad_final
     dof = n_kept - d
     sig = jnp.where(
         dof > 0,
@@ -226,24 +227,25 @@ def chebyls_decode_robust(
 ) -> RobustDecodeResult:
     r"""ChebyLS that locates and excludes up to A corrupted workers.
 
-    Forward search on the least-squares fit (module docstring): the candidates are
-    the responders with the largest studentised residual
-    |r_i| / (sigma_w sqrt(1 - h_i)), removed one at a time; the a-th is declared
-    corrupted when its deleted residual exceeds
+    The candidates are the A + 4 responders with the largest studentised residual
+    |r_i| / (sigma_w sqrt(1 - h_i)); every subset of at most A of them is excluded in
+    turn and the rest refitted (weighted least squares, rows scaled by 1 / s_i,
+    s_i = sqrt(mean_f y_if^2 + rms^2 / 4)); a subset is consistent when every kept
+    answer's studentised residual is at most
 
     .. math::
         \tau = \Phi^{-1}\!\left(1 - \frac{\alpha_{fa}}{2 M F}\right)
 
-    times its standard deviation sigma sqrt(1 + x_c^T (T^T T)^{-1} x_c), with
-    sigma = max(sigma_w, the residual scale of the fit without the candidates) and
-    sigma_w = gamma u rms(y_S) the noise level of one answer from the worker dtype
-    (gamma from :func:`worker_noise_scale`, 1.83 for a degree-3 code). A clean
+    and N >= D + 2 |subset|; the smallest consistent subset is excluded (ties by
+    the smaller residual). Here sigma_w = gamma u (in units of s_i) is the noise
+    level of one answer from the worker dtype (gamma from
+    :func:`worker_noise_scale`, 1.83 for a degree-3 code). A clean
     request is flagged with probability at most ``false_alarm`` while the workers'
     errors stay within sigma_w (Bonferroni over the M F answers that may come).
     A corrupted answers can be corrected only from N >= D + 2A answers (two
-    different sets of A corruptions must not explain the same answers); below that,
-    or when an answer still looks corrupted after A removals, ``status`` is
-    UNDECIDABLE (``ok`` False).
+    different sets of A corruptions must not explain the same answers); when no
+    subset within that bound explains the answers, ``status`` is UNDECIDABLE
+    (``ok`` False).
 
     Args:
         y: [M, ...] worker responses (NaN/Inf rows count as missing).
@@ -278,8 +280,9 @@ def chebyls_decode_robust(
 
     References:
         R. D. Cook and S. Weisberg, Residuals and Influence in Regression, 1982
-        (studentised and deleted residuals); A. C. Atkinson and M. Riani, Robust
-        Diagnostic Regression Analysis, Springer 2000 (forward search).
+        (studentised residuals); L. R. Welch and E. R. Berlekamp, Error correction
+        for algebraic block codes, US Patent 4,633,470, 1986 (the fewest errors
+        that explain the received word).
     """
     fname = "chebyls_decode_robust"
     y, mask, alpha, beta, d, acc, wdt = _check(

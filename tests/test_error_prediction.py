@@ -172,7 +172,7 @@ def test_graceful_vmap_equals_loop_and_code():
     al, be = jnp.asarray(alpha, jnp.float32), jnp.asarray(beta, jnp.float32)
     y = jnp.asarray(ya[None, :, 0] + 1e-3 * rng.standard_normal((2, M)), jnp.float32)
     masks = cj.sample_masks(
-        jax.random.key(6), num_workers=M, num_responses=6, shape=(4,)
+        jax.random.key(6), num_workers=M, num_responses=6, shape=(2,)
     )
     fn = jax.jit(
         jax.vmap(lambda yy, mk: cj.graceful_decode(yy, mk, al, be, num_coeffs=D))

@@ -1,0 +1,157 @@
+"""The robust ChebyLS decoder: locating and excluding corrupted workers."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+import codedjax as cj
+from codedjax._robust import outlier_threshold, worker_noise_scale
+
+M, K, DEG = 20, 3, 2
+D = DEG * (K - 1) + 1  # 5
+
+
+def _setup(seed, f=1):
+    rng = np.random.default_rng(seed)
+    alpha = np.asarray(cj.chebyshev_points(M), np.float64)
+    beta = np.asarray(cj.chebyshev_points(K), np.float64)
+    c = rng.standard_normal((D, f))
+    ya = np.polynomial.chebyshev.chebval(alpha, c).T  # [M, F]
+    yb = np.polynomial.chebyshev.chebval(beta, c).T  # [K, F]
+    return rng, jnp.asarray(alpha, jnp.float32), jnp.asarray(beta, jnp.float32), ya, yb
+
+
+def _decode(y, mask, alpha, beta, a=2, **kw):
+    return cj.chebyls_decode_robust(
+        jnp.asarray(y, jnp.float32), jnp.asarray(mask), alpha, beta,
+        num_coeffs=D, max_corrupted=a, worker_dtype=jnp.bfloat16, **kw,
+    )  # fmt: skip
+
+
+def test_threshold_and_noise_scale_formulas():
+    assert outlier_threshold(40, 0.01) == pytest.approx(norm.ppf(1 - 0.01 / 80), 1e-12)
+    assert worker_noise_scale(8, 22) == pytest.approx(math.sqrt(10 / 3), 1e-12)
+
+
+@pytest.mark.parametrize("bad", [(7,), (3, 12)])
+def test_locates_corrupted_workers_and_decodes_the_rest(bad):
+    """Known truth: bf16-rounded polynomial answers, corrupted workers shifted by the
+    rms; exactly those are located and the rest decodes to the float64 weighted
+    least-squares fit without them."""
+    rng, alpha, beta, ya, yb = _setup(1)
+    y = np.asarray(jnp.asarray(ya, jnp.bfloat16).astype(jnp.float32), np.float64)
+    mask = np.ones(M, bool)
+    mask[[0, 19]] = False  # two stragglers
+    rms = np.sqrt(np.mean(y[mask] ** 2))
+    yc = y.copy()
+    yc[list(bad), 0] += rms * np.array([1.0, -1.0])[: len(bad)]
+    r = _decode(yc, mask, alpha, beta)
+    assert bool(r.ok)
+    assert np.flatnonzero(np.asarray(r.suspects)).tolist() == sorted(bad)
+    # float64 oracle: weighted least squares on the kept rows, weights 1/s_i
+    kept = mask & ~np.asarray(r.suspects)
+    yk = yc.astype(np.float32).astype(np.float64)
+    rms_all = np.sqrt(np.mean(yk[mask] ** 2))
+    s = np.sqrt(yk[:, 0] ** 2 + 0.25 * rms_all**2)
+    a64 = np.asarray(alpha, np.float64)
+    t = np.polynomial.chebyshev.chebvander(a64, D - 1)
+    coef = np.linalg.lstsq(
+        t[kept] / s[kept, None], yk[kept] / s[kept, None], rcond=None
+    )[0]
+    want = (
+        np.polynomial.chebyshev.chebvander(np.asarray(beta, np.float64), D - 1) @ coef
+    )
+    cond = float(r.cond)
+    np.testing.assert_allclose(
+        np.asarray(r.value), want, atol=50 * cond * 2.0**-24 * np.abs(yk).max()
+    )
+    # and the decode is as accurate as the bf16 answers allow
+    assert np.abs(np.asarray(r.value, np.float64) - yb).max() <= float(r.error)
+
+
+def test_clean_answers_flag_nobody_and_match_chebyls():
+    _, alpha, beta, ya, _ = _setup(2)
+    y = jnp.asarray(ya, jnp.bfloat16)
+    mask = jnp.ones(M, bool).at[jnp.array([4, 9])].set(False)
+    r = _decode(y.astype(jnp.float32), mask, alpha, beta)
+    assert bool(r.ok) and not np.any(np.asarray(r.suspects))
+    c = cj.chebyls_decode(y, mask, alpha, beta, num_coeffs=D)
+    tol = 20 * float(c.cond) * 2.0**-8 * float(jnp.max(jnp.abs(y.astype(jnp.float32))))
+    np.testing.assert_allclose(np.asarray(r.value), np.asarray(c.value), atol=tol)
+
+
+def test_false_alarm_rate_under_the_noise_model():
+    """Statistical: Gaussian answer errors at the model's level (sigma_w at every
+    answer's own size) flag a clean request at most at the nominal rate 1%; the
+    vmapped decoder equals the one-mask decoder."""
+    rng, alpha, beta, ya, _ = _setup(3)
+    b = 300
+    masks = cj.sample_masks(
+        jax.random.key(4), num_workers=M, num_responses=16, shape=(b,)
+    )
+    gamma, u = worker_noise_scale(K, D), 2.0**-8
+    rms = np.sqrt(np.mean(ya**2))
+    size = np.sqrt(ya[:, 0] ** 2 + 0.25 * rms**2)
+    y = ya[None, :, 0] + gamma * u * size * rng.standard_normal((b, M))
+    dec = jax.jit(
+        jax.vmap(
+            lambda yy, mk: cj.chebyls_decode_robust(
+                yy, mk, alpha, beta, num_coeffs=D, max_corrupted=2,
+                worker_dtype=jnp.bfloat16,
+            )
+        )
+    )  # fmt: skip
+    r = dec(jnp.asarray(y, jnp.float32), masks)
+    for i in range(2):  # vmap equals the one-mask decoder
+        r1 = _decode(y[i], masks[i], alpha, beta)
+        np.testing.assert_array_equal(
+            np.asarray(r.suspects[i]), np.asarray(r1.suspects)
+        )
+        np.testing.assert_allclose(np.asarray(r.value[i]), np.asarray(r1.value), 1e-5)
+    flagged = int(np.sum(np.any(np.asarray(r.suspects), axis=1)))
+    # one-sided binomial test at 1%: P(X >= flagged | p = 0.01) must not be tiny
+    from scipy.stats import binom
+
+    assert binom.sf(flagged - 1, b, 0.01) > 1e-3, flagged
+
+
+def test_undecidable_without_enough_redundancy():
+    _, alpha, beta, ya, _ = _setup(5)
+    y = np.asarray(jnp.asarray(ya, jnp.bfloat16).astype(jnp.float32))
+    rms = np.sqrt(np.mean(y**2))
+    # N = D + 1: one spare answer shows the inconsistency but cannot locate it
+    mask = np.zeros(M, bool)
+    mask[np.linspace(0, M - 1, D + 1).astype(int)] = True
+    yc = y.copy()
+    yc[np.flatnonzero(mask)[2], 0] += rms
+    r = _decode(yc, mask, alpha, beta)
+    assert not bool(r.ok) and int(r.status) == int(cj.Status.UNDECIDABLE)
+    assert not np.any(np.isnan(np.asarray(r.value))) and float(r.error) == np.inf
+    # more corrupted answers than max_corrupted: still inconsistent after A removals
+    yc = y.copy()
+    yc[[2, 5, 8, 14], 0] += rms * np.array([1.0, -2.0, 1.5, -1.0])
+    r = _decode(yc, np.ones(M, bool), alpha, beta)
+    assert int(r.status) == int(cj.Status.UNDECIDABLE)
+
+
+def test_bad_input_raises_naming_the_function():
+    _, alpha, beta, ya, _ = _setup(0)
+    y = jnp.asarray(ya, jnp.float32)
+    ones = jnp.ones(M, bool)
+    name = "chebyls_decode_robust"
+    with pytest.raises(ValueError, match=name):  # D + 2A > M
+        _decode(y, ones, alpha, beta, a=(M - D) // 2 + 1)
+    with pytest.raises(ValueError, match=name):
+        _decode(y, ones, alpha, beta, a=-1)
+    with pytest.raises(TypeError, match=name):
+        _decode(y, ones, alpha, beta, a=1.5)
+    with pytest.raises(ValueError, match=name):
+        _decode(y, ones, alpha, beta, false_alarm=0.0)
+    with pytest.raises(ValueError, match=name):
+        _decode(y, ones[:-1], alpha, beta)
