@@ -248,6 +248,14 @@ def chebyls_decode(
         points are not finite and distinct, or when ``cond`` >= 1/eps; ``cond`` the
         2-norm condition number of the equilibrated rows used; ``num_used``.
 
+    Batching: ``jax.vmap`` of this function (over masks, payloads or both, nested,
+    ``in_axes=None`` for a shared payload) runs the batched kernel of
+    :func:`chebyls_decode_batched` (``jax.custom_batching.custom_vmap``), not a
+    per-mask QR; there, as in that function, ``cond`` is an estimate with float32
+    accumulation. ``jax.grad`` works (the value is linear in ``y``); forward-mode
+    ``jax.jvp`` does not (a ``custom_vjp``). The argument checks are memoised per
+    code (the same point arrays), so a served call costs about one jitted call.
+
     Raises:
         ValueError: on shapes that disagree, num_coeffs > M, or duplicate /
             non-finite concrete points.
@@ -518,6 +526,10 @@ def threshold_decode(
 
     Returns:
         DecodeResult as :func:`chebyls_decode`; ``cond`` is that of the D x D system.
+        Under ``jax.vmap`` (masks and orders, payloads, nested) every D x D system is
+        solved by one batched LU with partial pivoting and, with float32
+        accumulation, ``cond`` is the certified estimate of
+        ``codedjax._lsq.square_decoding_matrices`` (within D^(+-1/32)).
 
     Raises:
         ValueError, TypeError: as :func:`chebyls_decode`, and for an ``order`` that
