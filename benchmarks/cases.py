@@ -182,14 +182,17 @@ def _barycentric_np(nodes: np.ndarray, z: np.ndarray, berrut: bool) -> np.ndarra
     return np.where(hit.any(1, keepdims=True), hit.astype(float), e)
 
 
+# the codes whose encoders are timed: name -> (K, M) -> Code
+ENCODE_CODES = {
+    "lagrange": lambda k, m: cj.lagrange_code(num_inputs=k, num_workers=m, degree=1),
+    "berrut": lambda k, m: cj.bacc_code(num_inputs=k, num_workers=m),
+}
+
+
 def _encode(p: dict) -> Built:
     k, m, f = p["K"], p["M"], p["F"]
-    if p["code"] == "lagrange":
-        beta, alpha = cj.chebyshev_points(k), cj.chebyshev_points(m)
-        enc = cj.lagrange_encode
-    else:
-        beta, alpha = cj.bacc_points(k, m)
-        enc = cj.berrut_encode
+    code = ENCODE_CODES[p["code"]](k, m)
+    beta, alpha = code.beta(), code.alpha()
     x64 = np.random.default_rng(1).standard_normal((k, f))
     x = jnp.asarray(x64, jnp.float32)
     e = _barycentric_np(
@@ -217,7 +220,7 @@ def _encode(p: dict) -> Built:
 
     del e32
     return Built(
-        lambda xx: enc(xx, beta, alpha),
+        code.encode,
         (x,),
         check,
         {"numpy_f32": numpy_f32},
@@ -279,15 +282,14 @@ def _cond_mc(p: dict) -> Built:
 def _coded_dcn(p: dict) -> Built:
     from flax import nnx
 
+    from models.coded_dcn.schemes import Sizes, build_schemes
     from models.dcn import DCNConfig, DCNv2, cast_floating
 
     k, m, n, g = p["K"], p["M"], p["N"], p["G"]
     cfg = DCNConfig(vocab_sizes=(10, 17, 8, 16, 7, 6, 3, 42), num_numeric=6)
     model = DCNv2(cfg, rngs=nnx.Rngs(0))
     worker = cast_floating(model, jnp.bfloat16)
-    d = cj.recovery_threshold(k, cfg.cross_degree)
-    alpha, beta = cj.chebyshev_points(m), cj.chebyshev_points(k)
-    layout = cj.repapprox_layout(k, 4, m)
+    scheme = build_schemes(Sizes(k, m, 4, cfg.cross_degree))["chebyls+repapprox"]
     rng = np.random.default_rng(3)
     cat = jnp.asarray(rng.integers(0, 5, size=(g * k, 8)), jnp.int32)
     num = jnp.asarray(rng.standard_normal((g * k, 6)), jnp.float32)
@@ -297,15 +299,12 @@ def _coded_dcn(p: dict) -> Built:
 
     def coded(cat, num, masks):
         x0 = model.embed(cat, num).reshape(g, k, -1)  # master, float32
-        xc = jax.vmap(lambda x: cj.lagrange_encode(x, beta, alpha))(x0)
-        xd = jax.vmap(lambda x: cj.repapprox_encode(x, layout))(x0)
+        xc, xd = (jax.vmap(code.encode)(x0) for code in scheme)
         flat = lambda a: a.reshape(g * m, -1).astype(jnp.bfloat16)  # noqa: E731
         yc = worker.cross_logit(flat(xc)).reshape(g, m, 1)  # bf16 workers
         yd = worker.deep_logit(flat(xd)).reshape(g, m)
-        c = cj.chebyls_decode_batched(yc, masks, alpha, beta, num_coeffs=d).value
-        dd = jax.vmap(lambda yy, mk: cj.repapprox_decode(yy, mk, layout).value)(
-            yd, masks
-        )
+        c = scheme.cross.decode_batched(yc, masks).value
+        dd = scheme.deep.decode_batched(yd, masks).value
         return (c[..., 0] + dd + model.output_bias()).reshape(-1)
 
     uncoded_f32 = jax.jit(lambda c, x: model(c, x))

@@ -20,16 +20,21 @@ from .harness import environment, matmul_rate, report_markdown, run_case, write_
 
 @dataclasses.dataclass(frozen=True)
 class BenchConfig:
-    quick: bool = False
+    quick_cases: bool = False
     only: str | None = None
     repeats: int = 5
     min_seconds: float = 0.5
     out: str = "results/benchmarks"
 
+    @classmethod
+    def quick(cls, **overrides) -> BenchConfig:
+        """``--quick``: fewer, smaller cases, shorter timing loops."""
+        return cls(**{"quick_cases": True, "min_seconds": 0.2, **overrides})
+
 
 def run(config: BenchConfig, *, case_list=None) -> list[dict]:
     """Run the selected cases; write ``results.jsonl`` and ``report.md``."""
-    selected = case_list if case_list is not None else cases(config.quick)
+    selected = case_list if case_list is not None else cases(config.quick_cases)
     if config.only and any(c.name == config.only for c in selected):
         selected = [c for c in selected if c.name == config.only]
     elif config.only and any(config.only in c.name for c in selected):
@@ -66,7 +71,8 @@ def run(config: BenchConfig, *, case_list=None) -> list[dict]:
     return records
 
 
-def main(argv=None) -> list[dict]:
+def main(argv=None) -> dict[str, list[dict]]:
+    """Command-line entry point; returns the summary (``records``: one per case)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer, smaller cases")
     parser.add_argument(
@@ -77,15 +83,9 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--repeats", type=int, default=BenchConfig.repeats)
     parser.add_argument("--out", default=BenchConfig.out)
     args = parser.parse_args(argv)
-    return run(
-        BenchConfig(
-            quick=args.quick,
-            only=args.only,
-            repeats=args.repeats,
-            min_seconds=0.2 if args.quick else 0.5,
-            out=args.out,
-        )
-    )
+    over = dict(only=args.only, repeats=args.repeats, out=args.out)
+    config = BenchConfig.quick(**over) if args.quick else BenchConfig(**over)
+    return {"records": run(config)}
 
 
 if __name__ == "__main__":

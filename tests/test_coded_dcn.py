@@ -17,8 +17,19 @@ import pytest
 from flax import nnx
 
 import codedjax as cj
-from models import coded_dcn
-from models.coded_dcn import SCHEMES, CodedDCNConfig, format_table, run_coded_dcn
+import codedjax.bounds as cb
+from models.coded_dcn import (
+    SCHEMES,
+    CodedDCNConfig,
+    DCNScheme,
+    build_schemes,
+    format_table,
+    metrics,
+    run_coded_dcn,
+)
+from models.coded_dcn import pipeline as pl
+from models.coded_dcn.__main__ import main
+from models.coded_dcn.schemes import Sizes, exact_tasks
 from models.dcn import DCNConfig, DCNv2
 from models.train_dcn import ArrayData, TrainConfig
 
@@ -128,20 +139,18 @@ def test_end_to_end_writes_summary_report_and_plots(run):
         assert f"== {scheme}" in format_table(summary)
 
 
-def test_chebyls_and_threshold_identical_at_threshold(run):
-    # at N = D the first D arrivals are every responder: the same square system
+def test_chebyls_and_threshold_agree_at_threshold(run):
+    # at N = D the first D arrivals are every responder: the same square system, so
+    # the two decoders' logits agree to the solvers' rounding (D cond eps32), and
+    # the Deep branch (the same RepApprox decode) is identical
     summary, _ = run
-    assert summary["identical_at_threshold"] is True
+    target = summary["targets"]["chebyls_equals_threshold_at_N_eq_D"]
+    assert target["met"], target
+    assert summary["rel_diff_at_threshold"] == target["value"]
     a = _row(summary, "chebyls+repapprox", D)
     b = _row(summary, "threshold+repapprox", D)
-    for key in (
-        "auc",
-        "logloss",
-        "logit_rel_err_median",
-        "logit_rel_err_p95",
-        "logit_rel_err_bf16_median",
-        "deep_exact_fraction",
-    ):
+    assert target["limit"] == D * a["cross_cond_median"] * 2.0**-23
+    for key in ("deep_exact_fraction", "deep_all_exact_fraction"):
         assert a[key] == b[key], key
 
 
@@ -165,12 +174,39 @@ def test_all_responses_every_deep_task_exact_and_small_error(run):
     assert row["logit_rel_err_bf16_median"] <= 2 * (L + 2) * u_bf16
 
 
+def test_scheme_dictionary_holds_codes_of_the_run_sizes():
+    schemes = build_schemes(Sizes(K, M, C, L + 1))
+    assert tuple(schemes) == SCHEMES
+    for name, scheme in schemes.items():
+        assert isinstance(scheme, DCNScheme)
+        for code in scheme:
+            assert isinstance(code, cj.Code)
+            assert (code.num_inputs, code.num_workers) == (K, M)
+        # BACC and NeRCC feed both branches from one coded input
+        assert scheme.shared == (name in ("bacc", "nercc"))
+        assert scheme.tuned == (name == "nercc")
+    assert schemes["chebyls+repapprox"].cross.threshold == D
+    tuned = schemes["nercc"].with_smoothing((1e-4, 1e-3))
+    assert tuned.shared and tuned.cross.smoothing == (1e-4, 1e-3)
+
+
 def test_one_compiled_decoder_for_every_n(run):
-    # the mask is data: N = D and N = M (and the float32-worker run) share programs
+    # the mask is data: a decode at another N reuses the run's program (same code,
+    # same shapes: B = R G = 12 patterns of the module run)
     del run
-    codes = coded_dcn._codes(K, M, C, D)
-    for fn in (*codes.poly.values(), *codes.approx.values()):
-        assert fn._cache_size() == 1
+    code = build_schemes(Sizes(K, M, C, L + 1))["chebyls+repapprox"].cross
+    b = 2 * math.ceil(N_TEST / K)
+    arr = cj.sample_arrivals(
+        jax.random.key(5), num_workers=M, num_responses=M, model="uniform", shape=(b,)
+    )
+    orders = np.asarray(arr.order, np.int32)
+    ranks = np.argsort(orders, axis=-1, kind="stable")
+    y = np.zeros((b, M), np.float32)
+    pl.decode_masks(code, y, ranks < D, orders)
+    before = pl.decode_masks._cache_size()
+    for n in (D + 3, M):
+        pl.decode_masks(code, y, ranks < n, orders)
+    assert pl.decode_masks._cache_size() == before
 
 
 def test_float32_workers_recover_uncoded_logits(model):
@@ -180,12 +216,14 @@ def test_float32_workers_recover_uncoded_logits(model):
     # products of length d0 in each of the L + 1 multiplicative stages.
     summary = run_coded_dcn(
         _config(responses=(M,), schemes=("chebyls+repapprox",), worker_dtype="float32"),
-        model=model, data=_data(2), show_progress=False,
-    )  # fmt: skip
+        model=model,
+        data=_data(2),
+        show_progress=False,
+    )
     row = _row(summary, "chebyls+repapprox", M)
     d0 = model.config.input_dim
-    codes = coded_dcn._codes(K, M, C, D)
-    enc = cj.lagrange_encode(jnp.eye(K, dtype=jnp.float32), codes.beta_l, codes.alpha_l)
+    code = build_schemes(Sizes(K, M, C, L + 1))["chebyls+repapprox"].cross
+    enc = code.encode(jnp.eye(K, dtype=jnp.float32))
     lebesgue = float(jnp.max(jnp.sum(jnp.abs(enc), axis=1)))  # 2.23 for K=8, M=40
     cond = row["cross_cond_median"]  # cond(T_S) of the full system, about 1
     # gamma_n, n = (L + 1)(d0 + 2) roundings along the Cross tower; times 4 for the
@@ -197,37 +235,36 @@ def test_float32_workers_recover_uncoded_logits(model):
     assert summary["uncoded_bf16"]["dtype"] == "float32"
 
 
+def test_exact_tasks_agree_with_the_decoder():
+    # the pipeline's count of exact Deep tasks (from the layout) is what the
+    # library's RepApprox decoder reports as exact
+    code = build_schemes(Sizes(K, M, C, L + 1))["chebyls+repapprox"].deep
+    masks = np.asarray(
+        cj.sample_masks(jax.random.key(9), num_workers=M, num_responses=12, shape=(16,))
+    )
+    y = np.linspace(-1.0, 1.0, M, dtype=np.float32)
+    ref = jax.vmap(lambda mk: cj.repapprox_decode(y, mk, code.layout).exact)(masks)
+    got = exact_tasks(code, masks)
+    np.testing.assert_array_equal(got, np.asarray(ref))
+    assert 0 < got.mean() < 1  # both outcomes occur at N = 12
+
+
 def test_deep_exact_rate_matches_exact_probability():
     # a statistical claim tested as one: the fraction of groups whose K Deep tasks
     # all have a responding replica, over T independent uniform masks, against the
-    # exact inclusion-exclusion probability (99% Wilson interval)
-    n, b, calls = 30, 12, 167  # b = R G of the module run: its compiled decoder
-    t = b * calls
-    codes = coded_dcn._codes(K, M, C, D)
-    arr = cj.sample_arrivals(jax.random.key(7), num_workers=M, num_responses=n,
-                             model="uniform", shape=(calls, b))  # fmt: skip
-    y = np.broadcast_to(np.linspace(-1.0, 1.0, M, dtype=np.float32), (b, M))
-    masks, orders = np.asarray(arr.mask), np.asarray(arr.order)
-    exact = np.concatenate([
-        np.asarray(codes.poly["chebyls+repapprox"](y, y, masks[i], orders[i])[-1])
-        for i in range(calls)
-    ])  # fmt: skip
+    # exact inclusion-exclusion probability (99% Clopper-Pearson interval)
+    n, t = 30, 2004
+    code = build_schemes(Sizes(K, M, C, L + 1))["chebyls+repapprox"].deep
+    arr = cj.sample_arrivals(
+        jax.random.key(7), num_workers=M, num_responses=n, model="uniform", shape=(t,)
+    )
+    exact = exact_tasks(code, np.asarray(arr.mask))
     all_exact = exact.all(axis=1)
-    lo, hi = coded_dcn._wilson(int(all_exact.sum()), t)
+    lo, hi = cb.clopper_pearson(int(all_exact.sum()), t, confidence=0.99)
     assert lo <= cj.exact_recovery_probability(K, C, M, n) <= hi
-    p_task = coded_dcn._task_exact_probability(K, C, M, n)
-    lo, hi = coded_dcn._wilson(int(exact.sum()), exact.size)
+    p_task = metrics.task_exact_probability(K, C, M, n)
+    lo, hi = cb.clopper_pearson(int(exact.sum()), exact.size, confidence=0.99)
     assert lo <= p_task <= hi
-
-
-def test_wilson_interval_known_values():
-    # Wilson (1927): 50 of 100 at z = 1.96 gives [0.4038, 0.5962]; 0 of n gives
-    # [0, z^2 / (n + z^2)]
-    lo, hi = coded_dcn._wilson(50, 100, z=1.96)
-    assert lo == pytest.approx(0.40383, abs=1e-5)
-    assert hi == pytest.approx(0.59617, abs=1e-5)
-    lo, hi = coded_dcn._wilson(0, 20, z=1.96)
-    assert lo == 0.0 and hi == pytest.approx(1.96**2 / (20 + 1.96**2), rel=1e-12)
 
 
 def test_task_exact_probability_against_enumeration():
@@ -236,16 +273,17 @@ def test_task_exact_probability_against_enumeration():
 
     k, c, m = 2, 3, 8
     for n in range(0, m + 1):
-        hits = sum(0 in {w // c for w in s if w < k * c}
-                   for s in combinations(range(m), n))  # fmt: skip
+        hits = sum(
+            0 in {w // c for w in s if w < k * c} for s in combinations(range(m), n)
+        )
         brute = hits / math.comb(m, n)
-        assert coded_dcn._task_exact_probability(k, c, m, n) == pytest.approx(
+        assert metrics.task_exact_probability(k, c, m, n) == pytest.approx(
             brute, rel=1e-12, abs=1e-15
         )
 
 
 def test_group_indices_wrap_around():
-    g = coded_dcn._group_indices(10, 4)
+    g = metrics.group_indices(10, 4)
     assert g.shape == (3, 4)
     assert g.ravel().tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1]
 
@@ -287,5 +325,5 @@ def test_run_rejects_bad_models_and_data():
 
 def test_main_rejects_bad_arguments(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        coded_dcn.main(["--out", str(tmp_path), "--quick", "--repetitions", "0"])
+        main(["--out", str(tmp_path), "--quick", "--repetitions", "0"])
     assert "num_repetitions" in capsys.readouterr().err

@@ -114,7 +114,11 @@ def test_end_to_end_writes_files_with_required_keys(experiment, tiny_model):
         assert r["encoder_smoothing"] in TINY.smoothing_grid
         assert r["decoder_smoothing"] in TINY.smoothing_grid
     comp = on_disk["comparison"]["tiny"]
-    assert comp["cells"] == 2 and 0 <= comp["nercc_below_bacc"] <= 2
+    mse = {(r["S"], r["scheme"]): r["mse"] for r in rows}
+    below = sum(mse[s, "nercc"] < mse[s, "bacc"] for s in (0, 2))
+    assert comp["cells"] == 2 and comp["nercc_below_bacc"] == below
+    ratios = [mse[s, "nercc"] / mse[s, "bacc"] for s in (0, 2)]
+    assert comp["mean_mse_ratio"] == pytest.approx(np.mean(ratios), rel=1e-12)
     report = (out / "report.md").read_text()
     assert "## Closing note" in report and "| M | S | MSE BACC |" in report
     assert "NeRCC's MSE is below BACC's in" in report
@@ -150,7 +154,9 @@ def test_tuned_nercc_not_worse_than_zero_smoothing_on_validation(
     for row in [r for r in summary["rows"] if r["scheme"] == "nercc"]:
         s, n = row["S"], row["N"]
         _, key_val = jax.random.split(ne.cell_key(TINY.seed, k, m, s))
-        masks = ne.uniform_masks(key_val, n, num_workers=m, shape=(TINY.val_masks,))
+        masks = cj.sample_masks(
+            key_val, num_workers=m, num_responses=n, shape=(TINY.val_masks,)
+        )
         v = TINY.num_val // k
         xv = jnp.asarray(split.val_x[: v * k]).reshape(v, k, 28, 28, 1)
         beta = cj.chebyshev_points(k, kind=1)
@@ -206,41 +212,14 @@ def test_linear_data_and_model_are_recovered_by_nercc(split):
     assert by["bacc"]["mse"] > 100 * (tol**2) * scale  # far above rounding
 
 
-def test_uniform_masks_match_sample_masks_and_compile_once():
-    key = jax.random.key(7)
-    shape = (TINY.test_masks,)  # M = 8 and T as in the experiment: compiled already
-    for n in (2, 7):
-        got = ne.uniform_masks(key, n, num_workers=8, shape=shape)
-        ref = cj.sample_masks(key, num_workers=8, num_responses=n, shape=shape)
-        np.testing.assert_array_equal(np.asarray(got), np.asarray(ref))
-        assert np.all(np.asarray(got).sum(-1) == n)
-    before = ne.uniform_masks._cache_size()
-    assert before >= 1
-    ne.uniform_masks(key, 3, num_workers=8, shape=shape)
-    assert ne.uniform_masks._cache_size() == before  # N is traced: no recompilation
-
-
-@pytest.mark.parametrize(
-    "scheme, lam", [("bacc", 0.0), ("nercc", 0.0), ("nercc", 1e-3)]
-)
-def test_padded_decoding_matrices_equal_the_library(scheme, lam):
-    k, m = 4, 8
-    beta = cj.chebyshev_points(k, kind=1)
-    alpha = cj.chebyshev_points(m, kind=2)
-    masks = ne.uniform_masks(jax.random.key(3), 5, num_workers=m, shape=(6,))
-    a, ok = ne.decoding_matrices(
-        scheme, masks, alpha, beta, smoothing=lam, pad_to=(12, 40)
-    )
-    assert a.shape == (6, k, m) and bool(jnp.all(ok))
-    for t in range(6):
-        if scheme == "bacc":
-            ref = cj.berrut_decoding_matrix(masks[t], alpha, beta)
-        else:
-            ref = cj.nercc_decoding_matrix(masks[t], alpha, beta, smoothing=lam)
-        tol = m * EPS32 * float(ref.cond)
-        np.testing.assert_allclose(
-            np.asarray(a[t]), np.asarray(ref.value), rtol=0, atol=tol
-        )
+def test_cell_codes():
+    codes = ne.cell_codes(4, 8, replication=2, smoothing=(1e-3, 1e-1))
+    assert list(codes) == list(ne.SCHEMES)
+    assert codes["nercc"].smoothing == (1e-3, 1e-1)
+    for code in codes.values():
+        assert (code.num_inputs, code.num_workers) == (4, 8)
+    # RepApprox needs M >= c K
+    assert "repapprox" not in ne.cell_codes(4, 7, replication=2, smoothing=(0, 0))
 
 
 def test_compare_schemes_counts():
@@ -326,14 +305,18 @@ def test_unknown_scheme_and_model(split):
 
 
 def test_main_maps_quick_to_the_quick_config(monkeypatch, tmp_path):
+    from models.nercc_experiment import __main__ as entry
+
     seen = {}
 
     def fake(config, out, *, command):
         seen.update(config=config, out=out, command=command)
+        return {"config": config}
 
-    monkeypatch.setattr(ne, "run_experiment", fake)
-    assert ne.main(["--quick", "--out", str(tmp_path), "--models", "lenet5"]) == 0
-    assert seen["config"] == ne.quick_config(models=("lenet5",))
+    monkeypatch.setattr(entry, "run_experiment", fake)
+    got = entry.main(["--quick", "--out", str(tmp_path), "--models", "lenet5"])
+    assert got == {"config": seen["config"]}
+    assert seen["config"] == ne.ExperimentConfig.quick(models=("lenet5",))
     assert "--quick" in seen["command"]
-    assert ne.main(["--out", str(tmp_path)]) == 0
+    entry.main(["--out", str(tmp_path)])
     assert seen["config"] == ne.ExperimentConfig()

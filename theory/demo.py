@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import time
 
@@ -22,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
+from models.common import add_run_arguments, apply_run_arguments, write_json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +33,24 @@ class DemoConfig:
     num_masks: int = 200
     responses: tuple[int, ...] = (22, 24, 26, 30, 35, 40)
     seed: int = 0
+
+    @classmethod
+    def quick(cls, **overrides) -> DemoConfig:
+        """The demo is small already: ``quick()`` is the default configuration."""
+        return cls(**overrides)
+
+    def codes(self) -> dict[str, cj.Code]:
+        """The two decoders compared: ChebyLS and the threshold decoder, on the same
+        Lagrange code (K first-kind data points, M first-kind worker points)."""
+        return {
+            decoder: cj.lagrange_code(
+                num_inputs=self.num_inputs,
+                num_workers=self.num_workers,
+                degree=self.cross_layers + 1,
+                decoder=decoder,
+            )
+            for decoder in ("chebyls", "threshold")
+        }
 
 
 def cross_params(key, features: int, layers: int):
@@ -61,22 +79,21 @@ def _quantiles(e):
 def run_demo(cfg: DemoConfig) -> dict:
     """Run the demo and return the summary (a JSON-able dict)."""
     k, m = cfg.num_inputs, cfg.num_workers
-    d = cj.recovery_threshold(k, cfg.cross_layers + 1)
-    alpha, beta = cj.chebyshev_points(m), cj.chebyshev_points(k)
+    codes = cfg.codes()
+    d = codes["chebyls"].threshold
     kp, kx, km = jax.random.split(jax.random.key(cfg.seed), 3)
     params = cross_params(kp, cfg.features, cfg.cross_layers)
     x = jax.random.normal(kx, (k, cfg.features))
     with jax.enable_x64(True):
         p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), params)
         truth = np.asarray(cross_tower(p64, jnp.asarray(x, jnp.float64)))
-    coded = cj.lagrange_encode(x, beta, alpha)
+    coded = codes["chebyls"].encode(x)
+    bf16_worker = cj.low_precision_worker(cross_tower, jnp.bfloat16)
     answers = {
-        "bf16": cj.low_precision_worker(cross_tower, jnp.bfloat16)(params, coded),
+        "bf16": bf16_worker(params, coded),
         "float32": cross_tower(params, coded),
     }
-    uncoded = np.asarray(
-        cj.low_precision_worker(cross_tower, jnp.bfloat16)(params, x), np.float64
-    )
+    uncoded = np.asarray(bf16_worker(params, x), np.float64)
 
     def rel(v):
         v = np.asarray(v, np.float64)
@@ -95,19 +112,15 @@ def run_demo(cfg: DemoConfig) -> dict:
         )
         row = {"N": n}
         for wd, y in answers.items():
-            ls = cj.chebyls_decode_batched(y, arr.mask, alpha, beta, num_coeffs=d)
-            thr = jax.vmap(
-                lambda mk, od, y=y: cj.threshold_decode(
-                    y, mk, alpha, beta, num_coeffs=d, order=od
-                )
-            )(arr.mask, arr.order)
-            row[f"chebyls_{wd}"] = _quantiles(rel(ls.value))
-            row[f"threshold_{wd}"] = _quantiles(rel(thr.value))
-            if wd == "bf16":
-                row["cond_chebyls_median"] = float(np.median(np.asarray(ls.cond)))
-                row["cond_threshold_median"] = float(np.median(np.asarray(thr.cond)))
-                row["chebyls_ok_fraction"] = float(np.mean(np.asarray(ls.ok)))
-                row["threshold_ok_fraction"] = float(np.mean(np.asarray(thr.ok)))
+            res = {
+                name: code.decode_batched(y, arr.mask, order=arr.order, shared_y=True)
+                for name, code in codes.items()
+            }
+            for name, r in res.items():
+                row[f"{name}_{wd}"] = _quantiles(rel(r.value))
+                if wd == "bf16":
+                    row[f"cond_{name}_median"] = float(np.median(np.asarray(r.cond)))
+                    row[f"{name}_ok_fraction"] = float(np.mean(np.asarray(r.ok)))
         rows.append(row)
     floor = float(np.linalg.norm(uncoded - truth) / np.linalg.norm(truth))
     return {
@@ -144,10 +157,10 @@ def format_table(summary: dict) -> str:
 
 
 def main(argv=None) -> dict:
+    """Command-line entry point; returns the summary."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="results/demo")
+    add_run_arguments(parser, out="results/demo")
     parser.add_argument("--masks", type=int, default=DemoConfig.num_masks)
-    parser.add_argument("--seed", type=int, default=DemoConfig.seed)
     parser.add_argument(
         "--responses",
         type=int,
@@ -156,16 +169,15 @@ def main(argv=None) -> dict:
         help="values of N (from D to M)",
     )
     args = parser.parse_args(argv)
-    cfg = DemoConfig(
-        num_masks=args.masks, seed=args.seed, responses=tuple(args.responses)
-    )
+    apply_run_arguments(args)
+    cfg = DemoConfig.quick if args.quick else DemoConfig
+    cfg = cfg(num_masks=args.masks, seed=args.seed, responses=tuple(args.responses))
     t0 = time.perf_counter()
     summary = run_demo(cfg)
     summary["seconds"] = time.perf_counter() - t0
     os.makedirs(args.out, exist_ok=True)
     table = format_table(summary)
-    with open(os.path.join(args.out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    write_json(os.path.join(args.out, "summary.json"), summary)
     with open(os.path.join(args.out, "report.md"), "w") as f:
         f.write("# Demo: ChebyLS against the threshold decoder\n\n" + table + "\n")
     print(table)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import time
 
@@ -36,6 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
+from models.common import add_run_arguments, apply_run_arguments, write_json
+from models.common import progress as bar
 
 PAPER_RATIO = 0.77  # "up to 23% lower MSE than BACC"
 
@@ -70,17 +71,18 @@ class Config:
     bootstrap: int = 1000
     seed: int = 0
 
-
-def quick_config() -> Config:
-    """A smaller grid for ``--quick`` (about a minute on 2 CPU cores)."""
-    return Config(
-        workers=(16, 40),
-        straggler_fractions=(0.1, 0.3),
-        val_groups=16,
-        test_groups=16,
-        tune_masks=32,
-        test_masks=128,
-    )
+    @classmethod
+    def quick(cls, **overrides) -> Config:
+        """A smaller grid for ``--quick`` (about a minute on 2 CPU cores)."""
+        base = dict(
+            workers=(16, 40),
+            straggler_fractions=(0.1, 0.3),
+            val_groups=16,
+            test_groups=16,
+            tune_masks=32,
+            test_masks=128,
+        )
+        return cls(**{**base, **overrides})
 
 
 def make_mlp(activation: str, dims: tuple[int, int, int], seed: int):
@@ -112,13 +114,18 @@ def _run_workers(fn, coded):
     return fn(coded.reshape(m * v, -1)).reshape(m, v, -1)
 
 
-def _mse_table(dec, y, truth):
-    """dec [T, K, M], y [M, V, F], truth [K, V, F] -> MSE [T, V] per (pattern, set)."""
+def _mse_table(code: cj.Code, fn, x, truth, masks):
+    """MSE [T, V] per (pattern, input set) of ``code``: x [K, V, d] encoded, run,
+    decoded with one decoding matrix [K, M] per mask; and whether every mask is
+    decodable (at least ``code.threshold`` responders)."""
+    y = _run_workers(fn, code.encode(x))  # [M, V, F]
+    dec = jax.vmap(code.decoding_matrix)(masks)  # [T, K, M]
     err = (
         jnp.einsum("tkm,mvf->tkvf", dec, y, precision=jax.lax.Precision.HIGHEST)
         - truth[None]
     )
-    return np.asarray(jnp.mean(err * err, axis=(1, 3)), np.float64)
+    ok = bool(np.all(np.asarray(masks).sum(-1) >= code.threshold))
+    return np.asarray(jnp.mean(err * err, axis=(1, 3)), np.float64), ok
 
 
 def _bootstrap_ratio(num, den, resamples, rng):
@@ -149,28 +156,22 @@ def run_cell(cfg: Config, model: str, m: int, s: int, key: jax.Array) -> dict:
         num_masks=cfg.tune_masks,
     )
 
-    beta, alpha = cj.bacc_points(k, m)
     x = jax.random.normal(k_test, (k, cfg.test_groups, d_in))  # [K, V, d]
     truth = _run_workers(fn, x)  # [K, V, F]
     masks = cj.sample_masks(
         k_masks, num_workers=m, num_responses=n, shape=(cfg.test_masks,)
     )
-
-    def bacc():
-        y = _run_workers(fn, cj.berrut_encode(x, beta, alpha))
-        dec = jax.vmap(lambda mk: cj.berrut_decoding_matrix(mk, alpha, beta))(masks)
-        return _mse_table(dec.value, y, truth), bool(jnp.all(dec.ok))
-
-    def nercc(lam_e, lam_d):
-        y = _run_workers(fn, cj.nercc_encode(x, beta, alpha, smoothing=lam_e))
-        dec = jax.vmap(
-            lambda mk: cj.nercc_decoding_matrix(mk, alpha, beta, smoothing=lam_d)
-        )(masks)
-        return _mse_table(dec.value, y, truth), bool(jnp.all(dec.ok))
-
-    mse_b, ok_b = bacc()
-    mse_n, ok_n = nercc(tuning.encoder_smoothing, tuning.decoder_smoothing)
-    mse_0, ok_0 = nercc(0.0, 0.0)
+    codes = {
+        "bacc": cj.bacc_code(num_inputs=k, num_workers=m),
+        "nercc": cj.nercc_code(
+            num_inputs=k,
+            num_workers=m,
+            smoothing=(tuning.encoder_smoothing, tuning.decoder_smoothing),
+        ),
+        "nercc_interp": cj.nercc_code(num_inputs=k, num_workers=m, smoothing=(0, 0)),
+    }
+    mse = {name: _mse_table(c, fn, x, truth, masks) for name, c in codes.items()}
+    (mse_b, ok_b), (mse_n, ok_n), (mse_0, ok_0) = mse.values()
     rng = np.random.default_rng([cfg.seed, m, s, len(model)])
     lo, hi = _bootstrap_ratio(mse_n, mse_b, cfg.bootstrap, rng)
     ratio = float(mse_n.mean() / mse_b.mean())
@@ -208,11 +209,7 @@ def run(cfg: Config, progress: bool = True) -> dict:
                         f"run: M={m} with S={s} leaves fewer than 2 responders"
                     )
                 cells.append((model, m, s))
-    it = cells
-    if progress and os.environ.get("CODEDJAX_NO_PROGRESS") != "1":
-        from tqdm.auto import tqdm
-
-        it = tqdm(cells, desc="nercc_vs_bacc cells")
+    it = bar(cells, desc="nercc_vs_bacc cells", disable=None if progress else True)
     root = jax.random.key(cfg.seed)
     rows = [
         run_cell(cfg, model, m, s, jax.random.fold_in(jax.random.fold_in(root, m), s))
@@ -312,8 +309,7 @@ def plot(summary: dict, path: str) -> None:
 def write_outputs(summary: dict, out: str) -> str:
     os.makedirs(out, exist_ok=True)
     table = format_table(summary)
-    with open(os.path.join(out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
+    write_json(os.path.join(out, "summary.json"), summary)
     cfg = summary["config"]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(
@@ -331,13 +327,12 @@ def write_outputs(summary: dict, out: str) -> str:
 
 
 def main(argv=None) -> dict:
+    """Command-line entry point; returns the summary."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="results/nercc_vs_bacc")
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--seed", type=int, default=0)
+    add_run_arguments(parser, out="results/nercc_vs_bacc")
     args = parser.parse_args(argv)
-    cfg = quick_config() if args.quick else Config()
-    cfg = dataclasses.replace(cfg, seed=args.seed)
+    apply_run_arguments(args)
+    cfg = Config.quick(seed=args.seed) if args.quick else Config(seed=args.seed)
     t0 = time.perf_counter()
     summary = run(cfg)
     summary["seconds"] = time.perf_counter() - t0

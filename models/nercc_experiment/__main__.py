@@ -1,0 +1,42 @@
+"""``python -m models.nercc_experiment [--quick] --out DIR``: BACC, NeRCC and
+RepApprox on MNIST."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..common import add_run_arguments, apply_run_arguments
+from ..train_mnist import MODEL_NAMES
+from .config import ExperimentConfig
+from .pipeline import NerccSummary, run_experiment
+
+
+def main(argv: list[str] | None = None) -> NerccSummary:
+    """Command-line entry point; returns the summary."""
+    p = argparse.ArgumentParser(
+        prog="python -m models.nercc_experiment",
+        description="BACC vs NeRCC vs RepApprox on MNIST (LeNet5 and a small ViT).",
+    )
+    add_run_arguments(p)
+    p.add_argument("--models", nargs="+", choices=MODEL_NAMES, default=None)
+    p.add_argument(
+        "--ckpt-dir",
+        default="checkpoints",
+        help="checkpoint directory (trained models are reused)",
+    )
+    p.add_argument("--replication", type=int, default=2, help="RepApprox c")
+    args = p.parse_args(argv)
+    apply_run_arguments(args)
+    over = dict(ckpt_dir=args.ckpt_dir, replication=args.replication, seed=args.seed)
+    if args.models:
+        over["models"] = tuple(args.models)
+    config = ExperimentConfig.quick(**over) if args.quick else ExperimentConfig(**over)
+    command = "python -m models.nercc_experiment " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    return run_experiment(config, args.out, command=command)
+
+
+if __name__ == "__main__":
+    main()
