@@ -334,18 +334,19 @@ def _plot(summary: dict, out: Path) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for name, v in summary["schemes"].items():
-        ax.scatter(v["latency_ms"][99], v["logloss"], s=30)
-        ax.annotate(name, (v["latency_ms"][99], v["logloss"]), fontsize=7,
-                    xytext=(4, 2), textcoords="offset points")  # fmt: skip
+    fig, ax = plt.subplots(figsize=(7.0, 4.4))
+    markers = "osD^v<>phX*"
+    for i, (name, v) in enumerate(summary["schemes"].items()):
+        ax.scatter(v["latency_ms"][99], v["logloss"], s=36, marker=markers[i % 11],
+                   label=name)  # fmt: skip
     ax.axhline(summary["float32_model"]["logloss"], color="gray", lw=0.8, ls="--",
-               label="float32 model, uncoded, no stragglers")  # fmt: skip
+               label="float32 model, no stragglers")  # fmt: skip
     ax.set_xscale("log")
+    ax.set_yscale("log")
     ax.set_xlabel("p99 latency (ms, thread cluster)")
     ax.set_ylabel("test logloss")
     ax.set_title("Serving DCNv2 on Adult: latency against accuracy")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     path = out / "latency_vs_logloss.png"
     fig.savefig(path, dpi=130)
