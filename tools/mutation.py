@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # module -> the tests that exercise it (its doctests are added)
 TESTS = {
     "codedjax/_chebyshev.py": ["tests/test_chebyshev.py"],
-    "codedjax/bounds.py": ["tests/test_bounds.py"],
+    "codedjax/bounds.py": ["tests/test_bounds.py", "tests/test_bounds_edges.py"],
     "codedjax/_polynomial.py": ["tests/test_polynomial.py"],
     "codedjax/_berrut.py": ["tests/test_berrut.py"],
     "codedjax/_nercc.py": ["tests/test_nercc.py"],
