@@ -29,12 +29,9 @@ from statistics import NormalDist
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ._dtypes import unit_roundoff
 
-# Columns of the random sketch of a wide payload in the batched residual.
-_SKETCH = 4
 # Probability, under the Gaussian noise model, that the largest of the K F decoded
 # outputs exceeds the predicted error (Bonferroni over the outputs).
 _EXCEED = 0.01
@@ -82,9 +79,13 @@ def noise_level(
         dof: optional int or int array [...], N - D.
     """
     yy = jnp.where(jnp.isfinite(y), y.astype(acc), jnp.zeros((), acc))
-    w = sel.astype(acc)[..., :, None]
+    w = sel.astype(acc)
     n = jnp.maximum(jnp.sum(sel, axis=-1, dtype=jnp.int32), 1).astype(acc)
-    ms = jnp.sum(w * yy * yy, axis=-2) / n[..., None]
+    if yy.ndim == sel.ndim + 1:  # one payload per mask
+        ms = jnp.sum(w[..., :, None] * yy * yy, axis=-2)
+    else:  # one payload shared by every mask
+        ms = jnp.matmul(w, yy * yy)
+    ms = ms / n[..., None]
     sigma = rounding_level(worker_dtype, acc) * jnp.sqrt(ms)
     if residual_sq is not None:
         dof = jnp.asarray(dof)
@@ -137,115 +138,3 @@ def predicted_error_of(
     gain_sq = jnp.max(jnp.sum(a * a, axis=-1), axis=-1, initial=0.0)
     k, f = a.shape[-2], y.shape[-1]
     return error_from_gain(gain_sq, sigma, k * f).astype(dt)
-
-
-def fit_nodes(num_coeffs: int, acc) -> jax.Array:
-    """D first-kind Chebyshev points; a degree D - 1 fit is fixed by its values."""
-    j = jnp.arange(num_coeffs, dtype=acc)
-    return jnp.sin(jnp.pi * (num_coeffs - 1 - 2 * j) / (2 * num_coeffs))
-
-
-def residual_sq_from_fit(
-    a_nodes: jax.Array,
-    y: jax.Array,
-    sel: jax.Array,
-    alpha: jax.Array,
-    acc,
-    *,
-    per_mask: bool = False,
-) -> jax.Array:
-    """RSS_f [..., F] of a least-squares Chebyshev fit, from its values at D nodes.
-
-    ``a_nodes`` [..., D, M] is the fit's decoding matrix to the D nodes of
-    :func:`fit_nodes` (the decoder with the data points replaced by those nodes);
-    the fitted values at the worker points follow by barycentric interpolation
-    from the nodes (Lebesgue constant O(log D) on Chebyshev nodes), and the
-    residual counts the selected rows only.
-
-    Args:
-        a_nodes: [D, M] or [B, D, M].
-        y: [M, F] (shared) or [B, M, F] with ``per_mask``.
-        sel: bool [..., M].
-        alpha: [M] worker points.
-        acc: accumulation dtype.
-        per_mask: y has a leading batch axis.
-    """
-    from ._polynomial import _barycentric_matrix
-
-    d = a_nodes.shape[-2]
-    e = _barycentric_matrix(fit_nodes(d, acc), alpha.astype(acc))  # [M, D]
-    yy = jnp.where(jnp.isfinite(y), y.astype(acc), jnp.zeros((), acc))
-    if a_nodes.ndim == 2:
-        vals = a_nodes @ yy
-    elif per_mask:
-        vals = jnp.einsum("bdm,bmf->bdf", a_nodes, yy)
-    else:
-        vals = jnp.einsum("bdm,mf->bdf", a_nodes, yy)
-    fitted = jnp.einsum("md,...df->...mf", e, vals)
-    r = jnp.where(sel[..., None], yy - fitted, jnp.zeros((), acc))
-    return jnp.sum(r * r, axis=-2)
-
-
-def ls_residual_sq_batched(
-    sel: jax.Array,
-    alpha: jax.Array,
-    y: jax.Array,
-    num_coeffs: int,
-    acc,
-    usable: jax.Array,
-    *,
-    per_mask: bool = False,
-) -> jax.Array:
-    """RSS_f [B, F] of the least-squares Chebyshev fits of B masks (float32 path).
-
-    Corrected semi-normal equations on the equilibrated rows U (Gram matrices by
-    one matrix product, inverses by the batched sweep of ``codedjax._lsq``, one
-    refinement step through the rows): accurate while cond^2 eps << 1. Masks not
-    ``usable`` (the caller passes cond <= 512) get RSS 0, i.e. no residual term.
-    A payload with F > 4 columns is fitted through 4 random combinations of its
-    columns: every column then gets the mean column RSS (an unbiased estimate).
-
-    Args:
-        sel: bool [B, M]; alpha: [M]; y: [M, ...] or [B, M, ...] (``per_mask``).
-        num_coeffs: D. acc: float32. usable: bool [B].
-    """
-    from ._chebyshev import chebyshev_vandermonde, orthonormal_column_scale
-    from ._lsq import _packed_index, _precision, _sweep_inverse
-
-    b, m = sel.shape
-    d = num_coeffs
-    prec = _precision()
-    u = chebyshev_vandermonde(alpha, d) * orthonormal_column_scale(m, d, acc)[None, :]
-    w = (sel & usable[:, None]).astype(acc)  # [B, M]
-    ii, jj, pos = _packed_index(d)
-    gram = jnp.matmul((u[:, ii] * u[:, jj]).T, w.T, precision=prec)  # [P, B]
-    # unusable masks get the identity (no pivot trouble); their RSS is zeroed below
-    eye_p = jnp.asarray((ii == jj).astype(float), acc)[:, None]
-    gram = jnp.where(usable[None, :], gram, eye_p)
-    hinv = jnp.transpose(_sweep_inverse(gram, d)[pos], (2, 0, 1))  # [B, D, D]
-    y = y.reshape((b, m, -1) if per_mask else (m, -1))
-    yy = jnp.where(jnp.isfinite(y), y.astype(acc), jnp.zeros((), acc))
-    f = yy.shape[-1]
-    if f > _SKETCH:
-        # wide payloads: the fit of _SKETCH random +-1/sqrt(F) combinations of the
-        # columns, whose RSS has the mean column RSS as its expectation (the cost
-        # of the fit then does not grow with F)
-        g = np.random.default_rng(0).choice([-1.0, 1.0], size=(f, _SKETCH))
-        yy = jnp.matmul(yy, jnp.asarray(g / np.sqrt(f), acc), precision=prec)
-    yw = (yy if per_mask else yy[None]) * w[:, :, None]  # [B, M, F or _SKETCH]
-
-    def resid(c):  # W (y - U c): [B, D, F] -> [B, M, F]
-        return yw - jnp.einsum("md,bdf->bmf", u, c, precision=prec) * w[:, :, None]
-
-    def solve(r):  # H^{-1} U^T r
-        ut_r = jnp.einsum("md,bmf->bdf", u, r, precision=prec)
-        return jnp.einsum("bde,bef->bdf", hinv, ut_r, precision=prec)
-
-    c = solve(yw)
-    c = c + solve(resid(c))
-    r = resid(c)
-    rss = jnp.sum(r * r, axis=1)
-    if f > _SKETCH:
-        rss = jnp.broadcast_to(jnp.mean(rss, axis=1, keepdims=True), (b, f))
-    ok = usable[:, None] & jnp.isfinite(rss)
-    return jnp.where(ok, rss, jnp.zeros((), acc))

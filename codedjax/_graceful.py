@@ -43,7 +43,9 @@ PRIOR_SCALES = tuple(float(v) for v in np.logspace(-3, 2, 41))
 PREFER_LS = 2.0
 
 
-def _check(fname, y, mask, alpha, beta, num_coeffs, worker_dtype, accum_dtype):
+def check_smooth_args(
+    fname, y, mask, alpha, beta, num_coeffs, worker_dtype, accum_dtype
+):
     y, mask, alpha, beta = check_decode_inputs(fname, y, mask, alpha, beta)
     m = y.shape[0]
     d = check_int(fname, "num_coeffs", num_coeffs, minimum=1)
@@ -109,10 +111,11 @@ def _svd_fits(y, sel, alpha, beta, d, acc, wdt):
     scales = jnp.asarray(PRIOR_SCALES, acc)
     sf = scales[:, None] * rms[None, :]  # [T, F]
     s2 = jnp.where(keep, s, 0.0) ** 2  # [R, D]
-    v = sf[None, :, None, :] ** 2 * s2[:, None, :, None] + sigma**2  # [R, T, D, F]
-    ratio = v / sigma**2
+    sig2 = (sigma**2)[None, None, None, :]
+    v = sf[None, :, None, :] ** 2 * s2[:, None, :, None] + sig2  # [R, T, D, F]
+    ratio = v / sig2
     z2 = zc[:, None, :, :] ** 2  # [R, 1, D, F]
-    quad = jnp.sum(z2 * (1.0 / sigma**2 - 1.0 / v), axis=(2, 3))
+    quad = jnp.sum(z2 * (1.0 / sig2 - 1.0 / v), axis=(2, 3))
     logdet = jnp.sum(jnp.log(ratio), axis=(2, 3))
     loglik = 0.5 * (quad - logdet)  # [R, T]
     best = jnp.argmax(loglik.reshape(-1))
@@ -246,7 +249,7 @@ def smooth_chebyshev_decode(
         4(3), 1992.
     """
     fname = "smooth_chebyshev_decode"
-    y, mask, alpha, beta, d, acc, wdt = _check(
+    y, mask, alpha, beta, d, acc, wdt = check_smooth_args(
         fname, y, mask, alpha, beta, num_coeffs, worker_dtype, accum_dtype
     )
     return _smooth(y, mask, alpha, beta, num_coeffs=d, acc=acc, wdt=wdt)
@@ -291,7 +294,7 @@ def graceful_decode(
         (True, True)
     """
     fname = "graceful_decode"
-    y, mask, alpha, beta, d, acc, wdt = _check(
+    y, mask, alpha, beta, d, acc, wdt = check_smooth_args(
         fname, y, mask, alpha, beta, num_coeffs, worker_dtype, accum_dtype
     )
     return _graceful(y, mask, alpha, beta, num_coeffs=d, acc=acc, wdt=wdt)

@@ -31,7 +31,7 @@ import numpy as np
 from ._chebyshev import chebyshev_vandermonde, orthonormal_column_scale
 from ._dtypes import finite_rows, points_valid
 from ._errors import error_quantile, rounding_level
-from ._graceful import _check
+from ._graceful import check_smooth_args
 from ._result import Status, finish, status_of
 
 
@@ -272,7 +272,8 @@ def chebyls_decode_robust(
     Examples:
         >>> import jax.numpy as jnp, codedjax as cj
         >>> alpha, beta = cj.chebyshev_points(16), cj.chebyshev_points(3)
-        >>> y = (alpha**2).at[5].add(0.5)            # worker 5 is corrupted
+        >>> y = (alpha**2).astype(jnp.bfloat16)      # bf16 workers
+        >>> y = y.at[5].add(0.5)                     # worker 5 is corrupted
         >>> r = cj.chebyls_decode_robust(y, jnp.ones(16, bool), alpha, beta,
         ...                              num_coeffs=3, max_corrupted=2)
         >>> bool(r.ok), jnp.flatnonzero(r.suspects).tolist()
@@ -285,7 +286,7 @@ def chebyls_decode_robust(
         that explain the received word).
     """
     fname = "chebyls_decode_robust"
-    y, mask, alpha, beta, d, acc, wdt = _check(
+    y, mask, alpha, beta, d, acc, wdt = check_smooth_args(
         fname, y, mask, alpha, beta, num_coeffs, worker_dtype, accum_dtype
     )
     if isinstance(max_corrupted, bool) or not isinstance(max_corrupted, int):

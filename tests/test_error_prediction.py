@@ -11,8 +11,10 @@ import pytest
 from scipy.stats import norm
 
 import codedjax as cj
-from codedjax._errors import error_quantile, predicted_error_of
-from codedjax._graceful import PRIOR_DECAYS, PRIOR_SCALES
+
+# the smooth decoder's grids (codedjax._graceful), pinned here
+PRIOR_DECAYS = (1.0, 0.9, 0.8, 0.7)
+PRIOR_SCALES = tuple(float(v) for v in np.logspace(-3, 2, 41))
 
 M, K, DEG = 16, 3, 2
 D = DEG * (K - 1) + 1  # 5
@@ -36,35 +38,34 @@ def _poly_answers(rng, m, deg, k, f):
     return alpha, beta, ya, yb
 
 
-def test_error_quantile_is_the_bonferroni_normal_quantile():
-    for n in (1, 8, 64, 512):
-        assert error_quantile(n) == pytest.approx(norm.ppf(1 - 0.01 / (2 * n)), 1e-12)
-
-
 def test_predicted_error_matches_float64_formula(x64):
+    """ChebyLS's ``error`` equals the formula of docs/decoding.md computed in
+    float64 numpy from the decoding matrix, the rounding level and the residual."""
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((3, 10))
-    y = rng.standard_normal((10, 2))
-    sel = rng.random(10) < 0.7
-    a[:, ~sel] = 0.0
-    rss = np.array([0.3, 0.01])
-    dof = 2
-    got = predicted_error_of(
-        jnp.asarray(a), jnp.asarray(y), jnp.asarray(sel), jnp.bfloat16,
-        residual_sq=jnp.asarray(rss), dof=dof,
-    )  # fmt: skip
-    u = 2.0**-8
-    rms = np.sqrt(np.mean(y[sel] ** 2, axis=0))
-    sigma = np.maximum(u * rms, np.sqrt(rss / dof))
-    z = norm.ppf(1 - 0.01 / (2 * 3 * 2))
-    want = z * np.sqrt(np.max(np.sum(a * a, axis=1)) + 1) * sigma.max()
-    np.testing.assert_allclose(float(got), want, rtol=1e-12)
-    # without a residual: the rounding level alone; the batched (shared y) form
-    got0 = predicted_error_of(
-        jnp.asarray(a)[None], jnp.asarray(y), jnp.asarray(sel)[None], jnp.bfloat16
-    )
-    want0 = z * np.sqrt(np.max(np.sum(a * a, axis=1)) + 1) * (u * rms).max()
-    np.testing.assert_allclose(np.asarray(got0), [want0], rtol=1e-12)
+    alpha, beta, ya, _ = _poly_answers(rng, M, DEG, K, 2)
+    y = ya + 1e-3 * rng.standard_normal(ya.shape)
+    for n_resp, wdt in ((9, jnp.bfloat16), (D, jnp.float32)):
+        sel = np.zeros(M, bool)
+        sel[rng.choice(M, n_resp, replace=False)] = True
+        yw = np.asarray(jnp.asarray(y, wdt).astype(jnp.float32), np.float64)
+        r = cj.chebyls_decode(
+            jnp.asarray(yw, wdt), jnp.asarray(sel), jnp.asarray(alpha),
+            jnp.asarray(beta), num_coeffs=D, accum_dtype=jnp.float64,
+        )  # fmt: skip
+        t = np.polynomial.chebyshev.chebvander(alpha, D - 1)
+        tb = np.polynomial.chebyshev.chebvander(beta, D - 1)
+        a = np.zeros((K, M))
+        a[:, sel] = tb @ np.linalg.pinv(t[sel])
+        coef = np.linalg.lstsq(t[sel], yw[sel], rcond=None)[0]
+        rss = np.sum((yw[sel] - t[sel] @ coef) ** 2, axis=0)
+        u = float(jnp.finfo(wdt).eps) / 2
+        sigma = u * np.sqrt(np.mean(yw[sel] ** 2, axis=0))
+        if n_resp > D:
+            sigma = np.maximum(sigma, np.sqrt(rss / (n_resp - D)))
+        z = norm.ppf(1 - 0.01 / (2 * K * 2))
+        want = z * np.sqrt(np.max(np.sum(a * a, axis=1)) + 1) * sigma.max()
+        # the decoder's A is within cond eps of the pinv's
+        np.testing.assert_allclose(float(r.error), want, rtol=1e-8 * float(r.cond))
 
 
 def test_chebyls_error_covers_noise_beyond_rounding():
