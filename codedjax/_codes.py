@@ -22,6 +22,7 @@ from jax.typing import ArrayLike
 
 from ._berrut import berrut_decode, berrut_decoding_matrix, berrut_encode
 from ._dtypes import accumulation_dtype, check_floating, check_int, check_mask
+from ._graceful import graceful_decode
 from ._nercc import nercc_decode, nercc_decoding_matrix, nercc_encode
 from ._polynomial import (
     chebyls_decode,
@@ -246,6 +247,7 @@ class LagrangeCode(Code):
     degree: int = 1
     decoder: str = "chebyls"
     points: str = "first"
+    worker_dtype: str | None = None  # graceful: the workers' dtype (default y's)
 
     @property
     def name(self) -> str:
@@ -281,6 +283,9 @@ class LagrangeCode(Code):
         a, b = self.alpha(acc), self.beta(acc)
         if self.decoder == "chebyls":
             return chebyls_decode(y, mask, a, b, num_coeffs=self.num_coeffs)
+        if self.decoder == "graceful":
+            d, wdt = self.num_coeffs, self.worker_dtype
+            return graceful_decode(y, mask, a, b, num_coeffs=d, worker_dtype=wdt)
         if order is None:
             order = spread_order(mask, num_coeffs=self.num_coeffs)
         return threshold_decode(
@@ -301,7 +306,8 @@ class LagrangeCode(Code):
         )
 
     def _matrix(self, mask, dtype):
-        if self.decoder == "chebyls":
+        # graceful: the matrix of its ChebyLS branch (its smooth branch depends on y)
+        if self.decoder in ("chebyls", "graceful"):
             acc = accumulation_dtype(dtype)
             return chebyls_decoding_matrix(
                 mask,
@@ -320,6 +326,7 @@ def lagrange_code(
     degree: int,
     decoder: str = "chebyls",
     points: str = "first",
+    worker_dtype: Any = None,
 ) -> LagrangeCode:
     """A Lagrange code: exact for workers that compute a polynomial of degree d.
 
@@ -329,17 +336,24 @@ def lagrange_code(
     every finite response by least squares in the Chebyshev basis
     (:func:`chebyls_decode`); ``decoder="threshold"`` solves the square system of the
     first D responders in arrival order (:func:`threshold_decode`; without an
-    ``order`` it takes the D responders spread most evenly, :func:`spread_order`).
+    ``order`` it takes the D responders spread most evenly, :func:`spread_order`);
+    ``decoder="graceful"`` is ChebyLS where its predicted error is small and the
+    smoothness-regularised fit elsewhere (:func:`graceful_decode`).
 
     Args:
         num_inputs: K >= 1. num_workers: M >= D. degree: d >= 0.
-        decoder: "chebyls" or "threshold". points: "first" or "second".
+        decoder: "chebyls", "threshold" or "graceful". points: "first" or
+            "second".
+        worker_dtype: the dtype the workers compute in, for the graceful decoder's
+            error prediction when the answers arrive widened (default: the
+            answers' dtype).
 
     Returns:
         LagrangeCode with ``threshold`` D = d (K - 1) + 1.
 
     Raises:
         ValueError: unknown decoder or points, or M < D.
+        TypeError: a worker_dtype that is not a floating dtype.
 
     Examples:
         >>> import jax, jax.numpy as jnp, codedjax as cj
@@ -355,15 +369,28 @@ def lagrange_code(
     k = check_int(fname, "num_inputs", num_inputs, minimum=1)
     m = check_int(fname, "num_workers", num_workers, minimum=1)
     d = check_int(fname, "degree", degree, minimum=0)
-    if decoder not in ("chebyls", "threshold"):
+    if decoder not in ("chebyls", "threshold", "graceful"):
         raise ValueError(
-            f"{fname}: decoder must be 'chebyls' or 'threshold', got {decoder!r}"
+            f"{fname}: decoder must be 'chebyls', 'threshold' or 'graceful', got "
+            f"{decoder!r}"
         )
+    if worker_dtype is not None:
+        try:
+            wdt = jnp.dtype(worker_dtype)
+        except TypeError as err:
+            raise TypeError(
+                f"{fname}: worker_dtype must be a floating dtype, got {worker_dtype!r}"
+            ) from err
+        if not jnp.issubdtype(wdt, jnp.floating):
+            raise TypeError(f"{fname}: worker_dtype must be floating, got {wdt}")
+        worker_dtype = wdt.name
     if points not in _POINT_KINDS:
         raise ValueError(f"{fname}: points must be 'first' or 'second', got {points!r}")
     if points == "second" and m < 2:
         raise ValueError(f"{fname}: second-kind points need M >= 2, got {m}")
-    code = LagrangeCode(k, m, degree=d, decoder=decoder, points=points)
+    code = LagrangeCode(
+        k, m, degree=d, decoder=decoder, points=points, worker_dtype=worker_dtype
+    )
     if code.num_coeffs > m:
         raise ValueError(
             f"{fname}: num_workers M={m} is below the recovery threshold "

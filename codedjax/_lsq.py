@@ -665,3 +665,72 @@ def square_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     eps = jnp.finfo(acc).eps
     ok = usable & (cond * eps < 1) & points_valid(alpha) & points_valid(beta)
     return a, ok, cond, num_used
+
+
+# ----------------------------------------------------------------------------------
+# residual of the batched fit, for the predicted error (docs/decoding.md)
+
+# Columns of the random sketch of a wide payload in the batched residual.
+_SKETCH = 4
+
+
+def ls_residual_sq(
+    sel: jax.Array,
+    alpha: jax.Array,
+    y: jax.Array,
+    num_coeffs: int,
+    acc,
+    usable: jax.Array,
+    *,
+    per_mask: bool = False,
+) -> jax.Array:
+    """RSS_f [B, F] of the least-squares Chebyshev fits of B masks (float32 path).
+
+    Corrected semi-normal equations on the equilibrated rows U (Gram matrices by
+    one matrix product, inverses by the batched sweep of ``codedjax._lsq``, one
+    refinement step through the rows): accurate while cond^2 eps << 1. Masks not
+    ``usable`` (the caller passes cond <= 512) get RSS 0, i.e. no residual term.
+    A payload with F > 4 columns is fitted through 4 random combinations of its
+    columns: every column then gets the mean column RSS (an unbiased estimate).
+
+    Args:
+        sel: bool [B, M]; alpha: [M]; y: [M, ...] or [B, M, ...] (``per_mask``).
+        num_coeffs: D. acc: float32. usable: bool [B].
+    """
+    b, m = sel.shape
+    d = num_coeffs
+    prec = _precision()
+    u = chebyshev_vandermonde(alpha, d) * orthonormal_column_scale(m, d, acc)[None, :]
+    w = (sel & usable[:, None]).astype(acc)  # [B, M]
+    ii, jj, pos = _packed_index(d)
+    gram = jnp.matmul((u[:, ii] * u[:, jj]).T, w.T, precision=prec)  # [P, B]
+    # unusable masks get the identity (no pivot trouble); their RSS is zeroed below
+    eye_p = jnp.asarray((ii == jj).astype(float), acc)[:, None]
+    gram = jnp.where(usable[None, :], gram, eye_p)
+    hinv = jnp.transpose(_sweep_inverse(gram, d)[pos], (2, 0, 1))  # [B, D, D]
+    y = y.reshape((b, m, -1) if per_mask else (m, -1))
+    yy = jnp.where(jnp.isfinite(y), y.astype(acc), jnp.zeros((), acc))
+    f = yy.shape[-1]
+    if f > _SKETCH:
+        # wide payloads: the fit of _SKETCH random +-1/sqrt(F) combinations of the
+        # columns, whose RSS has the mean column RSS as its expectation (the cost
+        # of the fit then does not grow with F)
+        g = np.random.default_rng(0).choice([-1.0, 1.0], size=(f, _SKETCH))
+        yy = jnp.matmul(yy, jnp.asarray(g / np.sqrt(f), acc), precision=prec)
+    yw = (yy if per_mask else yy[None]) * w[:, :, None]  # [B, M, F or _SKETCH]
+
+    def resid(c):  # W (y - U c): [B, D, F] -> [B, M, F]
+        return yw - jnp.einsum("md,bdf->bmf", u, c, precision=prec) * w[:, :, None]
+
+    def solve(r):  # H^{-1} U^T r
+        ut_r = jnp.einsum("md,bmf->bdf", u, r, precision=prec)
+        return jnp.einsum("bde,bef->bdf", hinv, ut_r, precision=prec)
+
+    c = solve(yw)
+    c = c + solve(resid(c))
+    r = resid(c)
+    rss = jnp.sum(r * r, axis=1)
+    if f > _SKETCH:
+        rss = jnp.broadcast_to(jnp.mean(rss, axis=1, keepdims=True), (b, f))
+    ok = usable[:, None] & jnp.isfinite(rss)
+    return jnp.where(ok, rss, jnp.zeros((), acc))

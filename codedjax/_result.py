@@ -19,7 +19,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._dtypes import matmul_precision, unit_roundoff
+from ._dtypes import matmul_precision
+from ._errors import predicted_error_of
 
 
 class Status(enum.IntEnum):
@@ -164,17 +165,29 @@ def apply_decoding(
 
 
 def predicted_error(
-    a: jax.Array, y: jax.Array, sel: jax.Array, worker_dtype
+    a: jax.Array,
+    y: jax.Array,
+    sel: jax.Array,
+    worker_dtype,
+    *,
+    residual_sq: jax.Array | None = None,
+    dof: jax.Array | int | None = None,
 ) -> jax.Array:
     r"""Predicted absolute error of ``value = A y`` (max over outputs), per decode.
 
     .. math::
-        e = u_w \, \max_{i \in S} \lVert y_i \rVert_\infty \,
-            \max_k \lVert A_{k,:} \rVert_1,
+        e = z_{KF} \sqrt{\max_k \lVert A_{k,:} \rVert_2^2 + 1} \; \max_f \sigma_f,
+        \qquad \sigma_f = \max\bigl(u \,\mathrm{rms}_{i \in S}\, y_{if},\;
+        \sqrt{\mathrm{RSS}_f / (N - D)}\bigr),
 
-    u_w the unit roundoff of the workers' dtype: each selected response carries a
-    relative rounding error up to u_w, and row k of A sums them with weights
-    |A_{k,i}|.
+    u the unit roundoff of the workers' dtype (at least the accumulation dtype's):
+    each used answer carries an independent error of standard deviation sigma_f
+    (rounding at the size of the answers, or what the least-squares residual shows
+    beyond it where ``residual_sq`` is given and N > D); row k of A sums them with
+    weights A_{k,i}; the rounding the workers share passes through with gain 1 (the
+    "+ 1"); z_{KF} is the normal quantile at which the largest of the K F outputs
+    exceeds its prediction with probability 1% under that model. Derivation,
+    assumptions and calibration: ``docs/decoding.md``.
 
     Args:
         a: [..., K, M] decoding matrices (zero columns for unused workers).
@@ -182,17 +195,14 @@ def predicted_error(
             may be present; only selected rows count).
         sel: bool [..., M], the workers used.
         worker_dtype: the dtype the workers answered in.
+        residual_sq: optional [..., F] least-squares residual sum of squares of the
+            used answers.
+        dof: N - D for ``residual_sq`` (int or int array [...]).
 
     Returns:
         [...] in the dtype of ``a``.
     """
-    dt = a.dtype
-    mag = jnp.where(jnp.isfinite(y), jnp.abs(y.astype(dt)), jnp.zeros((), dt))
-    rowmax = jnp.max(mag, axis=-1, initial=0.0)  # [..., M]
-    rowmax = rowmax.reshape((1,) * (sel.ndim - rowmax.ndim) + rowmax.shape)
-    ymax = jnp.max(jnp.where(sel, rowmax, jnp.zeros((), dt)), axis=-1, initial=0.0)
-    gain = jnp.max(jnp.sum(jnp.abs(a), axis=-1), axis=-1, initial=0.0)
-    return (unit_roundoff(worker_dtype) * ymax * gain).astype(dt)
+    return predicted_error_of(a, y, sel, worker_dtype, residual_sq=residual_sq, dof=dof)
 
 
 def status_of(
