@@ -186,11 +186,11 @@ def test_hung_worker_never_holds_a_request_past_its_deadline_nor_the_next():
     backend = ThreadCluster(injector=inj)
     xs = np.random.default_rng(4).uniform(-1, 1, (4, k, 4)).astype(np.float32)
     with Server(code, affine, backend=backend,
-                policy=FixedN(m, deadline=0.05)) as server:  # fmt: skip
+                policy=FixedN(m, deadline=0.3)) as server:  # fmt: skip
         rs = server.serve(xs, max_in_flight=1)
         assert all(r.ok and r.timed_out for r in rs)
         # decided at the deadline (not before), with every live worker's answer
-        assert all(r.decided_at >= 0.05 for r in rs)
+        assert all(r.decided_at >= 0.3 for r in rs)
         assert all(r.num_used == m - 1 and r.cancelled[0] for r in rs)
         # the hung worker was released by each cancellation, so the next request's
         # task did not wait behind it: worker 0 was cancelled, never answered

@@ -11,7 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'codedjax[ray]'")
+ray = pytest.importorskip(
+    "ray", reason="Ray is not installed: pip install 'codedjax[ray]'"
+)
 
 import codedjax as cj  # noqa: E402
 from codedjax.serving import (  # noqa: E402
