@@ -53,7 +53,7 @@ from codedjax.serving import (
     ThreadCluster,
 )
 
-from .common import binary_auc, binary_logloss
+from .common import binary_auc, binary_logloss, progress
 from .dcn import DCNv2, cast_floating
 from .train_dcn import TrainConfig, load_dataset, load_or_train
 
@@ -259,7 +259,10 @@ def run_serve_dcn(cfg: ServeDCNConfig, *, out=None, show_progress=None) -> dict:
     budget = _calibrate(cfg, data, model, worker)
     rows = {}
     ref = {"auc": binary_auc(labels, z32), "logloss": binary_logloss(labels, z32)}
-    for name, code, policy in schemes(cfg, budget):
+    todo = schemes(cfg, budget)
+    disable = True if show_progress is False else (False if show_progress else None)
+    bar = progress(todo, total=len(todo), desc="serving schemes", disable=disable)
+    for name, code, policy in bar:
         load = os.getloadavg()[0]
         with Server(code, worker, backend=ThreadCluster(injector=inj),
                     policy=policy) as server:  # fmt: skip

@@ -13,6 +13,7 @@ import itertools
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -80,7 +81,8 @@ class ThreadCluster:
 
     Attributes:
         release_delays: seconds from :meth:`cancel` to the moment each straggler
-            that was running (waiting out its service time) was released.
+            that was running (waiting out its service time) was released (the
+            last 100,000).
     """
 
     def __init__(self, *, injector: Injector | None = None, jit: bool = True):
@@ -91,7 +93,7 @@ class ThreadCluster:
             )
         self.injector = injector
         self.jit = jit
-        self.release_delays: list[float] = []
+        self.release_delays: deque[float] = deque(maxlen=100_000)
         self._threads: list[threading.Thread] = []
         self._queues: list[queue.SimpleQueue] = []
         self._done: queue.SimpleQueue = queue.SimpleQueue()
