@@ -348,7 +348,8 @@ def run_simulated_linear(cfg: ServingConfig) -> dict:
         ("uncoded", cj.uncoded_code(num_inputs=k), FixedN(k)),
         ("replication", cj.replication_code(num_inputs=k, num_workers=m),
          FirstDecodable()),
-    ] + [(f"chebyls-{n}", lag, FixedN(n)) for n in (k, k + 2, k + 4)]  # fmt: skip
+    ]  # fmt: skip
+    cases += [(f"chebyls-{n}", lag, FixedN(n)) for n in (k, k + 2, k + 4) if n <= m]
     xs = _inputs(cfg, cfg.error_requests)
     out = {}
     for name, code, policy in cases:

@@ -100,6 +100,13 @@ def test_simulated_latency_is_the_order_statistic_of_the_delays():
     sim = simulate_latency(CODE, FixedN(6), inj, 20)
     np.testing.assert_allclose(sim.latency, want, rtol=0, atol=1e-12)
     np.testing.assert_array_equal(sim.masks, np.stack([r.mask for r in rs]))
+    # the decoding policies (one batched decode per answer count) on a Berrut code
+    # (threshold 1, a cheap decoder): both decide at the first answer
+    bacc = cj.bacc_code(num_inputs=K, num_workers=M)
+    for policy in (FirstDecodable(), Adaptive(1e30, 1.0)):
+        got = simulate_latency(bacc, policy, inj, 20, check_ok=True)
+        np.testing.assert_array_equal(got.latency, np.sort(delays, axis=1)[:, 0])
+        assert got.ok.all() and (got.num_used == 1).all()
 
 
 # ------------------------------------------------------------------ reliability
@@ -352,6 +359,8 @@ def test_bad_inputs_are_clear_errors():
         Adaptive(0.0, 1.0)
     with pytest.raises(ValueError, match="at most the code's M = 8"):
         Server(code, affine, backend=SimulatedCluster(), policy=FixedN(9))
+    with pytest.raises(ValueError, match="at most the code's M = 8"):
+        simulate_latency(code, FixedN(9), Injector(), 10)
     with pytest.raises(TypeError, match="codedjax Code"):
         Server(object(), affine, backend=SimulatedCluster())
     with pytest.raises(TypeError, match="decide"):

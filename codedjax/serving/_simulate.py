@@ -89,7 +89,10 @@ def simulate_latency(
 
     Raises:
         TypeError: a policy of another type.
+        ValueError: a policy that asks for more answers than M.
     """
+    if callable(getattr(policy, "check", None)):
+        policy.check(code)
     m = int(code.num_workers)
     r_ids = np.arange(first_request, first_request + int(num_requests))
     delays, faults = injector.plan(r_ids, m)
@@ -104,6 +107,13 @@ def simulate_latency(
         t_dec = np.minimum(srt[:, n - 1], t_all)
     elif isinstance(policy, Deadline):
         t_dec = t_all
+    elif isinstance(policy, FirstDecodable) and getattr(code, "task", None) is not None:
+        # replication: the first time every input has an answered replica
+        task = np.asarray(code.task)
+        first = np.stack(
+            [t_succ[:, task == t].min(axis=1) for t in range(code.num_inputs)], axis=1
+        )
+        t_dec = np.minimum(first.max(axis=1), t_all)
     elif isinstance(policy, (FirstDecodable, Adaptive)):
         t_dec = t_all.copy()
         undecided = np.ones(len(r_ids), bool)
