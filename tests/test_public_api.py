@@ -62,6 +62,8 @@ PUBLIC = {
 RANK = {
     "_dtypes": 0,
     "_result": 1,
+    "_argcache": 1,
+    "_batching": 1,
     "_chebyshev": 1,
     "_sampling": 2,
     "_lsq": 2,
