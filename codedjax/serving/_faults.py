@@ -44,9 +44,9 @@ class ShiftedExponential:
     .. math:: T = s + E, \qquad E \sim \mathrm{Exp}(1/\mu).
 
     References:
-        G. Liang and U. C. Kozat, Fast cloud: pushing the envelope on delay
-        performance of cloud storage with coding, IEEE/ACM ToN 2014 (the shifted
-        exponential model of coded-computing papers).
+        K. Lee et al., Speeding up distributed machine learning using codes, IEEE
+        Trans. Inf. Theory 64(3), 2018, arXiv:1512.02673 (the shifted-exponential
+        model of coded computing).
     """
 
     shift: float = 0.005

@@ -26,12 +26,12 @@ class WaitPolicy(Protocol):
 
     deadline: float | None
 
-    def decide(self, arrivals: Arrivals) -> bool:
+    def decide(self, arrivals: ArrivalState) -> bool:
         """True to decode now, with the answers in ``arrivals``."""
         ...
 
 
-class Arrivals:
+class ArrivalState:
     """What a policy sees: the answers of one request so far.
 
     Attributes:
@@ -111,7 +111,7 @@ class FixedN:
                 f"{code.num_workers}, got {n}"
             )
 
-    def decide(self, arrivals: Arrivals) -> bool:
+    def decide(self, arrivals: ArrivalState) -> bool:
         n = self.num_responses or arrivals.code.threshold
         return arrivals.num_arrived >= n
 
@@ -127,7 +127,7 @@ class Deadline:
             raise TypeError("Deadline: deadline must be a number of seconds, got None")
         self.deadline = _check_deadline("Deadline", deadline)
 
-    def decide(self, arrivals: Arrivals) -> bool:
+    def decide(self, arrivals: ArrivalState) -> bool:
         return arrivals.num_arrived >= arrivals.code.num_workers
 
     def __repr__(self):
@@ -145,7 +145,7 @@ class FirstDecodable:
     def __init__(self, *, deadline: float | None = None):
         self.deadline = _check_deadline("FirstDecodable", deadline)
 
-    def decide(self, arrivals: Arrivals) -> bool:
+    def decide(self, arrivals: ArrivalState) -> bool:
         code = arrivals.code
         if arrivals.num_arrived < code.threshold:
             return False
@@ -192,7 +192,7 @@ class Adaptive:
         self.deadline = _check_deadline("Adaptive", deadline)
         self.min_responses = min_responses
 
-    def decide(self, arrivals: Arrivals) -> bool:
+    def decide(self, arrivals: ArrivalState) -> bool:
         need = max(arrivals.code.threshold, self.min_responses or 0)
         if arrivals.num_arrived < need:
             return False

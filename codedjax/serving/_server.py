@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._backends import Backend, Completion, ThreadCluster
-from ._policy import Arrivals, FixedN, WaitPolicy
+from ._policy import ArrivalState, FixedN, WaitPolicy
 
 _SUCCESS, _TOO_FEW = 0, 1
 
@@ -340,7 +340,7 @@ class Server:
             self._decode(y, np.ones(m, bool), np.arange(m, dtype=np.int32))
         )
 
-    def _arrivals(self, r: _Request) -> Arrivals:
+    def _arrivals(self, r: _Request) -> ArrivalState:
         def decode():
             if r.cached is None:
                 r.cached = self._decode(*self._inputs(r))
@@ -349,7 +349,7 @@ class Server:
         dt = None if r.y is None else r.y.dtype
         elapsed = self.backend.now() - r.t_sub
         order = np.asarray(r.order, np.int32)
-        return Arrivals(
+        return ArrivalState(
             self.code, r.mask.copy(), order, elapsed, r.num_failed, dt, decode
         )
 
