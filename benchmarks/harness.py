@@ -76,6 +76,40 @@ def time_call(fn: Callable[[], Any], *, repeats: int, min_seconds: float) -> flo
     return statistics.median(times)
 
 
+def time_interleaved(
+    fns: dict[str, Callable[[], Any]], *, repeats: int, min_seconds: float
+) -> dict[str, dict]:
+    """Median (and spread) of each ``fn()`` timed in round-robin order.
+
+    One warm-up call each, then rounds in which every function runs once, at least
+    ``repeats`` rounds and more until ``min_seconds`` have been spent (at most
+    10 * repeats): on a shared machine every function sees the same load, so the
+    ratio of two medians is what the load does not move.
+    """
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < repeats or (
+        time.perf_counter() - start < min_seconds and rounds < 10 * repeats
+    ):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+        rounds += 1
+    return {
+        name: {
+            "median": statistics.median(t),
+            "min": min(t),
+            "max": max(t),
+            "rounds": len(t),
+        }
+        for name, t in times.items()
+    }
+
+
 def _block(x):
     return jax.block_until_ready(x)
 
@@ -142,20 +176,28 @@ def run_case(
         record["median_s"] = None
         record["error"] = "codedjax output failed its accuracy check; not timed"
         return {**record, **env}
-    median = time_call(
-        lambda: _block(compiled(*built.args)), repeats=repeats, min_seconds=min_seconds
+    checked = {}
+    for name, base in built.baselines.items():
+        b_check = built.check(np.asarray(base()))
+        record[f"{name}_max_err"] = b_check["max_err"]
+        checked[name] = base
+    # codedjax and every baseline timed round-robin (the same load for all)
+    timed = time_interleaved(
+        {"codedjax": lambda: _block(compiled(*built.args)), **checked},
+        repeats=repeats,
+        min_seconds=min_seconds,
     )
+    median = timed["codedjax"]["median"]
     record["median_s"] = median
+    record["min_s"] = timed["codedjax"]["min"]
+    record["rounds"] = timed["codedjax"]["rounds"]
     if built.flops is not None:
         record["flops"] = built.flops
         record["floor_s"] = built.flops / rate
         record["fraction_of_floor"] = record["floor_s"] / median
-    for name, base in built.baselines.items():
-        b_out = np.asarray(base())
-        b_check = built.check(b_out)
-        t = time_call(base, repeats=max(1, repeats // 2), min_seconds=min_seconds)
+    for name in checked:
+        t = timed[name]["median"]
         record[f"{name}_s"] = t
-        record[f"{name}_max_err"] = b_check["max_err"]
         record[f"ratio_vs_{name}"] = t / median
     record.update(built.extra)
     return {**record, **env}
