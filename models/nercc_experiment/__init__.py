@@ -33,7 +33,8 @@ second-kind points, for BACC and NeRCC alike):
   decoder (every query with a responding replica is exact).
 
 Modules: ``config`` (:class:`ExperimentConfig`), ``pipeline`` (:func:`run_cell`,
-:func:`run_experiment`), ``report`` (tables, plots, ``report.md``) and ``__main__``.
+:func:`run_experiment`), ``metrics`` (MSE, RelAcc, :func:`compare_schemes`),
+``report`` (tables, plots, ``report.md``) and ``__main__``.
 Checkpoints in ``--ckpt-dir`` are reused.
 
 References:
@@ -46,9 +47,9 @@ References:
 from .config import SCHEMES as SCHEMES
 from .config import ExperimentConfig as ExperimentConfig
 from .config import straggler_counts as straggler_counts
+from .metrics import compare_schemes as compare_schemes
 from .pipeline import NerccSummary as NerccSummary
 from .pipeline import cell_codes as cell_codes
 from .pipeline import cell_key as cell_key
-from .pipeline import compare_schemes as compare_schemes
 from .pipeline import run_cell as run_cell
 from .pipeline import run_experiment as run_experiment
