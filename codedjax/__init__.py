@@ -38,6 +38,12 @@ from ._polynomial import recovery_threshold as recovery_threshold
 from ._polynomial import spread_order as spread_order
 from ._polynomial import threshold_decode as threshold_decode
 
+# decoding that knows its own error: graceful and robust decoders
+from ._graceful import graceful_decode as graceful_decode
+from ._graceful import smooth_chebyshev_decode as smooth_chebyshev_decode
+from ._robust import RobustDecodeResult as RobustDecodeResult
+from ._robust import chebyls_decode_robust as chebyls_decode_robust
+
 # --- approximate codes (Berrut / NeRCC / RepApprox): add re-exports below ---
 from ._berrut import bacc_points as bacc_points
 from ._berrut import berrut_decode as berrut_decode
@@ -57,6 +63,20 @@ from ._repapprox import recovery_probability_union as recovery_probability_union
 from ._repapprox import repapprox_decode as repapprox_decode
 from ._repapprox import repapprox_encode as repapprox_encode
 from ._repapprox import repapprox_layout as repapprox_layout
+
+# code objects: one interface for every scheme, baselines included
+from ._codes import BerrutCode as BerrutCode
+from ._codes import Code as Code
+from ._codes import LagrangeCode as LagrangeCode
+from ._codes import NerccCode as NerccCode
+from ._codes import RepApproxCode as RepApproxCode
+from ._codes import ReplicationCode as ReplicationCode
+from ._codes import bacc_code as bacc_code
+from ._codes import lagrange_code as lagrange_code
+from ._codes import nercc_code as nercc_code
+from ._codes import repapprox_code as repapprox_code
+from ._codes import replication_code as replication_code
+from ._codes import uncoded_code as uncoded_code
 
 # --- bounds (codedjax.bounds is a public submodule): re-exports below ---
 from . import bounds as bounds
