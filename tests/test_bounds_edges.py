@@ -8,6 +8,7 @@ message naming the argument.
 """
 
 import inspect
+import math
 
 import numpy as np
 import pytest
@@ -25,13 +26,41 @@ def test_smallest_valid_sizes_are_accepted():
     # N = 1 responder is a valid gap-tail question (docstring: 1 <= N <= M): with
     # one responder of 6 the largest gap is always >= 2, so the bound is 1
     assert cb.gap_tail_bound(num_workers=6, num_responses=1, gap=2) == 1.0
+    # N = 0 responses is valid input (nothing can be decoded: inf)
+    assert cb.deterministic_condition_bound(
+        num_workers=5, num_coeffs=2, num_responses=0
+    ) == float("inf")
+    # D = 1: 3 mu D log(2 D / eta) / eps^2 = 12 log 4 at mu = 1, eta = eps = 1/2
+    assert cb.sufficient_responses(
+        num_coeffs=1, coherence=1.0, eta=0.5, eps=0.5
+    ) == pytest.approx(12 * math.log(4), rel=1e-15)
+    # D = 1 at N = D: rho = g (D - 1) / M = 0, so the gap bound is sqrt(g_eta)
+    # (finite), capped by the deterministic bound
+    m, n, eta = 8, 1, 0.5
+    g = cb.gap_quantile(num_workers=m, num_responses=n, eta=eta)
+    kw = dict(num_workers=m, num_coeffs=1, num_responses=n, eta=eta)
+    uncapped = cb.gap_condition_bound_probabilistic(**kw, capped=False)
+    assert uncapped == pytest.approx(math.sqrt(g), rel=1e-15)
+    det = cb.deterministic_condition_bound(num_workers=m, num_coeffs=1, num_responses=n)
+    assert cb.gap_condition_bound_probabilistic(**kw) == min(uncapped, det)
+    # the largest coherence, M / D (a leverage score of 1), is valid input
+    big = cb.sampling_condition_bound(
+        num_workers=40, num_coeffs=8, num_responses=40, eta=0.05, coherence=5.0
+    )
+    assert big >= 1.0
 
 
-def test_zero_workers_is_rejected_by_name():
+def test_first_invalid_sizes_are_rejected_by_name():
     with pytest.raises(ValueError, match="num_workers must be >= 1, got 0"):
         cb.deterministic_condition_bound(num_workers=0, num_coeffs=1, num_responses=0)
-    with pytest.raises(ValueError, match="num_responses must be >= 1"):
+    with pytest.raises(ValueError, match="num_coeffs must be >= 1, got 0"):
+        cb.deterministic_condition_bound(num_workers=5, num_coeffs=0, num_responses=3)
+    with pytest.raises(ValueError, match="gap_tail_bound: num_responses must be >= 1"):
         cb.gap_tail_bound(num_workers=6, num_responses=0, gap=2)
+    with pytest.raises(ValueError, match="gap_quantile: num_responses must be >= 1"):
+        cb.gap_quantile(num_workers=6, num_responses=0, eta=0.5)
+    with pytest.raises(ValueError, match="coherence must be >= 1, got 0.5"):
+        cb.sufficient_responses(num_coeffs=1, coherence=0.5, eta=0.5, eps=0.5)
 
 
 def test_user_coherence_equal_to_the_computed_one_gives_the_same_bound():
