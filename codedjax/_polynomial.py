@@ -32,7 +32,7 @@ from ._dtypes import (
     resolve_accum_dtype,
     unit_roundoff,
 )
-from ._lsq import ls_decoding_matrices, square_decoding_matrices
+from ._lsq import ls_decoding_matrices, ls_residual_sq, square_decoding_matrices
 from ._lsq import ls_decoding_matrix as _ls_decoding_matrix
 from ._result import (
     DecodeResult,
@@ -197,13 +197,67 @@ def _check_decode_args_uncached(fname, y, mask, alpha, beta, num_coeffs, accum_d
     return y, mask, alpha.astype(acc), beta.astype(acc), num_coeffs, acc
 
 
-def _ls_result(a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, per_mask=False):
-    """The DecodeResult of a least-squares decode (shared by the three decoders)."""
+def _fit_nodes(num_coeffs: int, acc) -> jax.Array:
+    """D first-kind Chebyshev points; a degree D - 1 fit is fixed by its values."""
+    j = jnp.arange(num_coeffs, dtype=acc)
+    return jnp.sin(jnp.pi * (num_coeffs - 1 - 2 * j) / (2 * num_coeffs))
+
+
+def _residual_sq_from_fit(
+    a_nodes: jax.Array,
+    y: jax.Array,
+    sel: jax.Array,
+    alpha: jax.Array,
+    acc,
+    *,
+    per_mask: bool = False,
+) -> jax.Array:
+    """RSS_f [..., F] of a least-squares Chebyshev fit, from its values at D nodes.
+
+    ``a_nodes`` [..., D, M] is the fit's decoding matrix to the D nodes of
+    :func:`_fit_nodes` (the decoder with the data points replaced by those nodes);
+    the fitted values at the worker points follow by barycentric interpolation
+    from the nodes (Lebesgue constant O(log D) on Chebyshev nodes), and the
+    residual counts the selected rows only.
+
+    Args:
+        a_nodes: [D, M] or [B, D, M].
+        y: [M, F] (shared) or [B, M, F] with ``per_mask``.
+        sel: bool [..., M].
+        alpha: [M] worker points.
+        acc: accumulation dtype.
+        per_mask: y has a leading batch axis.
+    """
+    d = a_nodes.shape[-2]
+    e = _barycentric_matrix(_fit_nodes(d, acc), alpha.astype(acc))  # [M, D]
+    yy = jnp.where(jnp.isfinite(y), y.astype(acc), jnp.zeros((), acc))
+    if a_nodes.ndim == 2:
+        vals = a_nodes @ yy
+    elif per_mask:
+        vals = jnp.einsum("bdm,bmf->bdf", a_nodes, yy)
+    else:
+        vals = jnp.einsum("bdm,mf->bdf", a_nodes, yy)
+    fitted = jnp.einsum("md,...df->...mf", e, vals)
+    r = jnp.where(sel[..., None], yy - fitted, jnp.zeros((), acc))
+    return jnp.sum(r * r, axis=-2)
+
+
+def _ls_result(
+    a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, per_mask=False, a_fit=None,
+    rss=None,
+):  # fmt: skip
+    """The DecodeResult of a least-squares decode (shared by the three decoders).
+
+    ``a_fit`` (the decoding matrix to the D nodes of ``_fit_nodes``) adds
+    the least-squares residual to the predicted error (docs/decoding.md).
+    """
     m = a.shape[-1]
     lead = y.shape[:1] if per_mask else ()
     flat = y.reshape(lead + (m, math.prod(y.shape[len(lead) + 1 :])))
     value = apply_decoding(a, y, acc, per_mask=per_mask)
-    error = predicted_error(a, flat, sel, y.dtype)
+    if a_fit is not None:
+        rss = _residual_sq_from_fit(a_fit, flat, sel, alpha, acc, per_mask=per_mask)
+    error = predicted_error(a, flat, sel, y.dtype, residual_sq=rss, dof=n - num_coeffs)
     status = status_of(
         points_ok=points_valid(alpha) & points_valid(beta),
         enough=n >= num_coeffs,
@@ -284,7 +338,9 @@ def chebyls_decode(
 def _chebyls_decode_impl(y, mask, alpha, beta, num_coeffs, acc):
     sel = mask & finite_rows(y)
     a, ok, cond, n = _ls_decoding_matrix(sel, alpha, beta, num_coeffs, acc)
-    return _ls_result(a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc)
+    nodes = _fit_nodes(num_coeffs, acc)
+    a_fit = _ls_decoding_matrix(sel, alpha, nodes, num_coeffs, acc)[0]
+    return _ls_result(a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, a_fit=a_fit)
 
 
 def _chebyls_single(data, points, num_coeffs, acc):
@@ -483,9 +539,15 @@ def _chebyls_batched_impl(y, masks, alpha, beta, num_coeffs, acc, per_mask):
         fin = finite_rows(y)[None, :]
     sel = masks & fin
     a, ok, cond, n = ls_decoding_matrices(sel, alpha, beta, num_coeffs, acc)
+    rss = None
+    if jnp.dtype(acc) == jnp.dtype(jnp.float32):  # the residual of the fit, for
+        rss = ls_residual_sq(  # the predicted error (docs/decoding.md)
+            sel, alpha, y, num_coeffs, acc, ok & (cond <= 512), per_mask=per_mask
+        )
     return _ls_result(
-        a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, per_mask=per_mask
-    )
+        a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, per_mask=per_mask,
+        rss=rss,
+    )  # fmt: skip
 
 
 _chebyls_batched = jax.jit(
