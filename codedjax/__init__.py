@@ -29,6 +29,9 @@ from ._sampling import worst_case_mask as worst_case_mask
 from ._result import DecodeResult as DecodeResult
 from ._result import Status as Status
 
+# concurrency: the lock around programs with batched CPU LAPACK calls
+from ._threads import lapack_lock as lapack_lock
+
 # polynomial codes
 from ._polynomial import chebyls_decode as chebyls_decode
 from ._polynomial import chebyls_decode_batched as chebyls_decode_batched

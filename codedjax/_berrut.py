@@ -29,6 +29,7 @@ from ._dtypes import (
     check_vector,
     concrete_finite,
     concrete_points,
+    points_valid,
     resolve_accum_dtype,
     unit_roundoff,
 )
@@ -134,6 +135,11 @@ def berrut_encode(x: Any, beta: Any, alpha: Any) -> jax.Array:
     worker point equal to a data point the worker receives that input exactly (bit
     for bit in the accumulation dtype).
 
+    Under ``jit`` the points cannot be checked; there, invalid points
+    (repeated or non-finite data points, non-finite worker points) make every coded
+    input NaN, so every worker's answer is NaN and a decoder reports ``ok`` False
+    instead of a silently wrong value.
+
     Args:
         x: [K, ...] inputs, any floating dtype.
         beta: [K] distinct finite data points (default choice: first kind).
@@ -178,7 +184,11 @@ def berrut_encode(x: Any, beta: Any, alpha: Any) -> jax.Array:
 
 @jax.jit
 def encode_plan(beta, alpha):
-    return berrut_matrix(beta, jnp.ones(beta.shape, bool), alpha)
+    """Berrut encoding basis; NaN rows (no copies) when the points are invalid."""
+    b, hit, idx, count = berrut_matrix(beta, jnp.ones(beta.shape, bool), alpha)
+    valid = points_valid(beta) & jnp.all(jnp.isfinite(alpha))
+    b = jnp.where(valid, b, jnp.full_like(b, jnp.nan))
+    return b, hit & valid, idx, count
 
 
 @jax.jit

@@ -32,6 +32,7 @@ def chebyshev_points(n: int, kind: int = 1, dtype: Any = None) -> jax.Array:
 
     Raises:
         ValueError: for n < 1, kind 2 with n < 2, or kind not in {1, 2}.
+        TypeError: for a dtype that is not floating.
 
     Examples:
         >>> chebyshev_points(3, kind=2).tolist()
@@ -51,7 +52,19 @@ def chebyshev_points(n: int, kind: int = 1, dtype: Any = None) -> jax.Array:
             raise ValueError(f"chebyshev_points: kind=2 needs n >= 2 points, got n={n}")
         # cos(i pi/(n-1)) = sin(pi (n-1-2i) / (2(n-1)))
         x = np.sin(np.pi * (n - 1 - 2 * np.arange(n)) / (2.0 * (n - 1)))
-    dtype = jnp.zeros(()).dtype if dtype is None else jnp.dtype(dtype)
+    if dtype is None:
+        dtype = jnp.zeros(()).dtype
+    else:
+        try:
+            dtype = jnp.dtype(dtype)
+        except TypeError as err:
+            raise TypeError(
+                f"chebyshev_points: dtype must be a floating dtype, got {dtype!r}"
+            ) from err
+        if not jnp.issubdtype(dtype, jnp.floating):
+            raise TypeError(
+                f"chebyshev_points: dtype must be a floating dtype, got {dtype}"
+            )
     return jnp.asarray(x, dtype=dtype)
 
 

@@ -170,7 +170,12 @@ def check_int(fname: str, name: str, value: Any, minimum: int | None = None) -> 
 
 def check_floating(fname: str, name: str, x: Any) -> jax.Array:
     """Convert to a jax array and require a floating dtype."""
-    x = jnp.asarray(x)
+    try:
+        x = jnp.asarray(x)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"{fname}: {name} must be a floating array, got {type(x).__name__}"
+        ) from err
     if not jnp.issubdtype(x.dtype, jnp.floating):
         raise TypeError(f"{fname}: {name} must have a floating dtype, got {x.dtype}")
     return x

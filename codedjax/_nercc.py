@@ -49,6 +49,7 @@ from ._dtypes import (
     concrete_finite,
     concrete_points,
     is_concrete,
+    points_valid,
     resolve_accum_dtype,
     unit_roundoff,
 )
@@ -61,6 +62,7 @@ from ._result import (
     status_of,
 )
 from ._sampling import sample_masks
+from ._threads import serialised_call
 
 _HI = jax.lax.Precision.HIGHEST
 
@@ -218,6 +220,11 @@ def nercc_encode(x: Any, beta: Any, alpha: Any, *, smoothing: Any = 0.0) -> jax.
     Outside the range of beta the spline continues linearly. Computed as one [M, K]
     matrix (Reinsch form) applied by matmul, in the accumulation dtype.
 
+    Under ``jit`` the points and the smoothing cannot be checked; there, invalid
+    ones (repeated or non-finite data points, non-finite worker points, a negative
+    or non-finite smoothing) make every coded input NaN, so every worker's answer
+    is NaN and a decoder reports ``ok`` False instead of a silently wrong value.
+
     Args:
         x: [K, ...] inputs (K >= 2), any floating dtype.
         beta: [K] distinct finite data points (any order).
@@ -308,7 +315,15 @@ def nercc_encoding_matrix(
 
 @jax.jit
 def _encoding_matrix(beta, alpha, lam):
-    return spline_matrix(beta, jnp.ones(beta.shape, bool), alpha, lam)[0]
+    """E [M, K]; all NaN when the points or the smoothing are invalid (traced)."""
+    e = spline_matrix(beta, jnp.ones(beta.shape, bool), alpha, lam)[0]
+    valid = (
+        points_valid(beta)
+        & jnp.all(jnp.isfinite(alpha))
+        & (lam >= 0)
+        & jnp.isfinite(lam)
+    )
+    return jnp.where(valid, e, jnp.full_like(e, jnp.nan))
 
 
 def _check_decode(fname, y, mask, alpha, beta, smoothing, accum_dtype):
@@ -665,7 +680,10 @@ def tune_nercc(
     truth = _call(fname, fn, x_val.reshape((v * k,) + x_val.shape[2:]), v * k)
     truth = truth.astype(acc).reshape(v, k, -1)
 
-    dec, ok = _grid_decoders(masks, alpha, beta, jnp.asarray(dec_grid, acc))
+    # batched Cholesky inside: one such program at a time on CPU
+    dec, ok = serialised_call(
+        _grid_decoders, masks, alpha, beta, jnp.asarray(dec_grid, acc)
+    )
     rows = []
     it = enc_grid
     if progress is not None and progress is not False:

@@ -41,6 +41,7 @@ from ._result import (
     predicted_error,
     status_of,
 )
+from ._threads import serialised_call
 
 
 def recovery_threshold(num_inputs: int, degree: int) -> int:
@@ -97,7 +98,14 @@ def lagrange_encode(x: Any, beta: Any, alpha: Any) -> jax.Array:
         \ell_k(z) = \frac{w_k / (z - \beta_k)}{\sum_j w_j / (z - \beta_j)}.
 
     Computed in the barycentric form (stable on Chebyshev points; never through
-    monomials), in the accumulation dtype of ``x``.
+    monomials), in the accumulation dtype of ``x``. The inputs are scaled by a power
+    of two per column before the product, so the result overflows only where the
+    exact answer does.
+
+    Under ``jit`` the points cannot be checked; there, invalid points (repeated or
+    non-finite data points, non-finite worker points) make every coded input NaN,
+    so every worker's answer is NaN and a decoder reports ``ok`` False instead of
+    a silently wrong value.
 
     Args:
         x: [K, ...] the K inputs, any floating dtype.
@@ -154,7 +162,10 @@ def _lagrange_encode(x, beta, alpha):
 
 @jax.jit
 def _encoding_matrix(beta, alpha):
-    return _barycentric_matrix(beta, alpha)
+    e = _barycentric_matrix(beta, alpha)
+    # traced invalid points: every coded input NaN (see the docstring)
+    valid = points_valid(beta) & jnp.all(jnp.isfinite(alpha))
+    return jnp.where(valid, e, jnp.full_like(e, jnp.nan))
 
 
 @jax.jit
@@ -523,8 +534,16 @@ def chebyls_decode_batched(
     y0, _, alpha, beta, d, acc = _check_decode_args(
         fname, y0, masks[0], alpha, beta, num_coeffs, accum_dtype
     )
-    return _chebyls_batched(
-        y, masks, alpha, beta, num_coeffs=d, acc=acc, per_mask=per_mask
+    # batched LAPACK inside (the QR tier): one such program at a time on CPU
+    return serialised_call(
+        _chebyls_batched,
+        y,
+        masks,
+        alpha,
+        beta,
+        num_coeffs=d,
+        acc=acc,
+        per_mask=per_mask,
     )
 
 

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._dtypes import check_int, check_vector
+from ._dtypes import check_int, check_vector, is_concrete
 
 
 def _check_key(fname: str, key: Any) -> None:
@@ -28,7 +28,7 @@ def _check_key(fname: str, key: Any) -> None:
 def _check_shape(fname: str, shape: Any) -> tuple[int, ...]:
     try:
         shape = tuple(int(s) for s in shape)
-    except TypeError as err:
+    except (TypeError, ValueError) as err:
         raise TypeError(
             f"{fname}: shape must be a tuple of ints, got {shape!r}"
         ) from err
@@ -105,6 +105,11 @@ class Arrivals(NamedTuple):
 def first_arrivals(latencies: Any, *, num_responses: int) -> Arrivals:
     """The mask of the first N arrivals, the arrival order and the N-th arrival time.
 
+    A NaN latency means the worker never answers (it sorts after every finite and
+    infinite latency): it is never in ``mask`` while N other workers can answer,
+    and ``time`` is inf when fewer than N workers have a finite latency (the N-th
+    response never arrives), never NaN.
+
     Args:
         latencies: [..., M] per-worker response times.
         num_responses: N with 1 <= N <= M.
@@ -121,8 +126,17 @@ def first_arrivals(latencies: Any, *, num_responses: int) -> Arrivals:
         >>> a.mask.tolist(), a.order.tolist(), float(a.time)
         ([False, True, True], [1, 2, 0], 2.0)
     """
-    fname = "first_arrivals"
-    lat = jnp.asarray(latencies)
+    return _checked_first_arrivals("first_arrivals", latencies, num_responses)
+
+
+def _checked_first_arrivals(fname, latencies, num_responses):
+    try:
+        lat = jnp.asarray(latencies)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"{fname}: latencies must be a floating array [..., M], got "
+            f"{type(latencies).__name__}"
+        ) from err
     if not jnp.issubdtype(lat.dtype, jnp.floating) or lat.ndim < 1:
         raise ValueError(
             f"{fname}: latencies must be a floating array [..., M], got shape "
@@ -137,13 +151,21 @@ def first_arrivals(latencies: Any, *, num_responses: int) -> Arrivals:
 
 @jax.jit
 def _first_arrivals(lat, n):
-    order = jnp.argsort(lat, axis=-1, stable=True).astype(jnp.int32)
+    return _arrivals(lat, lat, n)
+
+
+@jax.jit
+def _arrivals(keys, lat, n):
+    """Arrival order by ``keys`` (increasing; NaN last), times from ``lat``."""
+    # NaN sorts last (jnp.argsort puts NaN after +inf); its time is +inf
+    order = jnp.argsort(keys, axis=-1, stable=True).astype(jnp.int32)
     rank = jnp.argsort(order, axis=-1, stable=True)
     mask = rank < n.astype(rank.dtype)
     nth = jnp.broadcast_to(n - 1, order.shape[:-1] + (1,))
-    time = jnp.take_along_axis(lat, jnp.take_along_axis(order, nth, axis=-1), axis=-1)[
-        ..., 0
-    ]
+    clean = jnp.where(jnp.isnan(lat), jnp.asarray(jnp.inf, lat.dtype), lat)
+    time = jnp.take_along_axis(
+        clean, jnp.take_along_axis(order, nth, axis=-1), axis=-1
+    )[..., 0]
     return Arrivals(mask, order, time, lat)
 
 
@@ -198,21 +220,34 @@ def sample_arrivals(
     fname = "sample_arrivals"
     _check_key(fname, key)
     m = check_int(fname, "num_workers", num_workers, minimum=1)
+    n = check_int(fname, "num_responses", num_responses, minimum=1)
+    if n > m:
+        raise ValueError(f"{fname}: num_responses (N) must be at most M={m}, got {n}")
     shape = _check_shape(fname, shape)
     if model == "shifted_exponential":
-        if not (shift >= 0 and rate > 0):
-            raise ValueError(
-                f"{fname}: need shift >= 0 and rate > 0, got shift={shift}, rate={rate}"
-            )
-        lat = shift + jax.random.exponential(key, shape + (m,)) / rate
+        need = f"need shift >= 0 and rate > 0, got shift={shift}, rate={rate}"
+        shift = _param(fname, "shift", shift, minimum=0.0, strict=False, need=need)
+        rate = _param(fname, "rate", rate, minimum=0.0, strict=True, need=need)
+        # the order comes from the exponential parts (the shift is common to every
+        # worker), so a large shift cannot tie the latencies in float32
+        e = jax.random.exponential(key, shape + (m,))
+        return _arrivals(e, shift + e / rate, jnp.asarray(n, jnp.int32))
     elif model == "pareto":
-        if not (scale > 0 and tail_index > 0):
-            raise ValueError(
-                f"{fname}: need scale > 0 and tail_index > 0, got scale={scale}, "
-                f"tail_index={tail_index}"
-            )
+        need = (
+            f"need scale > 0 and tail_index > 0, got scale={scale}, "
+            f"tail_index={tail_index}"
+        )
+        scale = _param(fname, "scale", scale, minimum=0.0, strict=True, need=need)
+        tail_index = _param(
+            fname, "tail_index", tail_index, minimum=0.0, strict=True, need=need
+        )
         u = jax.random.uniform(key, shape + (m,), minval=jnp.finfo(jnp.float32).tiny)
-        lat = scale * u ** (-1.0 / tail_index)
+        # the order comes from U (T decreases in U), so a small tail index, whose
+        # latencies overflow to inf in float32, cannot tie them; ``time`` is then
+        # inf where the N-th arrival time exceeds the float32 range
+        return _arrivals(
+            -u, scale * u ** (-1.0 / tail_index), jnp.asarray(n, jnp.int32)
+        )
     elif model == "uniform":
         lat = jax.random.uniform(key, shape + (m,))
     else:
@@ -220,7 +255,29 @@ def sample_arrivals(
             f"{fname}: model must be 'shifted_exponential', 'pareto' or 'uniform', "
             f"got {model!r}"
         )
-    return first_arrivals(lat, num_responses=num_responses)
+    return _checked_first_arrivals(fname, lat, n)
+
+
+def _param(
+    fname: str, name: str, value: Any, *, minimum: float, strict: bool, need: str
+):
+    """A finite Python number (not traced) above ``minimum``; raise naming fname."""
+    if not is_concrete(value):
+        raise TypeError(
+            f"{fname}: {name} must be a concrete Python number (it fixes the latency "
+            f"model; pass latencies to first_arrivals to trace it), got a traced value"
+        )
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"{fname}: {name} must be a real number, got {type(value).__name__} "
+            f"{value!r}"
+        ) from err
+    ok = math.isfinite(v) and (v > minimum if strict else v >= minimum)
+    if not ok:
+        raise ValueError(f"{fname}: {need} (finite)")
+    return v
 
 
 class WorstCase(NamedTuple):
@@ -272,7 +329,9 @@ def worst_case_mask(
         WorstCase(mask, cond, exhaustive, num_examined).
 
     Raises:
-        ValueError: if N < D or N > M.
+        ValueError: if N < D or N > M, non-finite alpha, chunk < 1 or
+            max_candidates < 0.
+        TypeError: non-integer sizes, a traced alpha.
 
     Examples:
         >>> import codedjax as cj
@@ -287,10 +346,17 @@ def worst_case_mask(
     """
     fname = "worst_case_mask"
     alpha = check_vector(fname, "alpha", alpha)
+    if not is_concrete(alpha):
+        raise TypeError(f"{fname}: alpha must be concrete (a host-side search)")
     x = np.asarray(alpha, dtype=np.float64)
+    if not np.all(np.isfinite(x)):
+        bad = int(np.flatnonzero(~np.isfinite(x))[0])
+        raise ValueError(f"{fname}: alpha must be finite, got {x[bad]} at index {bad}")
     m = x.shape[0]
     d = check_int(fname, "num_coeffs", num_coeffs, minimum=1)
     n = check_int(fname, "num_responses", num_responses, minimum=1)
+    check_int(fname, "max_candidates", max_candidates, minimum=0)
+    chunk = check_int(fname, "chunk", chunk, minimum=1)
     if not d <= n <= m:
         raise ValueError(
             f"{fname}: need num_coeffs (D={d}) <= num_responses <= M={m}, got "

@@ -27,6 +27,7 @@ PUBLIC = {
     # decode results
     "DecodeResult",
     "Status",
+    "lapack_lock",
     # polynomial codes
     "chebyls_decode",
     "chebyls_decode_batched",
@@ -81,6 +82,7 @@ RANK = {
     "_dtypes": 0,
     "_errors": 0.5,
     "_result": 1,
+    "_threads": 1,
     "_argcache": 1,
     "_batching": 1,
     "_chebyshev": 1,

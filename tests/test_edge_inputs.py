@@ -1,0 +1,1068 @@
+"""Bad and edge inputs across the public API: no silent wrong answer, no crash.
+
+Every case of the table is run in the modes where it is meaningful (``eager``: the
+public function; ``jit``: under ``jax.jit``; ``vmap``: under ``jax.jit(jax.vmap)``
+over two copies of the arrays) and must end in the outcome the table names:
+
+* ``error``: a ValueError or TypeError whose message starts with the public
+  function's name (static mistakes; concrete values the function can check);
+* ``ok_false``: a result with ``ok`` False, ``status`` not SUCCESS, ``value`` all
+  zeros and ``error`` inf (value-dependent trouble as data);
+* ``correct``: ``ok`` True and ``value`` within a tolerance of a float64 numpy
+  reference, derived from the dtype and the conditioning.
+
+A case whose outcome differs from the table (a NaN with ``ok`` True, a value off
+the reference, an exception of another type or naming another function) fails.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.interpolate import CubicSpline
+
+import codedjax as cj
+
+M, K, DEG = 8, 3, 2
+D = cj.recovery_threshold(K, DEG)  # 5
+F = 2
+F32 = np.float32
+
+# ----------------------------------------------------------------------------------
+# float64 references
+
+
+def _cheBBETAnp(n, kind=1):
+    den = 2.0 * n if kind == 1 else 2.0 * (n - 1)
+    return np.sin(np.pi * (n - 1 - 2 * np.arange(n)) / den)
+
+
+def _usable(y, mask):
+    yy = np.asarray(y, np.float64).reshape(y.shape[0], -1)
+    return np.asarray(mask) & np.all(np.isfinite(yy), axis=1)
+
+
+def ref_chebyls(y, mask, alpha, beta, d):
+    sel = _usable(y, mask)
+    a = np.asarray(alpha, np.float64)
+    yy = np.asarray(y, np.float64).reshape(y.shape[0], -1)
+    t = np.polynomial.chebyshev.chebvander(a[sel], d - 1)
+    c, *_ = np.linalg.lstsq(t, yy[sel], rcond=None)
+    tb = np.polynomial.chebyshev.chebvander(np.asarray(beta, np.float64), d - 1)
+    scale = np.full(d, np.sqrt(2.0 / a.size))
+    scale[0] = np.sqrt(1.0 / a.size)
+    kappa = np.linalg.cond(t * scale)
+    return (tb @ c).reshape((len(beta),) + y.shape[1:]), kappa
+
+
+def ref_threshold(y, mask, alpha, beta, d, order):
+    sel = _usable(y, mask)
+    chosen = [int(i) for i in order if sel[int(i)]][:d]
+    m2 = np.zeros(len(alpha), bool)
+    m2[chosen] = True
+    return ref_chebyls(y, m2, alpha, beta, d)
+
+
+def ref_berrut(y, mask, nodes, z):
+    """Berrut over the distinct usable nodes (lowest index kept), exact at nodes."""
+    sel = _usable(y, mask)
+    x = np.asarray(nodes, np.float64)
+    yy = np.asarray(y, np.float64).reshape(y.shape[0], -1)
+    keep, seen = [], set()
+    for i in range(len(x)):
+        if sel[i] and x[i] not in seen:
+            seen.add(x[i])
+            keep.append(i)
+    keep = sorted(keep, key=lambda i: x[i])
+    xs, ys = x[keep], yy[keep]
+    out = []
+    for zq in np.asarray(z, np.float64):
+        hit = np.flatnonzero(xs == zq)
+        if hit.size:
+            out.append(ys[hit[0]])
+            continue
+        w = (-1.0) ** np.arange(len(xs)) / (zq - xs)
+        out.append(w @ ys / w.sum())
+    lam = 0.0
+    for zq in np.asarray(z, np.float64):
+        if np.any(xs == zq):
+            lam = max(lam, 1.0)
+            continue
+        w = (-1.0) ** np.arange(len(xs)) / (zq - xs)
+        lam = max(lam, np.sum(np.abs(w)) / abs(w.sum()))
+    return np.array(out).reshape((len(z),) + y.shape[1:]), lam
+
+
+def ref_nercc(y, mask, nodes, z):
+    sel = _usable(y, mask)
+    x = np.asarray(nodes, np.float64)
+    yy = np.asarray(y, np.float64).reshape(y.shape[0], -1)
+    idx, seen = [], set()
+    for i in np.flatnonzero(sel):  # merge repeated nodes: the lowest index is kept
+        if x[i] not in seen:
+            seen.add(x[i])
+            idx.append(i)
+    idx = sorted(idx, key=lambda i: x[i])
+    s = CubicSpline(x[idx], yy[idx], bc_type="natural")
+    return s(np.asarray(z, np.float64)).reshape((len(z),) + y.shape[1:]), 4.0
+
+
+# ----------------------------------------------------------------------------------
+# inputs
+
+ALPHA = cj.chebyshev_points(M)
+BETA = cj.chebyshev_points(K)
+BBETA, BALPHA = cj.bacc_points(K, M)
+LAYOUT = cj.repapprox_layout(2, 2, 6)
+
+
+def _payload(alpha, scale=1.0, dtype=jnp.float32):
+    """y [M, F]: polynomials of degree < D at the points (exact for ChebyLS)."""
+    a = np.asarray(alpha, np.float64)
+    y = np.stack([1 + a - 0.5 * a**4, 0.25 - a**2 + a**3], axis=1) * scale
+    return jnp.asarray(y, dtype)
+
+
+ALL = jnp.ones(M, bool)
+SOME = jnp.array([1, 1, 0, 1, 1, 0, 1, 1], bool)  # 6 responders
+EXACT_D = jnp.array([1, 0, 1, 1, 0, 1, 0, 1], bool)  # 5 = D responders
+FEW = jnp.array([1, 0, 0, 1, 0, 1, 0, 1], bool)  # 4 < D
+NONE = jnp.zeros(M, bool)
+ONE = jnp.array([0, 0, 0, 1, 0, 0, 0, 0], bool)
+
+
+def _with_row(y, i, v):
+    return y.at[i].set(v)
+
+
+# ----------------------------------------------------------------------------------
+# runner
+
+
+class _Traced:
+    """jit / vmap wrappers cached per (function, static kwargs), so value cases reuse
+    one compiled program."""
+
+    cache: dict = {}
+
+    @classmethod
+    def get(cls, mode, fn, n_arrays, static):
+        key = (mode, fn, n_arrays, static)
+        if key not in cls.cache:
+
+            def call(*arrays):
+                return fn(*arrays, **dict(static))
+
+            if mode == "jit":
+                cls.cache[key] = jax.jit(call)
+            else:
+                cls.cache[key] = jax.jit(jax.vmap(call))
+        return cls.cache[key]
+
+
+def _run(mode, fn, arrays, static):
+    if mode == "eager":
+        return fn(*arrays, **dict(static))
+    f = _Traced.get(mode, fn, len(arrays), tuple(sorted(static.items())))
+    if mode == "jit":
+        return f(*arrays)
+    stacked = [jnp.stack([a, a]) for a in arrays]
+    r = f(*stacked)
+    return jax.tree_util.tree_map(lambda x: x[0], r)
+
+
+def _check_ok_false(r, name):
+    assert not bool(np.any(np.asarray(r.ok))), f"{name}: ok True, expected False"
+    assert np.all(np.asarray(r.status) != int(cj.Status.SUCCESS)), name
+    v = np.asarray(r.value)
+    exact = np.asarray(getattr(r, "exact", np.zeros(v.shape[0], bool)))
+    assert np.all(v[~exact] == 0), f"{name}: value not zeroed when not ok"
+    assert np.all(np.isinf(np.asarray(r.error))), f"{name}: error not inf"
+
+
+def _check_correct(r, ref, name, *, worker=jnp.float32, acc=np.float32, floor=0.0):
+    expect, gain = ref
+    assert bool(np.all(np.asarray(r.ok))), (
+        f"{name}: ok False (status {np.asarray(r.status)}), expected a value"
+    )
+    v = np.asarray(r.value, np.float64)
+    assert v.shape == expect.shape, f"{name}: shape {v.shape} != {expect.shape}"
+    assert np.all(np.isfinite(v)), f"{name}: non-finite value with ok True"
+    big = float(np.max(np.abs(expect), initial=0.0))
+    u_w, u_a = cj.unit_roundoff(worker), float(np.finfo(acc).eps) / 2
+    tol = 16 * (u_w + 64 * M * u_a) * max(1.0, gain) * max(big, 1e-300) + floor
+    err = float(np.max(np.abs(v - expect), initial=0.0))
+    assert err <= tol, f"{name}: error {err:.3g} > tol {tol:.3g}"
+
+
+def _check_error(exc, fname, name):
+    assert isinstance(exc, (ValueError, TypeError)), (
+        f"{name}: {type(exc).__name__}: {exc}"
+    )
+    assert str(exc).startswith(f"{fname}:"), f"{name}: unclear message: {exc}"
+
+
+# ----------------------------------------------------------------------------------
+# the table: (name, public function name, callable, arrays, static kwargs,
+#             expected outcome per mode, reference or None)
+
+CASES = []
+
+
+def case(name, fname, fn, arrays, static, expect, ref=None, **check):
+    if isinstance(expect, str):
+        expect = {"eager": expect, "jit": expect, "vmap": expect}
+    if fname == "chebyls_decode_batched":  # already batched: no vmap mode
+        expect = {k: v for k, v in expect.items() if k != "vmap"}
+    CASES.append((name, fname, fn, arrays, static, expect, ref, check))
+
+
+EAGER_ERR = {"eager": "error", "jit": "ok_false", "vmap": "ok_false"}
+
+# ---- least-squares decoders: chebyls_decode and threshold_decode ----------------
+ORDER = jnp.arange(M, dtype=jnp.int32)[::-1]
+
+
+def _ls_cases(fname, fn, extra, ref_fn):
+    st = {"num_coeffs": D}
+    y = _payload(ALPHA)
+
+    def add(tag, arrays, expect, **kw):
+        case(f"{fname}/{tag}", fname, fn, list(arrays) + extra, st, expect, **kw)
+
+    def refd(yv, mk, **kw):
+        return ref_fn(yv, mk, ALPHA, BETA, D, *[np.asarray(e) for e in extra])
+
+    add("all", (y, ALL, ALPHA, BETA), "correct", ref=refd(y, ALL))
+    add("some", (y, SOME, ALPHA, BETA), "correct", ref=refd(y, SOME))
+    add("exactly_D", (y, EXACT_D, ALPHA, BETA), "correct", ref=refd(y, EXACT_D))
+    add("too_few", (y, FEW, ALPHA, BETA), "ok_false")
+    add("none", (y, NONE, ALPHA, BETA), "ok_false")
+    yn = _with_row(y, 0, jnp.nan)
+    add("nan_row", (yn, ALL, ALPHA, BETA), "correct", ref=refd(yn, ALL))
+    yi = _with_row(y, 3, jnp.inf)
+    add("inf_row", (yi, ALL, ALPHA, BETA), "correct", ref=refd(yi, ALL))
+    ym = _with_row(y, 2, -jnp.inf)
+    add("inf_missing_row", (ym, SOME, ALPHA, BETA), "correct", ref=refd(ym, SOME))
+    yall = jnp.full_like(y, jnp.nan)
+    add("all_nan", (yall, ALL, ALPHA, BETA), "ok_false")
+    y4 = y.at[0, 0].set(jnp.nan).at[1, 1].set(jnp.inf).at[4, 0].set(jnp.nan)
+    # 3 bad rows of 8 leave exactly D = 5 usable: decodable
+    add("nan_inf_mix", (y4, ALL, ALPHA, BETA), "correct", ref=refd(y4, ALL))
+    big = _payload(ALPHA, 1e38)
+    add("huge", (big, ALL, ALPHA, BETA), "correct", ref=refd(big, ALL))
+    add("huge_some", (big, SOME, ALPHA, BETA), "correct", ref=refd(big, SOME))
+    tiny = _payload(ALPHA, 1e-30)
+    add("tiny", (tiny, ALL, ALPHA, BETA), "correct", ref=refd(tiny, ALL))
+    sub = _payload(ALPHA, 1e-40)
+    add(
+        "subnormal",
+        (sub, ALL, ALPHA, BETA),
+        "correct",
+        ref=refd(sub, ALL),
+        floor=64 * float(np.finfo(F32).tiny),
+    )
+    zero = jnp.zeros_like(y)
+    add("zeros", (zero, ALL, ALPHA, BETA), "correct", ref=refd(zero, ALL))
+    y1 = y[:, 0]
+    add("y_1d", (y1, SOME, ALPHA, BETA), "correct", ref=refd(y1, SOME))
+    y3 = jnp.stack([y, 2 * y], axis=2)
+    add("y_3d", (y3, SOME, ALPHA, BETA), "correct", ref=refd(y3, SOME))
+    ybf = y.astype(jnp.bfloat16)
+    add(
+        "bf16",
+        (ybf, SOME, ALPHA, BETA),
+        "correct",
+        ref=refd(ybf.astype(jnp.float32), SOME),
+        worker=jnp.bfloat16,
+    )
+    yf16 = (y * 3e4).astype(jnp.float16)  # |y| <= 4.5e4 < 65504
+    add(
+        "f16_near_max",
+        (yf16, SOME, ALPHA, BETA),
+        "correct",
+        ref=refd(yf16.astype(jnp.float32), SOME),
+        worker=jnp.float16,
+    )
+    add("y_int", (y.astype(jnp.int32), ALL, ALPHA, BETA), "error")
+    add("y_short", (y[:-1], ALL[:-1], ALPHA, BETA), "error")
+    add("mask_int", (y, ALL.astype(jnp.int32), ALPHA, BETA), "error")
+    add("mask_short", (y, ALL[:-1], ALPHA, BETA), "error")
+    add("mask_2d", (y, ALL[None], ALPHA, BETA), "error")
+    add("alpha_short", (y, ALL, ALPHA[:-1], BETA), "error")
+    add("alpha_2d", (y, ALL, ALPHA[None], BETA), "error")
+    add("alpha_int", (y, ALL, jnp.arange(M), BETA), "error")
+    dup = ALPHA.at[1].set(ALPHA[0])
+    add("alpha_dup", (y, ALL, dup, BETA), EAGER_ERR)
+    add("alpha_nan", (y, ALL, ALPHA.at[2].set(jnp.nan), BETA), EAGER_ERR)
+    add("alpha_inf", (y, ALL, ALPHA.at[2].set(jnp.inf), BETA), EAGER_ERR)
+    add("beta_nan", (y, ALL, ALPHA, BETA.at[0].set(jnp.nan)), EAGER_ERR)
+    add("beta_dup", (y, ALL, ALPHA, BETA.at[1].set(BETA[0])), EAGER_ERR)
+    add("beta_2d", (y, ALL, ALPHA, BETA[None]), "error")
+
+
+_ls_cases("chebyls_decode", cj.chebyls_decode, [], ref_chebyls)
+
+
+def _thr(y, mask, alpha, beta, order, **kw):
+    return cj.threshold_decode(y, mask, alpha, beta, order=order, **kw)
+
+
+_ls_cases("threshold_decode", _thr, [ORDER], ref_threshold)
+
+
+def _st_cases():
+    y = _payload(ALPHA)
+    base = [y, ALL, ALPHA, BETA]
+    for fname, fn, extra in (
+        ("chebyls_decode", cj.chebyls_decode, []),
+        ("threshold_decode", _thr, [ORDER]),
+    ):
+        for tag, st in (
+            ("D_gt_M", {"num_coeffs": M + 1}),
+            ("D_zero", {"num_coeffs": 0}),
+            ("D_float", {"num_coeffs": 3.0}),
+            ("D_bool", {"num_coeffs": True}),
+            ("acc_bf16", {"num_coeffs": D, "accum_dtype": jnp.bfloat16}),
+            ("acc_int", {"num_coeffs": D, "accum_dtype": jnp.int32}),
+            ("acc_f64_no_x64", {"num_coeffs": D, "accum_dtype": jnp.float64}),
+            ("acc_bad", {"num_coeffs": D, "accum_dtype": "nonsense"}),
+        ):
+            case(f"{fname}/{tag}", fname, fn, base + extra, st, "error")
+        case(
+            f"{fname}/acc_str_f32",
+            fname,
+            fn,
+            base + extra,
+            {"num_coeffs": D, "accum_dtype": "float32"},
+            "correct",
+            ref=(ref_chebyls if not extra else ref_threshold)(
+                y, ALL, ALPHA, BETA, D, *[np.asarray(e) for e in extra]
+            ),
+        )
+        case(
+            f"{fname}/y_none",
+            fname,
+            fn,
+            [None, ALL, ALPHA, BETA] + extra,
+            {"num_coeffs": D},
+            {"eager": "error"},
+        )
+    # threshold order rules
+    f, fn = "threshold_decode", _thr
+    st = {"num_coeffs": D}
+    rep = jnp.array([0, 0, 1, 2, 3, 4, 5, 6], jnp.int32)
+    case(f"{f}/order_repeated", f, fn, base + [rep], st, EAGER_ERR)
+    neg = ORDER.at[0].set(-1)
+    case(f"{f}/order_negative", f, fn, base + [neg], st, EAGER_ERR)
+    big = ORDER.at[0].set(M)
+    case(f"{f}/order_out_of_range", f, fn, base + [big], st, EAGER_ERR)
+    short = ORDER[:3]
+    case(f"{f}/order_short", f, fn, base + [short], st, "ok_false")
+    case(f"{f}/order_float", f, fn, base + [ORDER.astype(jnp.float32)], st, "error")
+    long = jnp.arange(M + 1, dtype=jnp.int32)
+    case(f"{f}/order_long", f, fn, base + [long], st, "error")
+    case(f"{f}/order_2d", f, fn, base + [ORDER[None]], st, "error")
+    spread = cj.spread_order(SOME, num_coeffs=D)
+    case(
+        f"{f}/spread_order",
+        f,
+        fn,
+        [y, SOME, ALPHA, BETA, spread],
+        st,
+        "correct",
+        ref=ref_threshold(y, SOME, ALPHA, BETA, D, np.asarray(spread)),
+    )
+
+
+_st_cases()
+
+# ---- interpolating decoders: berrut_decode, nercc_decode -------------------------
+
+
+def _interp_cases(fname, fn, ref_fn, static, min_nodes):
+    y = jnp.asarray(np.sin(3 * np.asarray(BALPHA, np.float64))[:, None] * [1, 2], F32)
+
+    def add(tag, arrays, expect, **kw):
+        case(f"{fname}/{tag}", fname, fn, arrays, static, expect, **kw)
+
+    def refd(yv, mk, nodes=BALPHA):
+        return ref_fn(yv, mk, nodes, BBETA)
+
+    add("all", (y, ALL, BALPHA, BBETA), "correct", ref=refd(y, ALL))
+    add("some", (y, SOME, BALPHA, BBETA), "correct", ref=refd(y, SOME))
+    add("few", (y, FEW, BALPHA, BBETA), "correct", ref=refd(y, FEW))
+    if min_nodes == 1:
+        add("one", (y, ONE, BALPHA, BBETA), "correct", ref=refd(y, ONE))
+        add("none", (y, NONE, BALPHA, BBETA), "ok_false")
+    else:
+        add("one", (y, ONE, BALPHA, BBETA), EAGER_ERR)
+        add("none", (y, NONE, BALPHA, BBETA), EAGER_ERR)
+    yn = _with_row(y, 0, jnp.nan)
+    add("nan_row", (yn, ALL, BALPHA, BBETA), "correct", ref=refd(yn, ALL))
+    yi = _with_row(y, 5, -jnp.inf)
+    add("inf_row", (yi, SOME, BALPHA, BBETA), "correct", ref=refd(yi, SOME))
+    yall = jnp.full_like(y, jnp.inf)
+    add(
+        "all_inf",
+        (yall, ALL, BALPHA, BBETA),
+        "ok_false" if min_nodes == 1 else EAGER_ERR,
+    )
+    big = y * 3e38
+    add("huge", (big, ALL, BALPHA, BBETA), "correct", ref=refd(big, ALL))
+    sub = y * 1e-40
+    add(
+        "subnormal",
+        (sub, ALL, BALPHA, BBETA),
+        "correct",
+        ref=refd(sub, ALL),
+        floor=64 * float(np.finfo(F32).tiny),
+    )
+    dup = BALPHA.at[1].set(BALPHA[0])
+    ydup = y.at[1].set(y[0])
+    add("alpha_repeated", (ydup, ALL, dup, BBETA), "correct", ref=refd(ydup, ALL, dup))
+    ybeta = jnp.asarray(np.sin(3 * np.asarray(BALPHA, np.float64))[:, None], F32)
+    at_node = BALPHA[jnp.array([1, 3, 6])]
+    add(
+        "beta_at_nodes",
+        (ybeta, ALL, BALPHA, at_node),
+        "correct",
+        ref=ref_fn(ybeta, ALL, BALPHA, at_node),
+    )
+    add("alpha_nan", (y, ALL, BALPHA.at[2].set(jnp.nan), BBETA), EAGER_ERR)
+    add("beta_inf", (y, ALL, BALPHA, BBETA.at[0].set(jnp.inf)), EAGER_ERR)
+    add("y_int", (y.astype(jnp.int32), ALL, BALPHA, BBETA), "error")
+    add("y_short", (y[:-1], ALL, BALPHA, BBETA), "error")
+    add("mask_float", (y, ALL.astype(F32), BALPHA, BBETA), "error")
+    add("mask_2d", (y, ALL[None], BALPHA, BBETA), "error")
+    add("alpha_2d", (y, ALL, BALPHA[None], BBETA), "error")
+    add("beta_scalar", (y, ALL, BALPHA, BBETA[0]), "error")
+    ybf = y.astype(jnp.bfloat16)
+    add(
+        "bf16",
+        (ybf, SOME, BALPHA, BBETA),
+        "correct",
+        ref=refd(ybf.astype(F32), SOME),
+        worker=jnp.bfloat16,
+    )
+    add("y_none", (None, ALL, BALPHA, BBETA), {"eager": "error"})
+    for tag, st in (
+        ("acc_bf16", {"accum_dtype": jnp.bfloat16}),
+        ("acc_f64_no_x64", {"accum_dtype": jnp.float64}),
+    ):
+        case(
+            f"{fname}/{tag}",
+            fname,
+            fn,
+            [y, ALL, BALPHA, BBETA],
+            {**static, **st},
+            "error",
+        )
+
+
+_interp_cases("berrut_decode", cj.berrut_decode, ref_berrut, {}, 1)
+_interp_cases("nercc_decode", cj.nercc_decode, ref_nercc, {"smoothing": 0.0}, 2)
+
+
+def _nercc_lam(y, mask, alpha, beta, lam):
+    return cj.nercc_decode(y, mask, alpha, beta, smoothing=lam)
+
+
+for tag, lam in (("neg", -1.0), ("nan", float("nan")), ("inf", float("inf"))):
+    # a concrete smoothing is checked; a traced one gives ok False (BAD_POINTS)
+    case(
+        f"nercc_decode/smoothing_{tag}",
+        "nercc_decode",
+        _nercc_lam,
+        [_payload(BALPHA), ALL, BALPHA, BBETA, jnp.asarray(lam, F32)],
+        {},
+        EAGER_ERR,
+    )
+case(
+    "nercc_decode/smoothing_vector",
+    "nercc_decode",
+    cj.nercc_decode,
+    [_payload(BALPHA), ALL, BALPHA, BBETA],
+    {"smoothing": (0.1, 0.2)},
+    "error",
+)
+
+# ---- RepApprox -------------------------------------------------------------------
+
+
+def _rep(y, mask, smoothing=0.0, **kw):
+    return cj.repapprox_decode(y, mask, LAYOUT, smoothing=smoothing, **kw)
+
+
+def _rep_cases():
+    nodes = np.asarray(LAYOUT.nodes)
+    beta = np.asarray(LAYOUT.beta)
+    x = jnp.asarray([[0.3, -1.0], [2.0, 0.5]], F32)
+    y = cj.repapprox_encode(x, LAYOUT) ** 2
+    m6 = jnp.ones(6, bool)
+    f = "repapprox_decode"
+
+    def add(tag, arrays, expect, static=None, **kw):
+        case(f"{f}/{tag}", f, _rep, arrays, static or {}, expect, **kw)
+
+    add("all", (y, m6), "correct", ref=ref_berrut(y, m6, nodes, beta))
+    lost = jnp.array([0, 0, 1, 1, 1, 1], bool)
+    add("group_lost", (y, lost), "correct", ref=ref_berrut(y, lost, nodes, beta))
+    add("none", (y, jnp.zeros(6, bool)), "ok_false")
+    yn = y.at[2].set(jnp.nan)
+    add("nan_replica", (yn, m6), "correct", ref=ref_berrut(yn, m6, nodes, beta))
+    big = y * 1e38
+    add("huge", (big, m6), "correct", ref=ref_berrut(big, m6, nodes, beta))
+    add("y_int", (y.astype(jnp.int32), m6), "error")
+    add("y_short", (y[:-1], m6[:-1]), "error")
+    add("mask_2d", (y, m6[None]), "error")
+    add("fallback_bad", (y, m6), "error", static={"fallback": "lagrange"})
+    add(
+        "smoothing_neg",
+        (y, m6, jnp.asarray(-1.0, F32)),
+        EAGER_ERR,
+        static={"fallback": "nercc"},
+    )
+    add("acc_f64", (y, m6), "error", static={"accum_dtype": jnp.float64})
+
+
+_rep_cases()
+
+# ---- batched ChebyLS -------------------------------------------------------------
+
+
+def _batched_cases():
+    f = "chebyls_decode_batched"
+    fn = cj.chebyls_decode_batched
+    y = _payload(ALPHA)
+    masks = jnp.stack([ALL, SOME, EXACT_D, FEW])
+    st = {"num_coeffs": D}
+    refs = [ref_chebyls(y, m, ALPHA, BETA, D)[0] for m in (ALL, SOME, EXACT_D)]
+
+    def batched_ref(yv, ms):
+        out = [ref_chebyls(yv, m, ALPHA, BETA, D) for m in ms]
+        return np.stack([o[0] for o in out]), max(o[1] for o in out)
+
+    good = masks[:3]
+    case(
+        f"{f}/shared",
+        f,
+        fn,
+        [y, good, ALPHA, BETA],
+        st,
+        "correct",
+        ref=batched_ref(y, good),
+    )
+    yb = jnp.stack([y, 2 * y, -y])
+    ref_b = (np.stack([refs[0], 2 * refs[1], -refs[2]]), batched_ref(y, good)[1])
+    case(f"{f}/per_mask", f, fn, [yb, good, ALPHA, BETA], st, "correct", ref=ref_b)
+    few = jnp.stack([FEW, NONE, FEW])
+    case(f"{f}/too_few", f, fn, [y, few, ALPHA, BETA], st, "ok_false")
+    big = _payload(ALPHA, 1e38)
+    case(
+        f"{f}/huge",
+        f,
+        fn,
+        [big, good, ALPHA, BETA],
+        st,
+        "correct",
+        ref=batched_ref(big, good),
+    )
+    yn = _with_row(y, 1, jnp.nan)
+    case(
+        f"{f}/nan_row",
+        f,
+        fn,
+        [yn, good, ALPHA, BETA],
+        st,
+        "correct",
+        ref=batched_ref(yn, good),
+    )
+    case(f"{f}/zero_masks", f, fn, [y, masks[:0], ALPHA, BETA], st, "error")
+    case(f"{f}/masks_1d", f, fn, [y, ALL, ALPHA, BETA], st, "error")
+    case(
+        f"{f}/masks_int", f, fn, [y, masks.astype(jnp.int32), ALPHA, BETA], st, "error"
+    )
+    amb = jnp.ones((M, M), bool)
+    ysq = jnp.ones((M, M, 2), F32)
+    case(f"{f}/ambiguous", f, fn, [ysq, amb, ALPHA, BETA], st, "error")
+    case(
+        f"{f}/shared_y_wrong",
+        f,
+        fn,
+        [yb, good, ALPHA, BETA],
+        {**st, "shared_y": True},
+        "error",
+    )
+    case(
+        f"{f}/shared_y_str",
+        f,
+        fn,
+        [y, good, ALPHA, BETA],
+        {**st, "shared_y": "yes"},
+        "error",
+    )
+    case(f"{f}/y_bad", f, fn, [y[:-1], good, ALPHA, BETA], st, "error")
+    case(
+        f"{f}/acc_f64",
+        f,
+        fn,
+        [y, good, ALPHA, BETA],
+        {**st, "accum_dtype": jnp.float64},
+        "error",
+    )
+
+
+_batched_cases()
+
+# ---- decoding matrices, encoders and helpers (eager only: they take Python
+# sizes or return plain arrays) -----------------------------------------------------
+
+EAGER = {"eager": "error"}
+
+
+def helper(name, fname, thunk, expect="error", check=None):
+    """A call whose outcome is an error, or a value that ``check`` verifies."""
+    CASES.append((name, fname, thunk, None, None, {"eager": expect}, check, {}))
+
+
+def _helper_cases():
+    pts = cj.chebyshev_points
+    helper(
+        "chebyshev_points/int_dtype",
+        "chebyshev_points",
+        lambda: pts(5, dtype=jnp.int32),
+    )
+    helper(
+        "chebyshev_points/bool_dtype", "chebyshev_points", lambda: pts(5, dtype=bool)
+    )
+    helper("chebyshev_points/bad_dtype", "chebyshev_points", lambda: pts(5, dtype="x"))
+    helper("chebyshev_points/n0", "chebyshev_points", lambda: pts(0))
+    helper("chebyshev_points/n_float", "chebyshev_points", lambda: pts(3.0))
+    helper("chebyshev_points/kind3", "chebyshev_points", lambda: pts(3, kind=3))
+    helper("chebyshev_points/kind2_n1", "chebyshev_points", lambda: pts(1, kind=2))
+    helper(
+        "chebyshev_points/bf16",
+        "chebyshev_points",
+        lambda: pts(5, dtype=jnp.bfloat16),
+        "correct",
+        lambda v: np.allclose(np.asarray(v, np.float64), _cheBBETAnp(5), atol=4e-3),
+    )
+    helper(
+        "chebyshev_points/n1",
+        "chebyshev_points",
+        lambda: pts(1),
+        "correct",
+        lambda v: np.asarray(v).tolist() == [0.0],
+    )
+    cv = cj.chebyshev_vandermonde
+    helper("chebyshev_vandermonde/D0", "chebyshev_vandermonde", lambda: cv(ALPHA, 0))
+    helper(
+        "chebyshev_vandermonde/int_x",
+        "chebyshev_vandermonde",
+        lambda: cv(jnp.arange(3), 2),
+    )
+    helper(
+        "chebyshev_vandermonde/nan_x",
+        "chebyshev_vandermonde",
+        lambda: cv(jnp.array([0.5, jnp.nan]), 3),
+        "correct",
+        lambda v: np.isnan(np.asarray(v)[1, 1]) and np.asarray(v)[0, 2] == -0.5,
+    )
+    key = jax.random.key(0)
+    sm = cj.sample_masks
+    helper(
+        "sample_masks/N_gt_M",
+        "sample_masks",
+        lambda: sm(key, num_workers=3, num_responses=4),
+    )
+    helper(
+        "sample_masks/M0",
+        "sample_masks",
+        lambda: sm(key, num_workers=0, num_responses=0),
+    )
+    helper(
+        "sample_masks/N_neg",
+        "sample_masks",
+        lambda: sm(key, num_workers=3, num_responses=-1),
+    )
+    helper(
+        "sample_masks/int_key",
+        "sample_masks",
+        lambda: sm(0, num_workers=3, num_responses=1),
+    )
+    helper(
+        "sample_masks/neg_shape",
+        "sample_masks",
+        lambda: sm(key, num_workers=3, num_responses=1, shape=(-1,)),
+    )
+    helper(
+        "sample_masks/shape_str",
+        "sample_masks",
+        lambda: sm(key, num_workers=3, num_responses=1, shape="ab"),
+    )
+    helper(
+        "sample_masks/N0",
+        "sample_masks",
+        lambda: sm(key, num_workers=4, num_responses=0, shape=(3,)),
+        "correct",
+        lambda v: not np.any(np.asarray(v)),
+    )
+    helper(
+        "sample_masks/NM",
+        "sample_masks",
+        lambda: sm(key, num_workers=4, num_responses=4, shape=(3,)),
+        "correct",
+        lambda v: np.all(np.asarray(v)),
+    )
+    sa = cj.sample_arrivals
+    kw = {"num_workers": 6, "num_responses": 3}
+    for tag, extra in (
+        ("shift_inf", {"shift": float("inf")}),
+        ("shift_nan", {"shift": float("nan")}),
+        ("shift_neg", {"shift": -1.0}),
+        ("rate_inf", {"rate": float("inf")}),
+        ("rate_zero", {"rate": 0.0}),
+        ("rate_str", {"rate": "fast"}),
+        ("scale_zero", {"model": "pareto", "scale": 0.0}),
+        ("tail_zero", {"model": "pareto", "tail_index": 0.0}),
+        ("tail_nan", {"model": "pareto", "tail_index": float("nan")}),
+        ("model_bad", {"model": "weibull"}),
+        ("N_gt_M", {"num_responses": 7}),
+        ("N0", {"num_responses": 0}),
+    ):
+        helper(
+            f"sample_arrivals/{tag}",
+            "sample_arrivals",
+            lambda e=extra: sa(key, **{**kw, **e}),
+        )
+    helper(
+        "sample_arrivals/traced_shift",
+        "sample_arrivals",
+        lambda: jax.jit(lambda s: sa(key, shift=s, **kw).time)(1.0),
+    )
+
+    def varies(**e):
+        masks = sa(key, **{**kw, **e}, shape=(64,)).mask
+        return len({tuple(r) for r in np.asarray(masks).tolist()}) > 8
+
+    for tag, extra in (
+        ("huge_shift_varies", {"shift": 1e30}),
+        ("tiny_rate_varies", {"rate": 1e-30}),
+        ("tiny_tail_varies", {"model": "pareto", "tail_index": 1e-3}),
+        ("huge_scale_varies", {"model": "pareto", "scale": 1e38}),
+    ):
+        helper(
+            f"sample_arrivals/{tag}",
+            "sample_arrivals",
+            lambda e=extra: e,
+            "correct",
+            lambda e: varies(**e),
+        )
+    fa = cj.first_arrivals
+    helper(
+        "first_arrivals/nan_latency",
+        "first_arrivals",
+        lambda: fa(jnp.array([jnp.nan, 1.0, 2.0, 3.0]), num_responses=2),
+        "correct",
+        lambda a: float(a.time) == 2.0 and np.asarray(a.mask).tolist() == [0, 1, 1, 0],
+    )
+    helper(
+        "first_arrivals/too_many_nan",
+        "first_arrivals",
+        lambda: fa(jnp.array([jnp.nan, 1.0, jnp.nan]), num_responses=2),
+        "correct",
+        lambda a: np.isinf(float(a.time)),
+    )
+    helper(
+        "first_arrivals/inf_latency",
+        "first_arrivals",
+        lambda: fa(jnp.array([jnp.inf, 1.0, 2.0]), num_responses=3),
+        "correct",
+        lambda a: np.isinf(float(a.time)) and int(np.asarray(a.order)[-1]) == 0,
+    )
+    helper(
+        "first_arrivals/int",
+        "first_arrivals",
+        lambda: fa(jnp.arange(3), num_responses=1),
+    )
+    helper(
+        "first_arrivals/N0", "first_arrivals", lambda: fa(jnp.ones(3), num_responses=0)
+    )
+    helper(
+        "first_arrivals/N_gt_M",
+        "first_arrivals",
+        lambda: fa(jnp.ones(3), num_responses=4),
+    )
+    helper(
+        "first_arrivals/scalar",
+        "first_arrivals",
+        lambda: fa(jnp.ones(()), num_responses=1),
+    )
+    helper("first_arrivals/none", "first_arrivals", lambda: fa(None, num_responses=1))
+    wc = cj.worst_case_mask
+    helper(
+        "worst_case_mask/chunk0",
+        "worst_case_mask",
+        lambda: wc(ALPHA, num_coeffs=3, num_responses=5, chunk=0),
+    )
+    helper(
+        "worst_case_mask/chunk_neg",
+        "worst_case_mask",
+        lambda: wc(ALPHA, num_coeffs=3, num_responses=5, chunk=-1),
+    )
+    helper(
+        "worst_case_mask/nan_points",
+        "worst_case_mask",
+        lambda: wc(ALPHA.at[0].set(jnp.nan), num_coeffs=3, num_responses=5),
+    )
+    helper(
+        "worst_case_mask/N_lt_D",
+        "worst_case_mask",
+        lambda: wc(ALPHA, num_coeffs=5, num_responses=4),
+    )
+    helper(
+        "worst_case_mask/N_gt_M",
+        "worst_case_mask",
+        lambda: wc(ALPHA, num_coeffs=3, num_responses=9),
+    )
+    helper(
+        "worst_case_mask/max_neg",
+        "worst_case_mask",
+        lambda: wc(ALPHA, num_coeffs=3, num_responses=5, max_candidates=-1),
+    )
+    helper(
+        "worst_case_mask/greedy",
+        "worst_case_mask",
+        lambda: wc(ALPHA, num_coeffs=3, num_responses=5, max_candidates=0),
+        "correct",
+        lambda w: (not w.exhaustive) and int(w.mask.sum()) == 5 and np.isfinite(w.cond),
+    )
+    helper(
+        "worst_case_mask/chunk1",
+        "worst_case_mask",
+        lambda: wc(ALPHA, num_coeffs=3, num_responses=7, chunk=1),
+        "correct",
+        lambda w: w.exhaustive and w.num_examined == 8,
+    )
+    so = cj.spread_order
+    helper("spread_order/D0", "spread_order", lambda: so(ALL, num_coeffs=0))
+    helper(
+        "spread_order/mask_int",
+        "spread_order",
+        lambda: so(ALL.astype(int), num_coeffs=2),
+    )
+    helper(
+        "spread_order/none",
+        "spread_order",
+        lambda: so(NONE, num_coeffs=3),
+        "correct",
+        lambda o: sorted(np.asarray(o).tolist()) == list(range(M)),
+    )
+    rt = cj.recovery_threshold
+    helper("recovery_threshold/K0", "recovery_threshold", lambda: rt(0, 2))
+    helper("recovery_threshold/d_neg", "recovery_threshold", lambda: rt(3, -1))
+    helper("recovery_threshold/float", "recovery_threshold", lambda: rt(3.0, 2))
+    helper(
+        "recovery_threshold/d0",
+        "recovery_threshold",
+        lambda: rt(5, 0),
+        "correct",
+        lambda v: v == 1,
+    )
+    ad = cj.accumulation_dtype
+    helper("accumulation_dtype/int", "accumulation_dtype", lambda: ad(jnp.int32))
+    helper(
+        "accumulation_dtype/f64_no_x64",
+        "accumulation_dtype",
+        lambda: ad(jnp.float32, jnp.float64),
+    )
+    helper("accumulation_dtype/bad", "accumulation_dtype", lambda: ad("nonsense"))
+    bp = cj.bacc_points
+    helper("bacc_points/M1", "bacc_points", lambda: bp(2, 1))
+    helper("bacc_points/K0", "bacc_points", lambda: bp(0, 5))
+    # encoders
+    le, be, ne = cj.lagrange_encode, cj.berrut_encode, cj.nercc_encode
+    x = jnp.asarray([[1.0, -2.0], [0.5, 3.0], [2.0, 1.0]], F32)
+    for fname, enc, kw2 in (
+        ("lagrange_encode", le, {}),
+        ("berrut_encode", be, {}),
+        ("nercc_encode", ne, {"smoothing": 0.0}),
+    ):
+        helper(
+            f"{fname}/beta_dup",
+            fname,
+            lambda e=enc, k=kw2: e(x, BBETA.at[1].set(BBETA[0]), BALPHA, **k),
+        )
+        helper(
+            f"{fname}/beta_nan",
+            fname,
+            lambda e=enc, k=kw2: e(x, BBETA.at[1].set(jnp.nan), BALPHA, **k),
+        )
+        helper(
+            f"{fname}/alpha_inf",
+            fname,
+            lambda e=enc, k=kw2: e(x, BBETA, BALPHA.at[1].set(jnp.inf), **k),
+        )
+        helper(
+            f"{fname}/x_int",
+            fname,
+            lambda e=enc, k=kw2: e(x.astype(int), BBETA, BALPHA, **k),
+        )
+        helper(
+            f"{fname}/x_scalar",
+            fname,
+            lambda e=enc, k=kw2: e(x[0, 0], BBETA, BALPHA, **k),
+        )
+        helper(
+            f"{fname}/beta_len",
+            fname,
+            lambda e=enc, k=kw2: e(x, BBETA[:2], BALPHA, **k),
+        )
+        helper(
+            f"{fname}/jit_dup_poisoned",
+            fname,
+            lambda e=enc, k=kw2: jax.jit(lambda b: e(x, b, BALPHA, **k))(
+                BBETA.at[1].set(BBETA[0])
+            ),
+            "correct",
+            lambda v: bool(np.all(np.isnan(np.asarray(v)))),
+        )
+        helper(
+            f"{fname}/huge",
+            fname,
+            lambda e=enc, k=kw2: (
+                e(x * 1e38, BBETA, BALPHA, **k),
+                e(x, BBETA, BALPHA, **k),
+            ),
+            "correct",
+            lambda p: (
+                np.allclose(
+                    np.asarray(p[0], np.float64) / 1e38,
+                    np.asarray(p[1], np.float64),
+                    rtol=1e-5,
+                    atol=1e-5,
+                )
+                and np.all(np.isfinite(np.asarray(p[0])))
+            ),
+        )
+    helper(
+        "nercc_encode/jit_negative_smoothing",
+        "nercc_encode",
+        lambda: jax.jit(lambda s: ne(x, BBETA, BALPHA, smoothing=s))(-1.0),
+        "correct",
+        lambda v: bool(np.all(np.isnan(np.asarray(v)))),
+    )
+    helper("nercc_encode/K1", "nercc_encode", lambda: ne(x[:1], BBETA[:1], BALPHA))
+    helper(
+        "repapprox_encode/bad_layout",
+        "repapprox_encode",
+        lambda: cj.repapprox_encode(x, "layout"),
+    )
+    helper(
+        "repapprox_layout/M_small",
+        "repapprox_layout",
+        lambda: cj.repapprox_layout(3, 2, 5),
+    )
+    helper(
+        "repapprox_layout/c0", "repapprox_layout", lambda: cj.repapprox_layout(3, 0, 5)
+    )
+    # decoding matrices
+    for fname, fn, args, kw3 in (
+        (
+            "chebyls_decoding_matrix",
+            cj.chebyls_decoding_matrix,
+            (ALPHA, BETA),
+            {"num_coeffs": D},
+        ),
+        ("berrut_decoding_matrix", cj.berrut_decoding_matrix, (BALPHA, BBETA), {}),
+        ("nercc_decoding_matrix", cj.nercc_decoding_matrix, (BALPHA, BBETA), {}),
+    ):
+        helper(
+            f"{fname}/none_ok_false",
+            fname,
+            lambda f_=fn, a=args, k=kw3: f_(NONE, *a, **k),
+            "correct",
+            lambda r: (
+                (not bool(r.ok))
+                and np.all(np.asarray(r.value) == 0)
+                and np.isinf(float(r.error))
+            ),
+        )
+        helper(
+            f"{fname}/mask_int",
+            fname,
+            lambda f_=fn, a=args, k=kw3: f_(ALL.astype(int), *a, **k),
+        )
+        helper(
+            f"{fname}/acc_bf16",
+            fname,
+            lambda f_=fn, a=args, k=kw3: f_(ALL, *a, **k, accum_dtype=jnp.bfloat16),
+        )
+        helper(
+            f"{fname}/acc_f64",
+            fname,
+            lambda f_=fn, a=args, k=kw3: f_(ALL, *a, **k, accum_dtype=jnp.float64),
+        )
+        helper(
+            f"{fname}/rows_sum_one",
+            fname,
+            lambda f_=fn, a=args, k=kw3: f_(SOME, *a, **k),
+            "correct",
+            lambda r: (
+                bool(r.ok) and np.allclose(np.asarray(r.value).sum(1), 1.0, atol=1e-4)
+            ),
+        )
+
+
+_helper_cases()
+
+MODES = ("eager", "jit", "vmap")
+PARAMS = [
+    pytest.param(i, mode, id=f"{c[0]}-{mode}")
+    for i, c in enumerate(CASES)
+    for mode in MODES
+    if mode in c[5]
+]
+
+
+def test_table_is_large():
+    # distinct inputs, and runs over the modes where they are meaningful
+    assert len(CASES) >= 200, len(CASES)
+    assert len(PARAMS) >= 450, len(PARAMS)
+
+
+def _outcome(i, mode):
+    name, fname, fn, arrays, static, expect, ref, check = CASES[i]
+    want = expect[mode]
+    if arrays is None:  # helper: a thunk
+        try:
+            out = fn()
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if want != "error":
+                raise
+            _check_error(exc, fname, name)
+            return
+        assert want == "correct", f"{name}: returned {out!r}, expected an error"
+        assert ref(out), f"{name}: wrong result {out!r}"
+        return
+    try:
+        r = _run(mode, fn, arrays, static)
+        r = jax.block_until_ready(r)
+    except Exception as exc:  # noqa: BLE001 - classified below
+        if want != "error":
+            raise
+        _check_error(exc, fname, name)
+        return
+    assert want != "error", f"{name} [{mode}]: returned, expected an error"
+    if want == "ok_false":
+        _check_ok_false(r, f"{name} [{mode}]")
+    else:
+        _check_correct(r, ref, f"{name} [{mode}]", **check)
+
+
+@pytest.mark.parametrize("i,mode", PARAMS)
+def test_edge_input(i, mode):
+    _outcome(i, mode)

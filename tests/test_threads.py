@@ -1,0 +1,71 @@
+"""No hang when several Python threads run codedjax's batched decoders at once.
+
+With jaxlib 0.10.2 on CPU, batched LAPACK calls (QR inside the batched ChebyLS
+decoder's fallback tier) running concurrently from several threads deadlock XLA's
+intra-op thread pool (see ``codedjax._threads``). The library serialises such
+programs under ``cj.lapack_lock``. The threaded run happens in a subprocess with a
+timeout, so a hang fails the test instead of blocking the suite.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+SCRIPT = textwrap.dedent(
+    """
+    import threading
+    import jax, jax.numpy as jnp
+    import codedjax as cj
+
+    M, K = 40, 8
+    D = cj.recovery_threshold(K, 3)  # 22: N = D + 1 sends masks to the QR tier
+    alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
+    masks = cj.sample_masks(jax.random.key(1), num_workers=M, num_responses=D + 1,
+                            shape=(512,))
+    y = jax.random.normal(jax.random.key(2), (M, 16))
+    ref = cj.chebyls_decode_batched(y, masks, alpha, beta, num_coeffs=D)
+    user = jax.jit(jax.vmap(lambda mk: cj.chebyls_decode(y, mk, alpha, beta,
+                                                          num_coeffs=D)))
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(4):
+                r = cj.chebyls_decode_batched(y, masks, alpha, beta, num_coeffs=D)
+                assert bool(jnp.all(r.ok == ref.ok)), "ok differs across threads"
+                with cj.lapack_lock:  # a program the caller compiled itself
+                    jax.block_until_ready(user(masks[:64]))
+        except Exception as exc:  # reported by the parent
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print("errors", errors)
+    assert not errors
+    print("done")
+    """
+)
+
+
+def test_threaded_batched_decoders_do_not_hang():
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", SCRIPT],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("4 threads running batched decoders hung (240 s timeout)")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "done" in out.stdout
