@@ -35,6 +35,7 @@ from ._polynomial import (
 )
 from ._repapprox import repapprox_decode, repapprox_encode, repapprox_layout
 from ._result import DecodeResult, Status, finish
+from ._threads import serialised_call
 
 _POINT_KINDS = {"first": 1, "second": 2}
 
@@ -166,7 +167,11 @@ class Code:
                     f"{fname}: order must have shape [B, M] = [{b}, "
                     f"{self.num_workers}], got {tuple(order.shape)}"
                 )
-        return _decode_batched_jit(self, y, masks, order, bool(shared_y))
+        # vmapped decoders run batched LAPACK (QR, Cholesky) on CPU: one such
+        # program at a time in the process (see codedjax._threads)
+        return serialised_call(
+            _decode_batched_jit, self, y, masks, order, bool(shared_y)
+        )
 
     def decoding_matrix(
         self, mask: ArrayLike, *, dtype: Any = jnp.float32
