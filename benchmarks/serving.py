@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.serving --quick --out results/serving   # ~2 min on 2 CPUs
+    python -m benchmarks.serving --quick --out results/serving   # ~4 min on 2 CPUs
     python -m benchmarks.serving --out results/serving           # more requests
 
 K = 8 queries per request, M = 40 workers that compute f(x) = x^3 - x on F = 64
@@ -20,10 +20,11 @@ scheme, :class:`codedjax.serving.Injector`):
   error is below a budget (four bf16 roundings at the scale of the coded answers),
   with a deadline backstop.
 
-Measured on the thread cluster (M worker threads in this process, the injected delay
-a cancellable sleep): p50 / p99 / p99.9 latency, the ideal latency of the same draws
-(what a zero-overhead server would achieve), the engine's overhead (latency - ideal
-per request), how fast cancelled stragglers are released, and the decoded error
+Measured on the thread cluster (M workers in this process, each answer held until
+its injected delay has passed, cancellable): p50 / p99 / p99.9 latency, the ideal
+latency of the same draws (what a zero-overhead server would achieve), the engine's
+overhead (latency - ideal per request) and where it goes (answers delivered late,
+encode + decode), how fast cancelled stragglers are released, and the decoded error
 (max |value - f(x)| / max |f(x)|, float64 truth). Then the same schemes on the
 vectorised simulator (:func:`codedjax.serving.simulate_latency`) over 1e5 requests,
 with independent and correlated (rack) slowdowns, and with fewer workers per query
@@ -217,7 +218,9 @@ def run_threads(cfg: ServingConfig, *, show_progress: bool | None = None) -> dic
         with Server(code, worker_fn, backend=backend, policy=policy) as server:
             res = server.serve(xs, max_in_flight=1)
             wall = time.perf_counter() - t0
-            releases = np.asarray(backend.release_delays)
+        # after close(): a worker cancelled inside its call is free when it returns
+        releases = np.asarray(backend.release_delays)
+        in_call = np.asarray(backend.release_delays_in_call)
         m = code.num_workers
         delays, _ = inj.plan(np.arange(len(res)) + res[0].request_id, m)
         lat = np.array([r.latency for r in res])
@@ -229,6 +232,11 @@ def run_threads(cfg: ServingConfig, *, show_progress: bool | None = None) -> dic
             ideal_sim = simulate_latency(
                 code, policy, inj, len(res), first_request=res[0].request_id
             ).latency
+        # where the overhead goes: answers delivered after their injected delay
+        # (thread wake-ups, the CPU), and encode + decode (latency - decided_at)
+        late = np.concatenate([(r.arrival_times - d)[np.isfinite(r.arrival_times)]
+                               for r, d in zip(res, delays, strict=True)])  # fmt: skip
+        codec = np.array([r.latency - r.decided_at for r in res])
         ok = np.array([r.ok for r in res])
         err = _rel_err(np.stack([r.value for r in res]), xs)
         out[name] = {
@@ -242,6 +250,10 @@ def run_threads(cfg: ServingConfig, *, show_progress: bool | None = None) -> dic
             "overhead_ms": {q: 1e3 * _pct(lat - ideal, q) for q in (50, 99)},
             "release_ms": {q: 1e3 * _pct(releases, q) for q in (50, 99)},
             "released": int(releases.size),
+            "released_in_call": int(in_call.size),
+            "release_in_call_ms": {q: 1e3 * _pct(in_call, q) for q in (50, 99)},
+            "answer_late_ms": {q: 1e3 * _pct(late, q) for q in (50, 99)},
+            "encode_decode_ms": {q: 1e3 * _pct(codec, q) for q in (50, 99)},
             "num_used_median": float(np.median([r.mask.sum() for r in res])),
             "error_median": _pct(err[ok], 50),
             "error_p95": _pct(err[ok], 95),
@@ -464,16 +476,18 @@ def format_tables(summary: dict) -> str:
         f"{summary['environment']['cpu_count']} CPUs)"
     )
     lines.append("| scheme | M | p50 ms | p99 ms | p99.9 ms | ideal p50 | ideal p99 | "
-                 "overhead p50 | overhead p99 | release p99 ms | N used | err median "
-                 "| err p95 | ok |")  # fmt: skip
-    lines.append("|" + "---|" * 14)
+                 "overhead p50 | overhead p99 | answer late p50 | encode+decode p50 | "
+                 "release p99 ms | N used | err median | err p95 | ok |")  # fmt: skip
+    lines.append("|" + "---|" * 16)
     for name, v in th.items():
         lat, ide, ov, rel = (v["latency_ms"], v["ideal_ms"], v["overhead_ms"],
                              v["release_ms"])  # fmt: skip
         lines.append(
             f"| {name} | {v['num_workers']} | {_f(lat[50])} | {_f(lat[99])} | "
             f"{_f(lat[99.9])} | {_f(ide[50])} | {_f(ide[99])} | {_f(ov[50])} | "
-            f"{_f(ov[99])} | {_f(rel[99], '{:.3f}')} | {v['num_used_median']:.0f} | "
+            f"{_f(ov[99])} | {_f(v['answer_late_ms'][50])} | "
+            f"{_f(v['encode_decode_ms'][50])} | {_f(rel[99], '{:.3f}')} | "
+            f"{v['num_used_median']:.0f} | "
             f"{_f(v['error_median'], '{:.2e}')} | {_f(v['error_p95'], '{:.2e}')} | "
             f"{v['ok_fraction']:.3f} |"
         )
@@ -517,6 +531,14 @@ def format_tables(summary: dict) -> str:
                 f"{_f(v['error_median'], '{:.2e}')} | {_f(v['error_p95'], '{:.2e}')} "
                 f"| {v['ok_fraction']:.4f} |"
             )
+    calls = {k: v for k, v in th.items() if v.get("released_in_call")}
+    if calls:
+        lines.append("")
+        lines.append("Stragglers cancelled inside their jitted call (free when it "
+                     "returns): " + "; ".join(
+            f"{k}: {v['released_in_call']} of {v['released']}, p99 "
+            f"{_f(v['release_in_call_ms'][99], '{:.3f}')} ms"
+            for k, v in calls.items()))  # fmt: skip
     t = summary["targets"]
     lines.append("")
     lines.append("Targets (measured, not asserted): " + json.dumps(

@@ -208,6 +208,41 @@ def test_hung_worker_never_holds_a_request_past_its_deadline_nor_the_next():
         assert r.ok and not r.timed_out and r.num_used == 3
 
 
+def test_thread_cluster_holds_answers_their_delay_and_frees_a_worker_in_its_call():
+    # uncoded K = 3: worker i computes x[i]; worker 0 is held inside its (Python,
+    # not jitted) call while its row is marked, so it is cancelled mid-call
+    code = cj.uncoded_code(num_inputs=3)
+    gate = threading.Event()
+
+    def worker(v):
+        if isinstance(v, np.ndarray) and v[0] == 99.0:  # not while tracing
+            gate.wait(10.0)
+        return v * np.float32(2)
+
+    backend = ThreadCluster(injector=Injector(latency=Constant(0.02)), jit=False,
+                            threads=2)  # fmt: skip
+    x = np.ones((3, 4), np.float32)
+    marked = x.copy()
+    marked[0, 0] = 99.0
+    with Server(code, worker, backend=backend, policy=FixedN(2)) as server:
+        server.infer(x)  # compiles and warms up on an unmarked request
+        r = server.infer(marked)
+        # decided at the 2 answers of workers 1 and 2, each held its service time
+        assert r.mask.tolist() == [False, True, True] and r.cancelled[0]
+        assert (r.arrival_times[1:] >= 0.02).all()
+        # worker 0 is still inside its call: not released yet
+        assert len(backend.release_delays_in_call) == 0
+        assert not gate.is_set()
+        gate.set()
+        r2 = server.infer(x)  # the next request is served (worker 0 freed)
+        assert r2.mask.sum() == 2 and (r2.arrival_times[r2.mask] >= 0.02).all()
+    # its release was recorded when the call returned, after the cancellation
+    assert len(backend.release_delays_in_call) == 1
+    assert backend.release_delays_in_call[0] > 0
+    assert set(backend.release_delays_in_call) <= set(backend.release_delays)
+    assert backend.alive_threads == 0
+
+
 # ------------------------------------------------------------------ policies
 
 
@@ -365,6 +400,8 @@ def test_bad_inputs_are_clear_errors():
         Server(object(), affine, backend=SimulatedCluster())
     with pytest.raises(TypeError, match="decide"):
         Server(code, affine, backend=SimulatedCluster(), policy=object())
+    with pytest.raises(ValueError, match="ThreadCluster: threads must be an int"):
+        ThreadCluster(threads=0)
     with pytest.raises(ValueError, match="max_in_flight"):
         Server(code, affine, backend=SimulatedCluster()).serve([], max_in_flight=0)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import queue
 import threading
 import time
@@ -59,46 +60,86 @@ class Backend(Protocol):
 class _Task(NamedTuple):
     request_id: int
     row: np.ndarray
+    sent: float
     delay: float
     fault: int
     cancel: threading.Event
+
+
+_SKIPPED = object()  # a worker thread skipped a task cancelled before it began
 
 
 class ThreadCluster:
     """M worker threads in this process (the default backend).
 
     Worker i runs ``worker_fn`` (jitted once, shared) on row i of each request, in
-    the order requests were submitted, then holds its answer until its injected
-    service time (counted from when it started the task) has passed. The wait is on
-    the request's cancellation event, so :meth:`cancel` releases a straggler at once;
-    a cancelled task still queued is skipped. JAX releases the GIL while it computes,
-    so the workers overlap.
+    the order requests were submitted; JAX releases the GIL while it computes, so
+    the workers overlap. Its answer is delivered when its injected service time has
+    passed, counted from when the request was sent to it (or from when it finished
+    its previous task, if it was still busy, so queueing shows), and never before
+    its computation has returned. The wait is not spent in the worker's thread:
+    a worker thread computes and deposits its answer, and :meth:`next_completed`
+    (the server's thread) delivers the answers at their times. So one thread wakes
+    per answer, not two, and :meth:`cancel` releases a worker waiting out its
+    service time at once (bookkeeping, nothing has to run); a hung worker is
+    released the same way, a cancelled task still queued is skipped, and a worker
+    whose thread is inside its jitted call when its request is cancelled is free
+    when the call returns. ``submit``, ``next_completed`` and ``cancel`` are called
+    from one thread (the server's); ``close`` may come from any.
 
     Args:
         injector: the seeded delay and fault plan (:class:`Injector`); None injects
             nothing (answers are released as soon as they are computed).
         jit: jit ``worker_fn`` (default True).
+        threads: how many threads compute the workers' rows (default None: M,
+            one per worker, so a worker function that blocks does not hold up
+            the others); the rows are computed soonest-due first.
 
     Attributes:
         release_delays: seconds from :meth:`cancel` to the moment each straggler
-            that was running (waiting out its service time) was released (the
-            last 100,000).
+            that had begun its task was free (the last 100,000): the bookkeeping of
+            ``cancel`` for a worker waiting out its service time, the rest of the
+            call for one inside its jitted call.
+        release_delays_in_call: the second kind alone (workers whose jitted call
+            was running when their request was cancelled).
     """
 
-    def __init__(self, *, injector: Injector | None = None, jit: bool = True):
+    def __init__(
+        self,
+        *,
+        injector: Injector | None = None,
+        jit: bool = True,
+        threads: int | None = None,
+    ):
         if injector is not None and not isinstance(injector, Injector):
             raise TypeError(
                 f"ThreadCluster: injector must be an Injector or None, got "
                 f"{type(injector).__name__}"
             )
+        if threads is not None and (
+            not isinstance(threads, (int, np.integer))
+            or isinstance(threads, bool)
+            or threads < 1
+        ):
+            raise ValueError(
+                f"ThreadCluster: threads must be an int >= 1 or None, got {threads!r}"
+            )
         self.injector = injector
         self.jit = jit
+        self.threads = None if threads is None else int(threads)
         self.release_delays: deque[float] = deque(maxlen=100_000)
+        self.release_delays_in_call: deque[float] = deque(maxlen=100_000)
         self._threads: list[threading.Thread] = []
-        self._queues: list[queue.SimpleQueue] = []
-        self._done: queue.SimpleQueue = queue.SimpleQueue()
+        self._tasks: queue.PriorityQueue = queue.PriorityQueue()
+        self._seq = itertools.count()
+        self._cv = threading.Condition(threading.Lock())
+        self._deposits: list = []  # (worker, task, value, t_done), under _cv
+        self._lines: list[deque[_Task]] = []  # per worker: tasks not yet delivered
+        self._free_at: list[float] = []  # when each worker finished its last task
+        self._values: dict[tuple[int, int], tuple[Any, float]] = {}
+        self._computing: set[tuple[int, int]] = set()  # (request, worker) in a call
+        self._pending: dict[tuple[int, int], float] = {}  # in-call cancels: t_cancel
         self._events: dict[int, threading.Event] = {}
-        self._cancelled_at: dict[int, float] = {}
         self._lock = threading.Lock()
         self._closed = False
         self._fn = None
@@ -110,13 +151,14 @@ class ThreadCluster:
         if self._closed:
             raise RuntimeError("ThreadCluster.start: the cluster is closed")
         self._fn = jax.jit(worker_fn) if self.jit else worker_fn
-        self.num_workers = int(num_workers)
-        for i in range(self.num_workers):
-            q = queue.SimpleQueue()
+        m = self.num_workers = int(num_workers)
+        self._lines = [deque() for _ in range(m)]
+        self._free_at = [-math.inf] * m
+        n = m if self.threads is None else min(m, self.threads)
+        for j in range(n):
             t = threading.Thread(
-                target=self._work, args=(i, q), name=f"codedjax-worker-{i}", daemon=True
+                target=self._work, name=f"codedjax-worker-{j}", daemon=True
             )
-            self._queues.append(q)
             self._threads.append(t)
             t.start()
 
@@ -138,84 +180,130 @@ class ThreadCluster:
         ev = threading.Event()
         with self._lock:
             self._events[request_id] = ev
+        sent = time.perf_counter()
         for i in range(m):
-            self._queues[i].put(
-                _Task(request_id, rows[i], float(delays[i]), int(faults[i]), ev)
+            task = _Task(
+                request_id, rows[i], sent, float(delays[i]), int(faults[i]), ev
             )
+            self._lines[i].append(task)
+            # the soonest-due answers are computed first
+            self._tasks.put((sent + task.delay, next(self._seq), i, task))
+
+    def _take_deposits(self) -> None:
+        """Moves the answers the worker threads computed into ``_values`` (under
+        ``_cv``); answers of cancelled requests are dropped."""
+        items, self._deposits = self._deposits, []
+        for i, task, value, t_done in items:
+            key = (task.request_id, i)
+            t0 = self._pending.pop(key, None)
+            if t0 is not None:  # its request was cancelled during the call
+                self.release_delays.append(t_done - t0)
+                self.release_delays_in_call.append(t_done - t0)
+            if not task.cancel.is_set() and value is not _SKIPPED:
+                self._values[key] = (value, t_done)
 
     def next_completed(self, timeout: float | None) -> Completion | None:
-        if self._closed:
-            return None
-        try:
-            c = self._done.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        if c is None:  # close() woke us
-            self._done.put(None)
-        return c
+        end = None if timeout is None else time.perf_counter() + timeout
+        with self._cv:
+            while True:
+                if self._closed:
+                    return None
+                self._take_deposits()
+                now = time.perf_counter()
+                best, best_t, wait_due = -1, math.inf, math.inf
+                for i, line in enumerate(self._lines):
+                    if not line:
+                        continue
+                    task = line[0]
+                    if task.fault == HANG:
+                        continue
+                    due = max(task.sent, self._free_at[i]) + task.delay
+                    got = self._values.get((task.request_id, i))
+                    if got is None:  # still computing: its thread will notify
+                        wait_due = min(wait_due, due)
+                    elif max(due, got[1]) < best_t:
+                        best, best_t = i, max(due, got[1])
+                if best >= 0 and best_t <= now:
+                    task = self._lines[best].popleft()
+                    value, _ = self._values.pop((task.request_id, best))
+                    self._free_at[best] = best_t
+                    return Completion(task.request_id, best, value, now)
+                if end is not None and now >= end:
+                    return None
+                wake = best_t if wait_due <= now else min(best_t, wait_due)
+                if end is not None:
+                    wake = min(wake, end)
+                self._cv.wait(None if math.isinf(wake) else wake - now)
 
     def cancel(self, request_id: int) -> None:
         with self._lock:
             ev = self._events.pop(request_id, None)
-            if ev is not None:
-                self._cancelled_at[request_id] = time.perf_counter()
-                if len(self._cancelled_at) > 4096:  # keep the bookkeeping bounded
-                    for k in list(self._cancelled_at)[:2048]:
-                        del self._cancelled_at[k]
-        if ev is not None:
-            ev.set()
+        if ev is None:
+            return
+        t0 = time.perf_counter()
+        ev.set()
+        with self._cv:
+            self._take_deposits()
+            for i, line in enumerate(self._lines):
+                if not any(t.request_id == request_id for t in line):
+                    continue
+                if line[0].request_id == request_id:  # worker i was serving it
+                    line.popleft()
+                    self._free_at[i] = t0
+                    if self._values.pop((request_id, i), None) is not None:
+                        self.release_delays.append(time.perf_counter() - t0)
+                    elif (request_id, i) in self._computing:  # inside its call
+                        self._pending[(request_id, i)] = t0
+                else:  # queued behind another request's task: never begun
+                    kept = [t for t in line if t.request_id != request_id]
+                    line.clear()
+                    line.extend(kept)
+                    self._values.pop((request_id, i), None)
+            self._cv.notify_all()
 
-    def _released(self, request_id: int) -> None:
-        t = time.perf_counter()
-        with self._lock:
-            t0 = self._cancelled_at.get(request_id)
-            if t0 is not None:
-                self.release_delays.append(t - t0)
-
-    def _work(self, i: int, q: queue.SimpleQueue) -> None:
+    def _work(self) -> None:
         scale = self.injector.corrupt_scale if self.injector is not None else 0.0
         while True:
-            task = q.get()
+            _, _, i, task = self._tasks.get()
             if task is None:
                 return
+            key = (task.request_id, i)
+            self._computing.add(key)
             if task.cancel.is_set():
-                continue
-            start = time.perf_counter()
-            try:
-                value = np.asarray(self._fn(task.row))
-                value = apply_fault(value, task.fault, scale, i)
-            except Exception as exc:  # a failing worker answers with its exception
-                value = exc
-            if task.fault == HANG:
-                task.cancel.wait()
-                cancelled = True
+                value = _SKIPPED
             else:
-                remaining = start + task.delay - time.perf_counter()
-                if remaining > 0:
-                    cancelled = task.cancel.wait(remaining)
-                else:
-                    cancelled = task.cancel.is_set()
-            if cancelled:
-                self._released(task.request_id)
-                continue
-            self._done.put(Completion(task.request_id, i, value, time.perf_counter()))
+                try:
+                    value = np.asarray(self._fn(task.row))
+                    value = apply_fault(value, task.fault, scale, i)
+                except Exception as exc:  # a failing worker answers its exception
+                    value = exc
+            t_done = time.perf_counter()
+            with self._cv:
+                self._computing.discard(key)
+                self._deposits.append((i, task, value, t_done))
+                # wake the server only when this answer may be due already
+                if t_done >= task.sent + task.delay or task.cancel.is_set():
+                    self._cv.notify_all()
 
     def close(self) -> None:
-        """Stops every worker thread (hung ones included) and waits for them."""
+        """Stops every worker thread and waits for them."""
         if self._closed:
             return
-        self._closed = True
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
         with self._lock:
             events = list(self._events.values())
             self._events.clear()
         for ev in events:
             ev.set()
-        for q in self._queues:
-            q.put(None)
-        self._done.put(None)  # wakes a server blocked in next_completed
+        for _ in self._threads:
+            self._tasks.put((-math.inf, next(self._seq), -1, None))
         deadline = time.perf_counter() + 5.0
         for t in self._threads:
             t.join(timeout=max(0.0, deadline - time.perf_counter()))
+        with self._cv:
+            self._take_deposits()
 
     @property
     def alive_threads(self) -> int:
