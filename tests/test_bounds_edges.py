@@ -8,6 +8,7 @@ message naming the argument.
 """
 
 import inspect
+import itertools
 import math
 
 import numpy as np
@@ -97,3 +98,49 @@ def test_settings_after_the_array_are_keyword_only(fn):
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[1:])
     with pytest.raises(TypeError):
         fn(np.ones(8, bool), 3)
+
+
+def test_worst_case_is_the_worst_over_every_chunk():
+    # the running maximum must survive chunk boundaries: with 7 sets per chunk the
+    # worst set (an end block, in the first chunk) must still win; float64 numpy
+    # brute force over all C(10, 3) = 120 missing sets
+    m, d = 10, 5
+    scale = np.r_[np.sqrt(1 / m), np.full(d - 1, np.sqrt(2 / m))]
+    u = np.polynomial.chebyshev.chebvander(np.polynomial.chebyshev.chebpts1(m), d - 1)
+    u = u * scale
+    brute = max(
+        np.linalg.cond(np.delete(u, list(miss), axis=0))
+        for miss in itertools.combinations(range(m), 3)
+    )
+    for chunk in (7, 20_000):
+        w = cb.worst_case_condition(
+            num_workers=m, num_coeffs=d, num_missing=3, chunk=chunk
+        )
+        assert w.num_examined == 120
+        assert w.cond == pytest.approx(brute, rel=1e-10)
+        assert np.linalg.cond(u[w.mask]) == pytest.approx(brute, rel=1e-10)
+
+
+@pytest.mark.parametrize(
+    "m,n,eta", [(1, 1, 0.5), (8, 1, 0.05), (10, 1, 0.05), (12, 9, 0.1)]
+)
+def test_gap_quantile_is_the_smallest_valid_gap(m, n, eta):
+    # by definition: the smallest g >= 1 with gap_tail_bound(g + 1) <= eta, even when
+    # g is close to its largest possible value 2M - 1
+    g = cb.gap_quantile(num_workers=m, num_responses=n, eta=eta)
+    assert 1 <= g <= 2 * m - 1
+    assert cb.gap_tail_bound(num_workers=m, num_responses=n, gap=g + 1) <= eta
+    if g > 1:
+        assert cb.gap_tail_bound(num_workers=m, num_responses=n, gap=g) > eta
+    # and it is a valid (1 - eta) quantile of the exact largest gap (every N-set)
+    gaps = []
+    for resp in itertools.combinations(range(m), n):
+        mask = np.zeros(m, bool)
+        mask[list(resp)] = True
+        gaps.append(cb.max_gap(mask))
+    assert np.mean(np.array(gaps) > g) <= eta
+
+
+def test_gap_quantile_rejects_zero_workers_by_name():
+    with pytest.raises(ValueError, match="gap_quantile: num_workers must be >= 1"):
+        cb.gap_quantile(num_workers=0, num_responses=0, eta=0.5)
