@@ -138,14 +138,21 @@ def _chebyls(p: dict) -> Built:
     # what the float32 kernel computes per mask (codedjax._lsq.ne_decoding_matrices):
     # packed Gram (2 M P, P = D(D+1)/2), sweep (3 P D), Z = T_b H^-1 (2 K D^2),
     # A = Z U^T, A U and the correction (3 x 2 K D M), dZ = R H^-1 (2 K D^2),
-    # 4 Lanczos products (8 D^2) and the payload A y (2 K M F)
+    # the cond estimate: 8 Lanczos products with H^-1 (16 D^2) and 6 with
+    # H = U^T W U plus the start vector (13 x 2 M D), the residual of the fit for
+    # the predicted error (two refined solves of 4 sketch columns through the rows:
+    # 32 M D + 16 D^2), the noise level (2 M F) and the payload A y (2 K M F)
     p_ = d * (d + 1) // 2
     flops = b * (
         2 * m * p_
         + 3 * p_ * d
         + 4 * k * d * d
         + 6 * k * d * m
-        + 8 * d * d
+        + 16 * d * d
+        + 26 * m * d
+        + 32 * m * d
+        + 16 * d * d
+        + 2 * m * f
         + 2 * k * m * f
     )
     return Built(

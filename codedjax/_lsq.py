@@ -309,6 +309,20 @@ def _sweep_inverse(hp, d):
     return -x
 
 
+def _ne_inverses(u, w, d):
+    """H_b^{-1} for H_b = U^T diag(w_b) U, as [D, D, B] and [B, D, D].
+
+    Packed Gram matrices by one matrix product [P, M] x [M, B], then the sweep
+    (:func:`_sweep_inverse`). Shared by the decoding kernel and the residual of the
+    fit (:func:`ls_residual_sq`): identical operations on identical inputs, so a
+    jitted decoder computes them once.
+    """
+    ii, jj, pos = _packed_index(d)
+    gram = jnp.matmul((u[:, ii] * u[:, jj]).T, w.T, precision=_precision())
+    hinv_last = _sweep_inverse(gram, d)[pos]  # [D, D, B]
+    return hinv_last, jnp.transpose(hinv_last, (2, 0, 1))
+
+
 def _tridiagonal_lambda_max(diag, off, steps=_BISECTION_STEPS):
     """Largest eigenvalue of B symmetric tridiagonal m x m matrices, by bisection.
 
@@ -501,10 +515,7 @@ def ne_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     num_used = jnp.sum(sel, axis=1, dtype=jnp.int32)
     enough = num_used >= d
 
-    ii, jj, pos = _packed_index(d)
-    gram = jnp.matmul((u[:, ii] * u[:, jj]).T, w.T, precision=prec)  # [P, B]
-    hinv_last = _sweep_inverse(gram, d)[pos]  # [D, D, B]
-    hinv = jnp.transpose(hinv_last, (2, 0, 1))  # [B, D, D]
+    hinv_last, hinv = _ne_inverses(u, w, d)  # [D, D, B] and [B, D, D]
     # Z = T_beta H^{-1}: one [K, D] x [D, D B] product on the batch-last inverses
     z = jnp.matmul(tb, hinv_last.reshape(d, d * b), precision=prec)
     z = jnp.transpose(z.reshape(k, d, b), (2, 0, 1))  # [B, K, D]
@@ -701,13 +712,13 @@ def ls_residual_sq(
     d = num_coeffs
     prec = _precision()
     u = chebyshev_vandermonde(alpha, d) * orthonormal_column_scale(m, d, acc)[None, :]
+    # the inverses of the decoding kernel, by the same operations on the same
+    # selection, so that a jitted decoder computes them once (XLA's common
+    # subexpression elimination; the decoder then pays for the residual only its
+    # few matrix-vector products). An unusable mask may get NaN there (a
+    # non-positive pivot): its weights are zero below and its RSS is zeroed.
+    _, hinv = _ne_inverses(u, sel.astype(acc), d)  # [B, D, D]
     w = (sel & usable[:, None]).astype(acc)  # [B, M]
-    ii, jj, pos = _packed_index(d)
-    gram = jnp.matmul((u[:, ii] * u[:, jj]).T, w.T, precision=prec)  # [P, B]
-    # unusable masks get the identity (no pivot trouble); their RSS is zeroed below
-    eye_p = jnp.asarray((ii == jj).astype(float), acc)[:, None]
-    gram = jnp.where(usable[None, :], gram, eye_p)
-    hinv = jnp.transpose(_sweep_inverse(gram, d)[pos], (2, 0, 1))  # [B, D, D]
     y = y.reshape((b, m, -1) if per_mask else (m, -1))
     yy = jnp.where(jnp.isfinite(y), y.astype(acc), jnp.zeros((), acc))
     f = yy.shape[-1]
