@@ -370,7 +370,8 @@ class Server:
         res = r.cached if r.cached is not None else self._decode(y, mask, order)
         res = jax.device_get(res)
         t_end = self.backend.now()
-        # cancel after decoding: the released stragglers would compete for the CPU
+        # cancel after decoding, outside the latency: a backend's cancel may take time
+        # (Ray sends one cancellation per straggler; ThreadCluster's is bookkeeping)
         self.backend.cancel(r.rid)
         value = np.asarray(res.value)
         ok = bool(np.asarray(res.ok))
