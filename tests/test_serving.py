@@ -208,6 +208,31 @@ def test_hung_worker_never_holds_a_request_past_its_deadline_nor_the_next():
         assert r.ok and not r.timed_out and r.num_used == 3
 
 
+def test_thread_cluster_queues_the_next_task_of_a_busy_worker():
+    # each worker is busy with request 0 for its delay d, so the answers to request
+    # 1, sent right after, come no sooner than 2 d after request 0 was sent
+    d = 0.05
+    backend = ThreadCluster(injector=Injector(latency=Constant(d)))
+    backend.start(affine, 2)
+    rows = np.ones((2, 4), np.float32)
+    try:
+        backend.warmup(rows)
+        t0 = backend.now()
+        backend.submit(0, rows)
+        backend.submit(1, rows)
+        got = [backend.next_completed(5.0) for _ in range(4)]
+    finally:
+        backend.close()
+    assert all(c is not None for c in got)
+    first = {c.worker: c.time for c in got if c.request_id == 0}
+    second = {c.worker: c.time for c in got if c.request_id == 1}
+    assert sorted(first) == sorted(second) == [0, 1]
+    assert min(first.values()) >= t0 + d
+    assert min(second.values()) >= t0 + 2 * d
+    np.testing.assert_array_equal(got[0].value, np.asarray(affine(rows[0])))
+    assert backend.alive_threads == 0
+
+
 def test_thread_cluster_holds_answers_their_delay_and_frees_a_worker_in_its_call():
     # uncoded K = 3: worker i computes x[i]; worker 0 is held inside its (Python,
     # not jitted) call while its row is marked, so it is cancelled mid-call
