@@ -633,10 +633,16 @@ def square_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     num_used = jnp.sum(sel, axis=1, dtype=jnp.int32)
     enough = num_used >= d
     # the selected workers first (index order among them; the order of the rows
-    # of a square system does not change its solution)
-    idx = jnp.argsort(~sel, axis=1, stable=True)[:, :d]  # [B, D]
-    rows = jnp.take_along_axis(sel, idx, axis=1)  # False past num_used
-    us = u[idx] * rows[..., None].astype(acc)  # U_S [B, D, D]
+    # of a square system does not change its solution): row r of U_S is the
+    # selected worker of rank r, gathered by ONE exact matrix product with 0/1
+    # weights (one nonzero term per entry) instead of a sort and a gather
+    rank = jnp.cumsum(sel, axis=1, dtype=jnp.int32) - 1  # [B, M]
+    pick = sel[:, None, :] & (rank[:, None, :] == jnp.arange(d)[None, :, None])
+    us = jnp.matmul(pick.astype(acc).reshape(b * d, m), u, precision=_HI)
+    us = us.reshape(b, d, d)  # U_S [B, D, D], zero rows past num_used
+    rows = jnp.any(pick, axis=2)  # [B, D] False past num_used
+    # worker of row r (0 past num_used: those masks are not usable)
+    idx = jnp.sum(jnp.where(pick, jnp.arange(m, dtype=jnp.int32), 0), axis=2)
     # a mask with too few rows gets the identity (ok is False for it anyway), so
     # that no LAPACK call sees a singular matrix
     eye = jnp.eye(d, dtype=acc)
