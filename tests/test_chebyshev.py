@@ -74,9 +74,9 @@ def test_vandermonde_errors():
 def test_orthonormal_column_scale_makes_u_orthonormal(x64, m, d):
     # U = T diag(scale) has U^T U = I at first-kind points (float64 numpy T); a
     # wrong scale_0 (e.g. sqrt(0/M) or sqrt(2/M)) breaks the first diagonal entry
-    from codedjax._chebyshev import orthonormal_column_scale
+    from codedjax import _chebyshev  # a private kernel: tests may import it
 
-    s = orthonormal_column_scale(m, d, jnp.float64)
+    s = _chebyshev.orthonormal_column_scale(m, d, jnp.float64)
     assert s.shape == (d,) and s.dtype == jnp.float64
     u = npcheb.chebvander(npcheb.chebpts1(m), d - 1) * np.asarray(s)
     np.testing.assert_allclose(u.T @ u, np.eye(d), atol=8 * m * np.finfo(float).eps)
