@@ -80,4 +80,4 @@ def test_orthonormal_column_scale_makes_u_orthonormal(x64, m, d):
     assert s.shape == (d,) and s.dtype == jnp.float64
     u = npcheb.chebvander(npcheb.chebpts1(m), d - 1) * np.asarray(s)
     np.testing.assert_allclose(u.T @ u, np.eye(d), atol=8 * m * np.finfo(float).eps)
-    assert orthonormal_column_scale(m, d, jnp.float32).dtype == jnp.float32
+    assert _chebyshev.orthonormal_column_scale(m, d, jnp.float32).dtype == jnp.float32
