@@ -114,10 +114,13 @@ def _vmap_threshold(p: dict) -> Built:
         )
         return jax.vmap(dec, in_axes=(None, 0, 0))(yy, ms, os_).value
 
-    # per mask: LU (2 D^3 / 3), two triangular solves with K + D columns
-    # (2 D^2 (K + D)), the two certified cond bounds (2 x 3 squarings, 2 D^3 each)
-    # and the payload product (2 K M F)
-    flops = b * (2 * d**3 / 3 + 2 * d * d * (k + d) + 12 * d**3 + 2 * k * m * f)
+    # per mask: the rows of U_S by a 0/1 matrix product (2 D M D), LU (2 D^3 / 3),
+    # two triangular solves with K + D columns (2 D^2 (K + D)), the two certified
+    # cond bounds (G and H formed, then 3 squarings each: 8 products of 2 D^3) and
+    # the payload product (2 K M F)
+    flops = b * (
+        2 * d * m * d + 2 * d**3 / 3 + 2 * d * d * (k + d) + 16 * d**3 + 2 * k * m * f
+    )
     return Built(
         fn,
         (y, masks, orders),

@@ -705,10 +705,12 @@ def ls_residual_sq(
 
     Corrected semi-normal equations on the equilibrated rows U (Gram matrices by
     one matrix product, inverses by the batched sweep of ``codedjax._lsq``, one
-    refinement step through the rows): accurate while cond^2 eps << 1. Masks not
-    ``usable`` (the caller passes cond <= 512) get RSS 0, i.e. no residual term.
-    A payload with F > 4 columns is fitted through 4 random combinations of its
-    columns: every column then gets the mean column RSS (an unbiased estimate).
+    refinement step through the rows; the inverses are those of
+    :func:`ne_decoding_matrices`, computed once in a jitted decoder): accurate
+    while cond^2 eps << 1. Masks not ``usable`` (the caller passes cond <= 512)
+    get RSS 0, i.e. no residual term. A payload with F > 4 columns is fitted
+    through 4 random combinations of its columns: every column then gets the mean
+    column RSS (an unbiased estimate).
 
     Args:
         sel: bool [B, M]; alpha: [M]; y: [M, ...] or [B, M, ...] (``per_mask``).
