@@ -4,9 +4,11 @@ The N - D answers beyond the recovery threshold make the least-squares fit
 over-determined; a corrupted answer shows up as a residual far beyond the workers'
 rounding level. :func:`chebyls_decode_robust`:
 
-1. fits every answer and takes as candidates the A + 4 responders with the largest
-   studentised residuals |r_i| / (sigma_w sqrt(1 - h_i)) (h_i the leverage, sigma_w
-   the noise level of one answer from the worker dtype);
+1. fits every answer and takes as candidates the A + 2 responders with the largest
+   studentised residuals |r_i| / (sigma_i sqrt(1 - h_i)) (h_i the leverage, sigma_i
+   the noise level of answer i: from the worker dtype, or the caller's
+   ``noise_sd``), and two more from the fit without the worst of them (a second
+   corrupted answer that the first one's smear hides);
 2. refits without every subset of at most A = ``max_corrupted`` candidates; a subset
    is consistent when every kept answer is within tau of its fit and N >= D + 2|subset|
    (unique decoding);
@@ -112,13 +114,17 @@ def _studentised(fit, active, sig):
     return jnp.where((active & (room > 1e-6))[:, None], stud, 0.0)
 
 
-def _robust_impl(y, mask, alpha, beta, num_coeffs, acc, wdt, max_corrupted, tau, gamma):
+def _robust_impl(
+    y, mask, alpha, beta, noise_sd, num_coeffs, acc, wdt, max_corrupted, tau, gamma
+):
     m, d, k = alpha.shape[0], num_coeffs, beta.shape[0]
     scale = orthonormal_column_scale(m, d, acc)
     t0 = chebyshev_vandermonde(alpha, d) * scale[None, :]
     tb = chebyshev_vandermonde(beta, d) * scale[None, :]
     flat0 = y.reshape(m, -1).astype(acc)
     sel = mask & finite_rows(y)
+    if noise_sd is not None:  # an answer without a valid noise level counts as missing
+        sel = sel & jnp.isfinite(noise_sd) & (noise_sd > 0)
     flat0 = jnp.where(sel[:, None], flat0, jnp.zeros((), acc))
     n = jnp.sum(sel, dtype=jnp.int32)
     f = flat0.shape[1]
@@ -127,19 +133,35 @@ def _robust_impl(y, mask, alpha, beta, num_coeffs, acc, wdt, max_corrupted, tau,
     # the rms of the answers (an answer near zero still carries the rounding of the
     # intermediate values it was computed from)
     rms = jnp.sqrt(jnp.sum(flat0 * flat0, axis=0) / jnp.maximum(n, 1).astype(acc))
-    size = jnp.sqrt(jnp.mean(flat0 * flat0, axis=1) + 0.25 * jnp.mean(rms * rms))
+    if noise_sd is None:
+        size = jnp.sqrt(jnp.mean(flat0 * flat0, axis=1) + 0.25 * jnp.mean(rms * rms))
+        sig_w = jnp.full((f,), gamma * u_w, acc)  # noise level in weighted units
+    else:
+        # the caller's standard deviation of each answer's rounding error: rows
+        # weighted by its inverse have unit noise
+        size = jnp.where(sel, jnp.abs(noise_sd.astype(acc)), jnp.ones((), acc))
+        sig_w = jnp.ones((f,), acc)
     size = jnp.maximum(size, jnp.finfo(acc).tiny)
     wt = 1.0 / size  # [M]
     t = t0 * wt[:, None]
     flat = flat0 * wt[:, None]
-    sig_w = jnp.full((f,), gamma * u_w, acc)  # noise level in weighted units
 
     # candidates: the L responders with the largest studentised residuals of the
     # fit to every answer (a corrupted answer is among them, or its smear is)
     fit0 = _fit(t, tb, flat, sel, acc)
     stud0 = jnp.max(_studentised(fit0, sel, sig_w), axis=1)
     num_cand = min(m, max_corrupted + 4)
-    _, cand = jax.lax.top_k(jnp.where(sel, stud0, -1.0), num_cand)
+    first = min(num_cand, max_corrupted + 2)
+    _, cand = jax.lax.top_k(jnp.where(sel, stud0, -1.0), first)
+    if num_cand > first:
+        # the rest from the fit without the worst: a second corrupted answer that
+        # the first one's smear hides stands out once that one is excluded
+        taken = jnp.zeros((m,), bool).at[cand].set(True)
+        act1 = sel & (jnp.arange(m) != cand[0])
+        fit1 = _fit(t, tb, flat, act1, acc)
+        stud1 = jnp.max(_studentised(fit1, act1, sig_w), axis=1)
+        _, more = jax.lax.top_k(jnp.where(act1 & ~taken, stud1, -1.0), num_cand - first)
+        cand = jnp.concatenate([cand, more])
     cand = cand.astype(jnp.int32)
     # every subset of at most A candidates (static), as index rows padded with -1
     subsets = [()]
@@ -223,14 +245,17 @@ def chebyls_decode_robust(
     worker_dtype: Any = None,
     false_alarm: float = 0.01,
     noise_scale: float | None = None,
+    noise_sd: Any = None,
     accum_dtype: Any = None,
 ) -> RobustDecodeResult:
     r"""ChebyLS that locates and excludes up to A corrupted workers.
 
-    The candidates are the A + 4 responders with the largest studentised residual
-    |r_i| / (sigma_w sqrt(1 - h_i)); every subset of at most A of them is excluded in
+    The candidates are the A + 2 responders with the largest studentised residual
+    |r_i| / (sigma_w sqrt(1 - h_i)) and two more from the fit without the worst of
+    them; every subset of at most A candidates is excluded in
     turn and the rest refitted (weighted least squares, rows scaled by 1 / s_i,
-    s_i = sqrt(mean_f y_if^2 + rms^2 / 4)); a subset is consistent when every kept
+    s_i = sqrt(mean_f y_if^2 + rms^2 / 4), or s_i = ``noise_sd[i]`` with
+    sigma_w = 1 when given); a subset is consistent when every kept
     answer's studentised residual is at most
 
     .. math::
@@ -257,6 +282,11 @@ def chebyls_decode_robust(
         worker_dtype: the dtype the workers computed in (default ``y.dtype``).
         false_alarm: the probability of flagging a clean request, in (0, 1).
         noise_scale: gamma (default :func:`worker_noise_scale` of K and D).
+        noise_sd: optional float [M], the standard deviation of each worker's
+            answer error (e.g. a first-order rounding analysis of the worker's
+            computation at its coded input, which the master knows); replaces
+            the dtype-only model (``noise_scale`` is then unused). A worker whose
+            level is not finite and positive counts as missing.
         accum_dtype: as :func:`codedjax.chebyls_decode`.
 
     Returns:
@@ -266,7 +296,7 @@ def chebyls_decode_robust(
     Raises:
         ValueError: shapes that disagree, num_coeffs > M, max_corrupted < 0 or
             beyond the redundancy (M < D + 2A), false_alarm outside (0, 1),
-            noise_scale <= 0.
+            noise_scale <= 0, noise_sd not a floating array of shape [M].
         TypeError: non-floating y, non-boolean mask, non-integer max_corrupted.
 
     Examples:
@@ -308,7 +338,15 @@ def chebyls_decode_robust(
     for s in y.shape[1:]:
         f *= s
     tau = outlier_threshold(m * f, float(false_alarm))
+    if noise_sd is not None:
+        noise_sd = jnp.asarray(noise_sd)
+        if noise_sd.shape != (m,) or not jnp.issubdtype(noise_sd.dtype, jnp.floating):
+            raise ValueError(
+                f"{fname}: noise_sd must be a floating array of shape ({m},) (one "
+                f"standard deviation per worker), got {noise_sd.dtype} "
+                f"{noise_sd.shape}"
+            )
     return _robust(
-        y, mask, alpha, beta, num_coeffs=d, acc=acc, wdt=wdt,
+        y, mask, alpha, beta, noise_sd, num_coeffs=d, acc=acc, wdt=wdt,
         max_corrupted=max_corrupted, tau=tau, gamma=gamma,
     )  # fmt: skip

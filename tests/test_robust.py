@@ -149,3 +149,74 @@ def test_bad_input_raises_naming_the_function():
         _decode(y, ones, alpha, beta, false_alarm=0.0)
     with pytest.raises(ValueError, match=name):
         _decode(y, ones[:-1], alpha, beta)
+    with pytest.raises(ValueError, match=name):  # one noise level per worker
+        _decode(y, ones, alpha, beta, noise_sd=jnp.ones(M - 1))
+
+
+def test_noise_sd_per_answer_locates_below_the_dtype_level():
+    """Known truth: answers whose errors differ by 100x between workers (Gaussian at
+    the given noise_sd). With noise_sd the decoder flags a clean request at most at
+    the nominal rate and locates a shift of 40 sd at a quiet worker, which the
+    dtype-only model (one level at every answer's size) does not; a worker
+    without a valid noise level counts as missing."""
+    rng, alpha, beta, ya, _ = _setup(6)
+    b = 200
+    rms = np.sqrt(np.mean(ya**2))
+    sd = rms * 2.0**-8 * np.where(np.arange(M) % 2 == 0, 0.05, 5.0)
+    masks = np.asarray(
+        cj.sample_masks(jax.random.key(7), num_workers=M, num_responses=16, shape=(b,))
+    )
+    y = ya[None, :, 0] + sd * rng.standard_normal((b, M))
+    dec = jax.jit(
+        jax.vmap(
+            lambda yy, mk: cj.chebyls_decode_robust(
+                yy, mk, alpha, beta, num_coeffs=D, max_corrupted=2,
+                worker_dtype=jnp.bfloat16, noise_sd=jnp.asarray(sd, jnp.float32),
+            )
+        )
+    )  # fmt: skip
+    r = dec(jnp.asarray(y, jnp.float32), jnp.asarray(masks))
+    flagged = int(np.sum(np.any(np.asarray(r.suspects), axis=1)))
+    from scipy.stats import binom
+
+    assert binom.sf(flagged - 1, b, 0.01) > 1e-3, flagged
+    # a shift of 40 sd at a quiet responder of leverage below 0.5
+    mask = np.ones(M, bool)
+    mask[[1, 3]] = False
+    j = 10  # even: quiet; interior Chebyshev point: low leverage
+    yc = y[0].copy()
+    yc[j] += 40 * sd[j]
+    r1 = _decode(yc, mask, alpha, beta, noise_sd=jnp.asarray(sd, jnp.float32))
+    assert bool(r1.ok)
+    assert np.flatnonzero(np.asarray(r1.suspects)).tolist() == [j]
+    r0 = _decode(yc, mask, alpha, beta)  # dtype-only model: below its level
+    assert not bool(r0.suspects[j])
+    # NaN noise level: that worker counts as missing
+    bad_sd = sd.copy()
+    bad_sd[0] = np.nan
+    r2 = _decode(y[0], mask, alpha, beta, noise_sd=jnp.asarray(bad_sd, jnp.float32))
+    assert int(r2.num_used) == int(mask.sum()) - 1 and not bool(r2.suspects[0])
+
+
+def test_cross_tower_rounding_sd_bounds_the_bf16_error():
+    """Float64 reference: the first-order rounding analysis of the bf16 cross tower
+    predicts each answer's error level; the measured errors, in units of it, have
+    rms between 0.5 and 1 (u / sqrt(3) is an upper bound of the rounding's standard
+    deviation) and no heavy tail (max within the Gaussian range of 4.5)."""
+    from theory.demo import cross_params, cross_tower
+    from theory.robust import cross_tower_rounding_sd
+
+    f = 8
+    params = cross_params(jax.random.key(0), f, 2)
+    x = jax.random.normal(jax.random.key(1), (400, f))
+    rounded = jax.tree_util.tree_map(
+        lambda a: a.astype(jnp.bfloat16).astype(jnp.float32), params
+    )
+    y = cj.low_precision_worker(cross_tower, jnp.bfloat16)(params, x)
+    with jax.enable_x64(True):
+        p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), rounded)
+        truth = np.asarray(cross_tower(p64, jnp.asarray(x, jnp.float64)))
+    sd = np.asarray(cross_tower_rounding_sd(rounded, x, 2.0**-8), np.float64)
+    z = (np.asarray(y, np.float64) - truth) / sd
+    assert 0.5 < np.sqrt(np.mean(z**2)) < 1.0
+    assert np.abs(z).max() < 4.5

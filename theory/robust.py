@@ -7,11 +7,15 @@ every request draws fresh queries and a uniformly random set of N responders; A 
 the responders (chosen uniformly) add +-size x RMS(answers) to their answer. Reported:
 
 * Lagrange-coded answers, :func:`codedjax.chebyls_decode_robust` (``max_corrupted``
-  = 4, the most N = 30 = D + 2 * 4 allows): the rate at which exactly the corrupted
-  workers are located, the false-alarm rate on clean requests, the UNDECIDABLE rate
-  and the decoded error after exclusion relative to the clean decode of the same
-  request, against the number of corrupted workers (1-4, at 1 x RMS) and against
-  the error size (0.01-10 x RMS, one corrupted worker).
+  = 4, the most N = 30 = D + 2 * 4 allows), with two noise models: ``noise_sd``
+  from a first-order rounding analysis of the bf16 tower at each coded input
+  (:func:`cross_tower_rounding_sd`), and the dtype-only model (no ``noise_sd``).
+  Reported: the rate at which exactly the corrupted workers are located (also
+  among the requests whose corrupted workers have leverage below 0.9), the
+  false-alarm rate on clean requests, the UNDECIDABLE rate and the decoded error
+  after exclusion relative to the clean decode of the same request, against the
+  number of corrupted workers (1-4, at 1 x RMS) and against the error size
+  (0.01-10 x RMS, one corrupted worker).
 * Berrut-coded answers (BACC points): a leave-one-out locator (each answer against
   the Berrut interpolant of the others, robust scale, remove the worst, repeat)
   side by side with ApproxIFER's locator reimplemented from its description (a
@@ -53,10 +57,57 @@ class RobustConfig:
     false_alarm: float = 0.01
     seed: int = 0
     progress: bool = True
+    berrut: bool = True  # also the Berrut-coded locators
+    rounding_model: bool = True  # the decoder with noise_sd from the rounding analysis
+    dtype_model: bool = True  # also run the decoder with the dtype-only noise model
+    leverage_cut: float = 0.9  # locate rate also among corrupted workers below it
+
+
+def cross_tower_rounding_sd(params, x0, unit: float):
+    """Standard deviation of a low-precision cross tower's rounding error, per answer.
+
+    A first-order rounding analysis of :func:`theory.demo.cross_tower` as a bf16
+    worker runs it: every rounded quantity v (the coded input, each matrix product,
+    each sum and product of the layers, the head) carries an independent relative
+    error delta_v, |delta_v| <= unit, taken uniform: standard deviation
+    unit / sqrt(3) (an upper bound: with logarithmically distributed significands
+    it is unit / sqrt(8 ln 2), 0.74 times less). So the answer's error has variance
+    (unit^2 / 3) sum_v (v d out / d v)^2. The master
+    knows the coded inputs and the weights, so this is a per-answer noise level
+    from the dtype and the computation's structure, not from the answers.
+
+    Args:
+        params: the (already rounded) weights of :func:`theory.demo.cross_params`.
+        x0: [M, F] coded inputs.
+        unit: the unit roundoff of the worker dtype (2^-8 for bf16).
+
+    Returns:
+        [M] standard deviations.
+    """
+
+    def tower(x, d):
+        it = iter(d)
+        x = x * (1 + next(it))
+        xl = x
+        for w, b in zip(params["w"], params["b"], strict=True):
+            t = (xl @ w.T) * (1 + next(it))
+            t = (t + b) * (1 + next(it))
+            t = (x * t) * (1 + next(it))
+            xl = (t + xl) * (1 + next(it))
+        return (xl @ params["head"]) * (1 + next(it))
+
+    def one(x):
+        n = 1 + 4 * len(params["w"])
+        d0 = [jnp.zeros_like(x)] * n + [jnp.zeros((), x.dtype)]
+        g = jax.grad(lambda d: tower(x, d))(d0)
+        return jnp.sqrt(sum(jnp.sum(gi * gi) for gi in g) / 3.0) * unit
+
+    return jax.vmap(one)(x0)
 
 
 def _answers(cfg: RobustConfig, kind: str):
-    """Queries, bf16 answers [B, M] (float32) and float64 truths [B, K]."""
+    """Queries, bf16 answers [B, M] (float32), float64 truths [B, K] and the
+    first-order rounding standard deviation of every answer [B, M]."""
     k, m = cfg.num_inputs, cfg.num_workers
     if kind == "lagrange":
         alpha, beta = cj.chebyshev_points(m), cj.chebyshev_points(k)
@@ -75,7 +126,14 @@ def _answers(cfg: RobustConfig, kind: str):
     coded = jax.vmap(lambda xx: enc(xx, beta, alpha))(x)
     worker = cj.low_precision_worker(cross_tower, jnp.bfloat16)
     y = jax.vmap(lambda c: worker(params, c))(coded).astype(jnp.float32)
-    return alpha, beta, np.asarray(y), truth
+    rounded = jax.tree_util.tree_map(
+        lambda a: a.astype(jnp.bfloat16).astype(jnp.float32), params
+    )
+    unit = 2.0 ** -(jnp.finfo(jnp.bfloat16).nmant + 1)
+    sd = jax.jit(
+        jax.vmap(lambda c: cross_tower_rounding_sd(rounded, c, unit))
+    )(coded)  # fmt: skip
+    return alpha, beta, np.asarray(y), truth, np.asarray(sd)
 
 
 def _corrupt(rng, y, masks, count, size):
@@ -103,12 +161,23 @@ def _err(value, truth):
     return np.abs(np.asarray(value, np.float64) - truth).max(axis=1)
 
 
-def _rates(sus, bad, ok, err, err_clean, status) -> dict:
+def leverages(alpha, masks, num_coeffs: int) -> np.ndarray:
+    """[B, M] leverage of each responder in its request's degree < D fit (0 off)."""
+    a = np.asarray(alpha, np.float64)
+    t = np.polynomial.chebyshev.chebvander(a, num_coeffs - 1)
+    out = np.zeros(masks.shape)
+    for i, mk in enumerate(np.asarray(masks)):
+        q, _ = np.linalg.qr(t[mk])
+        out[i, mk] = np.sum(q * q, axis=1)
+    return out
+
+
+def _rates(sus, bad, ok, err, err_clean, status, lev=None, cut=0.9) -> dict:
     exact = np.all(sus == bad, axis=1)
     covered = np.all(~bad | sus, axis=1)
     good = ok & (err_clean > 0)
     ratio = err[good] / err_clean[good]
-    return {
+    out = {
         "located": float(exact.mean()),
         "all_corrupted_flagged": float(covered.mean()),
         "clean_flagged": float(np.mean(np.any(sus & ~bad, axis=1))),
@@ -121,6 +190,11 @@ def _rates(sus, bad, ok, err, err_clean, status) -> dict:
         if ok.any()
         else float("nan"),
     }
+    if lev is not None and bad.any():
+        low = np.all(~bad | (lev < cut), axis=1)  # every corrupted worker below cut
+        out["share_below_cut"] = float(low.mean())
+        out["located_below_cut"] = float(exact[low].mean()) if low.any() else 0.0
+    return out
 
 
 # ------------------------------------------------------------------ Lagrange
@@ -129,7 +203,7 @@ def _rates(sus, bad, ok, err, err_clean, status) -> dict:
 def run_lagrange(cfg: RobustConfig, bar=None) -> dict:
     k, m, n = cfg.num_inputs, cfg.num_workers, cfg.num_responses
     d = cj.recovery_threshold(k, cfg.cross_layers + 1)
-    alpha, beta, y, truth = _answers(cfg, "lagrange")
+    alpha, beta, y, truth, sd = _answers(cfg, "lagrange")
     masks = np.asarray(
         cj.sample_masks(
             jax.random.fold_in(jax.random.key(cfg.seed), 11),
@@ -137,6 +211,14 @@ def run_lagrange(cfg: RobustConfig, bar=None) -> dict:
         )
     )  # fmt: skip
     robust = jax.jit(
+        jax.vmap(
+            lambda yy, mk, sd: cj.chebyls_decode_robust(
+                yy, mk, alpha, beta, num_coeffs=d, max_corrupted=cfg.max_corrupted,
+                worker_dtype=jnp.bfloat16, false_alarm=cfg.false_alarm, noise_sd=sd,
+            )
+        )
+    )  # fmt: skip
+    dtype_only = jax.jit(
         jax.vmap(
             lambda yy, mk: cj.chebyls_decode_robust(
                 yy, mk, alpha, beta, num_coeffs=d, max_corrupted=cfg.max_corrupted,
@@ -148,6 +230,7 @@ def run_lagrange(cfg: RobustConfig, bar=None) -> dict:
         jax.vmap(lambda yy, mk: cj.chebyls_decode(yy, mk, alpha, beta, num_coeffs=d))
     )
     clean = _chunked(plain, y.astype(jnp.bfloat16), masks)
+    lev = leverages(alpha, masks, d)
     err_clean = _err(clean.value, truth)
     rng = np.random.default_rng(cfg.seed)
     rows = []
@@ -160,13 +243,20 @@ def run_lagrange(cfg: RobustConfig, bar=None) -> dict:
             yc, bad = y, np.zeros_like(masks)
         # the corrupted answers are bf16 answers plus an error: decode them as
         # float32 numbers with the workers' dtype given explicitly
-        r = _chunked(robust, yc, masks)
-        err = _err(r.value, truth)
         row = {"corrupted": count, "size_x_rms": size}
-        row.update(
-            _rates(np.asarray(r.suspects), bad, np.asarray(r.ok), err, err_clean,
-                   np.asarray(r.status))
-        )  # fmt: skip
+        for name in ("rounding", "dtype"):
+            if name == "rounding" and cfg.rounding_model:
+                r = _chunked(robust, yc, masks, sd)
+            elif name == "rounding":
+                continue
+            elif cfg.dtype_model:
+                r = _chunked(dtype_only, yc, masks)
+            else:
+                continue
+            row[name] = _rates(
+                np.asarray(r.suspects), bad, np.asarray(r.ok), _err(r.value, truth),
+                err_clean, np.asarray(r.status), lev, cfg.leverage_cut,
+            )  # fmt: skip
         rows.append(row)
         if bar is not None:
             bar.update(1)
@@ -244,7 +334,7 @@ def approxifer_locate(x, y, num_errors, deg_p):
 
 def run_berrut(cfg: RobustConfig, bar=None) -> dict:
     m, n = cfg.num_workers, cfg.num_responses
-    alpha, beta, y, truth = _answers(cfg, "berrut")
+    alpha, beta, y, truth, _ = _answers(cfg, "berrut")
     a64 = np.asarray(alpha, np.float64)
     masks = np.asarray(
         cj.sample_masks(
@@ -303,18 +393,39 @@ def format_tables(summary: dict) -> str:
         f"decoders look for up to A={c['max_corrupted']} corrupted answers; "
         "error ratio = decoded error / the clean decode's (median over requests)",
         "",
-        "Lagrange-coded answers, chebyls_decode_robust:",
-        "",
-        "| corrupted | size x RMS | located exactly | all corrupted flagged | "
-        "clean worker flagged | UNDECIDABLE | error ratio |",
-        "|---|---|---|---|---|---|---|",
     ]
-    for r in lag:
-        lines.append(
-            f"| {r['corrupted']} | {r['size_x_rms']:g} | {r['located']:.3f} | "
-            f"{r['all_corrupted_flagged']:.3f} | {r['clean_flagged']:.3f} | "
-            f"{r['undecidable']:.3f} | {r['error_ratio_median']:.2f} |"
-        )
+    models = [
+        ("rounding", "noise_sd = the first-order rounding analysis of the tower"),
+        ("dtype", "dtype-only noise model (no noise_sd)"),
+    ]
+    cut = c.get("leverage_cut", 0.9)
+    for key, title in models:
+        if key not in lag[0]:
+            continue  # that model was not run
+        lines += [
+            "",
+            f"Lagrange-coded answers, chebyls_decode_robust, {title}:",
+            "",
+            "| corrupted | size x RMS | located exactly | located, leverage < "
+            f"{cut:g} (share of requests) | all corrupted flagged | clean worker "
+            "flagged | UNDECIDABLE | error ratio |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for row in lag:
+            r = row[key]
+            below = (
+                f"{r['located_below_cut']:.3f} ({r['share_below_cut']:.2f})"
+                if "located_below_cut" in r
+                else "-"
+            )
+            lines.append(
+                f"| {row['corrupted']} | {row['size_x_rms']:g} | {r['located']:.3f} | "
+                f"{below} | {r['all_corrupted_flagged']:.3f} | "
+                f"{r['clean_flagged']:.3f} | {r['undecidable']:.3f} | "
+                f"{r['error_ratio_median']:.2f} |"
+            )
+    if "berrut" not in summary:
+        return "\n".join(lines)
     lines += [
         "",
         "Berrut-coded answers (BACC), leave-one-out locator vs ApproxIFER "
@@ -344,15 +455,16 @@ def run_robust(cfg: RobustConfig) -> dict:
         try:
             from tqdm import tqdm
 
-            total = 2 * (1 + len(cfg.counts) + len(cfg.sizes))
+            total = (1 + cfg.berrut) * (1 + len(cfg.counts) + len(cfg.sizes))
             bar = tqdm(total=total, desc="robust")
         except ImportError:  # pragma: no cover
             bar = None
     out = {
         "config": dataclasses.asdict(cfg),
         "lagrange": run_lagrange(cfg, bar),
-        "berrut": run_berrut(cfg, bar),
     }
+    if cfg.berrut:
+        out["berrut"] = run_berrut(cfg, bar)
     if bar is not None:
         bar.close()
     return out
@@ -364,9 +476,27 @@ def main(argv=None) -> dict:
     parser.add_argument("--requests", type=int, default=RobustConfig.num_requests)
     parser.add_argument("--seed", type=int, default=RobustConfig.seed)
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--no-berrut", action="store_true", help="skip the Berrut-coded locators"
+    )
+    parser.add_argument(
+        "--no-dtype-model",
+        action="store_true",
+        help="skip the decoder run with the dtype-only noise model",
+    )
+    parser.add_argument(
+        "--no-rounding-model",
+        action="store_true",
+        help="skip the decoder run with noise_sd from the rounding analysis",
+    )
     args = parser.parse_args(argv)
     cfg = RobustConfig(
-        num_requests=args.requests, seed=args.seed, progress=not args.no_progress
+        num_requests=args.requests,
+        seed=args.seed,
+        progress=not args.no_progress,
+        berrut=not args.no_berrut,
+        dtype_model=not args.no_dtype_model,
+        rounding_model=not args.no_rounding_model,
     )
     t0 = time.perf_counter()
     summary = run_robust(cfg)
