@@ -20,6 +20,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from ._chebyshev import chebyshev_points
 from ._dtypes import (
@@ -123,7 +124,7 @@ def bacc_points(num_inputs: int, num_workers: int, *, dtype: Any = None):
     )
 
 
-def berrut_encode(x: Any, beta: Any, alpha: Any) -> jax.Array:
+def berrut_encode(x: ArrayLike, beta: ArrayLike, alpha: ArrayLike) -> jax.Array:
     r"""BACC encoding: worker i receives u(alpha_i), the Berrut interpolant of x.
 
     .. math::
@@ -206,7 +207,12 @@ def _check_decode(fname, y, mask, alpha, beta, accum_dtype):
 
 
 def berrut_decode(
-    y: Any, mask: Any, alpha: Any, beta: Any, *, accum_dtype: Any = None
+    y: ArrayLike,
+    mask: ArrayLike,
+    alpha: ArrayLike,
+    beta: ArrayLike,
+    *,
+    accum_dtype: Any = None,
 ) -> DecodeResult:
     r"""BACC decoding: the Berrut interpolant of the responses, evaluated at beta.
 
@@ -296,7 +302,11 @@ def decode_finish(plan, y, sel, worker):
 
 
 def berrut_decoding_matrix(
-    mask: Any, alpha: Any, beta: Any, *, accum_dtype: Any = jnp.float32
+    mask: ArrayLike,
+    alpha: ArrayLike,
+    beta: ArrayLike,
+    *,
+    accum_dtype: Any = jnp.float32,
 ) -> DecodeResult:
     r"""The BACC decoding matrix B [K, M] for one mask (columns of unused workers 0).
 

@@ -7,6 +7,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from ._dtypes import check_floating, check_int
 
@@ -68,7 +69,7 @@ def chebyshev_points(n: int, kind: int = 1, dtype: Any = None) -> jax.Array:
     return jnp.asarray(x, dtype=dtype)
 
 
-def chebyshev_vandermonde(x: Any, num_coeffs: int) -> jax.Array:
+def chebyshev_vandermonde(x: ArrayLike, num_coeffs: int) -> jax.Array:
     r"""Chebyshev-Vandermonde matrix V[..., i, j] = T_j(x_i), j < num_coeffs.
 
     Built by the three-term recurrence T_{j+1} = 2 x T_j - T_{j-1} in the dtype of

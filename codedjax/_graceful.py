@@ -20,6 +20,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from ._chebyshev import chebyshev_vandermonde, orthonormal_column_scale
 from ._dtypes import (
@@ -185,10 +186,10 @@ _graceful = jax.jit(_graceful_impl, static_argnames=("num_coeffs", "acc", "wdt")
 
 
 def smooth_chebyshev_decode(
-    y: Any,
-    mask: Any,
-    alpha: Any,
-    beta: Any,
+    y: ArrayLike,
+    mask: ArrayLike,
+    alpha: ArrayLike,
+    beta: ArrayLike,
     num_coeffs: int,
     *,
     worker_dtype: Any = None,
@@ -256,10 +257,10 @@ def smooth_chebyshev_decode(
 
 
 def graceful_decode(
-    y: Any,
-    mask: Any,
-    alpha: Any,
-    beta: Any,
+    y: ArrayLike,
+    mask: ArrayLike,
+    alpha: ArrayLike,
+    beta: ArrayLike,
     num_coeffs: int,
     *,
     worker_dtype: Any = None,

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import cho_solve
+from jax.typing import ArrayLike
 
 from ._chebyshev import chebyshev_points
 from ._dtypes import (
@@ -208,7 +209,9 @@ def check_smoothing(fname: str, smoothing: Any, acc) -> jax.Array:
 # public API
 
 
-def nercc_encode(x: Any, beta: Any, alpha: Any, *, smoothing: Any = 0.0) -> jax.Array:
+def nercc_encode(
+    x: ArrayLike, beta: ArrayLike, alpha: ArrayLike, *, smoothing: Any = 0.0
+) -> jax.Array:
     r"""NeRCC encoding: the smoothing spline through (beta_k, X_k), sampled at alpha.
 
     .. math::
@@ -279,7 +282,11 @@ def _matmul_rows(a, x):
 
 
 def nercc_encoding_matrix(
-    beta: Any, alpha: Any, *, smoothing: Any = 0.0, accum_dtype: Any = jnp.float32
+    beta: ArrayLike,
+    alpha: ArrayLike,
+    *,
+    smoothing: Any = 0.0,
+    accum_dtype: Any = jnp.float32,
 ) -> jax.Array:
     """The NeRCC encoding matrix E [M, K]: ``nercc_encode(x) == E @ x``.
 
@@ -351,10 +358,10 @@ def _count_distinct_concrete(y, mask, alpha) -> int | None:
 
 
 def nercc_decode(
-    y: Any,
-    mask: Any,
-    alpha: Any,
-    beta: Any,
+    y: ArrayLike,
+    mask: ArrayLike,
+    alpha: ArrayLike,
+    beta: ArrayLike,
     *,
     smoothing: Any = 0.0,
     accum_dtype: Any = None,
@@ -435,9 +442,9 @@ def _decode_finish(res, y, sel, worker):
 
 
 def nercc_decoding_matrix(
-    mask: Any,
-    alpha: Any,
-    beta: Any,
+    mask: ArrayLike,
+    alpha: ArrayLike,
+    beta: ArrayLike,
     *,
     smoothing: Any = 0.0,
     accum_dtype: Any = jnp.float32,
@@ -564,12 +571,12 @@ def tune_nercc(
     *,
     num_workers: int,
     num_responses: int | None = None,
-    beta: Any = None,
-    alpha: Any = None,
+    beta: ArrayLike = None,
+    alpha: ArrayLike = None,
     grid: Sequence[float] = DEFAULT_SMOOTHING_GRID,
     decoder_grid: Sequence[float] | None = None,
     num_masks: int = 64,
-    masks: Any = None,
+    masks: ArrayLike = None,
     progress: Callable | None = None,
 ) -> NerccTuning:
     r"""Choose NeRCC's (encoder, decoder) smoothing jointly on validation data.

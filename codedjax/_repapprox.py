@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from ._berrut import (
     apply_plan,
@@ -125,7 +126,7 @@ def repapprox_layout(
     replication: int,
     num_workers: int,
     *,
-    beta: Any = None,
+    beta: ArrayLike = None,
     extra_nodes: Any = None,
 ) -> RepApproxLayout:
     r"""The RepApprox layout: K replica groups of size c and E = M - K c extra servers.
@@ -198,7 +199,7 @@ def _check_layout(fname: str, layout: Any) -> RepApproxLayout:
     return layout
 
 
-def repapprox_encode(x: Any, layout: RepApproxLayout) -> jax.Array:
+def repapprox_encode(x: ArrayLike, layout: RepApproxLayout) -> jax.Array:
     r"""RepApprox encoding: replicas receive X_k, extra servers the Berrut encoding.
 
     Every server i receives u(z_i), u the Berrut interpolant through (beta_k, X_k)
@@ -250,8 +251,8 @@ def _points(layout: RepApproxLayout, acc) -> tuple[jax.Array, jax.Array]:
 
 
 def repapprox_decode(
-    y: Any,
-    mask: Any,
+    y: ArrayLike,
+    mask: ArrayLike,
     layout: RepApproxLayout,
     *,
     fallback: str = "berrut",

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from ._dtypes import check_int, check_vector, is_concrete
 
@@ -102,7 +103,7 @@ class Arrivals(NamedTuple):
     latencies: jax.Array
 
 
-def first_arrivals(latencies: Any, *, num_responses: int) -> Arrivals:
+def first_arrivals(latencies: ArrayLike, *, num_responses: int) -> Arrivals:
     """The mask of the first N arrivals, the arrival order and the N-th arrival time.
 
     A NaN latency means the worker never answers (it sorts after every finite and
@@ -304,7 +305,7 @@ def _cond_rows(u: np.ndarray, keep: np.ndarray) -> np.ndarray:
 
 
 def worst_case_mask(
-    alpha: Any,
+    alpha: ArrayLike,
     *,
     num_coeffs: int,
     num_responses: int,

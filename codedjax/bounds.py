@@ -62,6 +62,7 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize, stats
 
 from ._dtypes import check_int
@@ -187,7 +188,7 @@ def chebyshev_leverage_scores(num_workers: int, *, num_coeffs: int) -> np.ndarra
     return (d - 0.5 + np.sin((2 * d - 1) * th) / (2.0 * np.sin(th))) / m
 
 
-def leverage_scores(alpha: Any, *, num_coeffs: int) -> np.ndarray:
+def leverage_scores(alpha: ArrayLike, *, num_coeffs: int) -> np.ndarray:
     """Leverage scores of T = chebvander(alpha, D - 1) at any points, by a QR.
 
     l_i = ||q_i||^2 for the thin QR factor Q of T (float64 Householder QR), i.e. the
@@ -222,7 +223,7 @@ def leverage_scores(alpha: Any, *, num_coeffs: int) -> np.ndarray:
     return np.sum(q * q, axis=1)
 
 
-def coherence(scores: Any) -> float:
+def coherence(scores: ArrayLike) -> float:
     """Coherence mu = (M / D) max_i l_i of leverage scores l [M] summing to D.
 
     Args:
@@ -302,7 +303,7 @@ def _missing_kernel(missing: np.ndarray, m: int, d: int) -> np.ndarray:
     return (_dirichlet(d - 1, diff) + _dirichlet(d - 1, summ)) / m
 
 
-def complement_condition_number(mask: Any, *, num_coeffs: int) -> float:
+def complement_condition_number(mask: ArrayLike, *, num_coeffs: int) -> float:
     r"""cond(U_S) from the *missing* rows only (exact identity, Prop. A).
 
     Since U^T U = I, U_S^T U_S = I - U_miss^T U_miss, so
@@ -396,7 +397,9 @@ def _batched_cond(rows: np.ndarray) -> np.ndarray:
         return np.where(sv[:, -1] > 0, sv[:, 0] / sv[:, -1], np.inf)
 
 
-def raw_condition_number(mask: Any, *, num_coeffs: int, scaling: str = "raw") -> float:
+def raw_condition_number(
+    mask: ArrayLike, *, num_coeffs: int, scaling: str = "raw"
+) -> float:
     r"""cond(T_S) of the *unscaled* Chebyshev-Vandermonde rows of the responders.
 
     T_ij = T_j(alpha_i) at the first-kind points, as published tables use it
@@ -853,7 +856,7 @@ def _gaps(mk: np.ndarray) -> tuple[int, np.ndarray]:
     return g, (left + right) / 2.0
 
 
-def max_gap(mask: Any) -> int:
+def max_gap(mask: ArrayLike) -> int:
     """Largest gap g between responders on the reflected circle, in units of pi/M.
 
     Under theta = arccos x the first-kind points are equispaced (h = pi / M). An
@@ -885,7 +888,7 @@ def max_gap(mask: Any) -> int:
     return _gaps(mk)[0]
 
 
-def gap_condition_bound(mask: Any, *, num_coeffs: int) -> float:
+def gap_condition_bound(mask: ArrayLike, *, num_coeffs: int) -> float:
     r"""Deterministic gap bound on cond(U_S) for one responding set (Prop. D).
 
     With g the largest gap (:func:`max_gap`), rho = g (D - 1) / M and Voronoi
