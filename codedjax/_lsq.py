@@ -94,6 +94,20 @@ def _after(x, dep):
     return x + d * 0
 
 
+def _each(fn, *xs):
+    """``fn`` applied to one matrix at a time over the leading axis of ``xs``.
+
+    A LAPACK custom call with a batch axis splits the batch over XLA:CPU's intra-op
+    thread pool and blocks its pool thread until the pieces are done
+    (``jax::ParallelBatchMap``, jaxlib 0.10); two such programs running at once
+    from different Python threads can leave every pool thread waiting, a deadlock
+    (see ``codedjax._threads``). A call on ONE matrix runs inline and cannot block
+    on the pool, so the batched kernels loop over their masks (``lax.map``) around
+    every LAPACK call and no LAPACK call in them has a batch axis.
+    """
+    return jax.lax.map(lambda t: fn(*t), xs)
+
+
 def _mT(x):
     return jnp.swapaxes(x, -1, -2)
 
@@ -197,11 +211,11 @@ def qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
 
     unorm2 = jnp.linalg.norm(u, 2) ** 2  # ||U||_2^2 >= ||U_S||_2^2, shared (an SVD)
     us = _after(u[None, :, :] * s[:, :, None], unorm2)
-    q, r = jnp.linalg.qr(us)
+    q, r = _each(jnp.linalg.qr, us)
     r = _after(r, q)  # orgqr before the triangular solve (see _after)
     rhs = jnp.concatenate([tb.T, jnp.eye(d, dtype=acc)], axis=1)  # [D, K + D]
-    w = solve_triangular(
-        r, jnp.broadcast_to(rhs, (b, d, k + d)), trans="T", lower=False
+    w = _each(
+        lambda r1: solve_triangular(r1, rhs, trans="T", lower=False), r
     )  # R^{-T} [T_b^T | I]
     a = _mT(_bmm(q, w[..., :k]))  # (T_b R^{-1}) Q^T  [B, K, M] (Q is not transposed)
     zi = w[..., k:]  # R^{-T}
@@ -209,7 +223,7 @@ def qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     if jnp.dtype(acc) == jnp.dtype(jnp.float64):
         # float64 is the reference precision: the exact condition number (an SVD
         # of R, after the triangular solve so that no two LAPACK calls overlap)
-        sv = jnp.linalg.svd(_after(r, w), compute_uv=False)
+        sv = _each(lambda r1: jnp.linalg.svd(r1, compute_uv=False), _after(r, w))
         cond = sv[:, 0] / sv[:, -1]
     else:
         # sigma_max^2: upper bound (exact for first-kind points and s < D, where it
@@ -647,14 +661,20 @@ def square_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     # that no LAPACK call sees a singular matrix
     eye = jnp.eye(d, dtype=acc)
     us = jnp.where(enough[:, None, None], us, eye)
-    lu, _, perm = jax.lax.linalg.lu(us)
+    lu, _, perm = _each(jax.lax.linalg.lu, us)
     lu = _after(lu, perm)
     # P U_S = L R, so T_b U_S^{-1} = W P with W = T_b R^{-1} L^{-1}: W^T by two
     # triangular solves (R^T, then L^T), and the permutation is folded into the
     # scatter to the M worker columns (no scatter of the solution)
-    rhs = jnp.broadcast_to(jnp.concatenate([tb.T, eye], axis=1), (b, d, k + d))
-    w = solve_triangular(lu, rhs, trans="T", lower=False)
-    w = solve_triangular(_after(lu, w), w, trans="T", lower=True, unit_diagonal=True)
+    rhs = jnp.concatenate([tb.T, eye], axis=1)  # [D, K + D], shared
+    w = _each(lambda lu1: solve_triangular(lu1, rhs, trans="T", lower=False), lu)
+    w = _each(
+        lambda lu1, w1: solve_triangular(
+            lu1, w1, trans="T", lower=True, unit_diagonal=True
+        ),
+        _after(lu, w),
+        w,
+    )
     wt = _mT(w[..., :k])  # W [B, K, D]: column i belongs to row perm[i] of U_S
     zi = w[..., k:]  # L^{-T} R^{-T}: the singular values of U_S^{-T}
     worker = jnp.take_along_axis(idx, perm, axis=1)  # [B, D] worker of column i
@@ -667,7 +687,7 @@ def square_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     a = jnp.take_along_axis(wpad, jnp.broadcast_to(slot[:, None, :], (b, k, m)), 2)
 
     if jnp.dtype(acc) == jnp.dtype(jnp.float64):
-        sv = jnp.linalg.svd(_after(us, w), compute_uv=False)
+        sv = _each(lambda m1: jnp.linalg.svd(m1, compute_uv=False), _after(us, w))
         cond = sv[:, 0] / sv[:, -1]
     else:
         unorm2 = jnp.linalg.norm(_after(u, w), 2) ** 2  # >= ||U_S||_2^2
