@@ -1,9 +1,11 @@
 """No hang when several Python threads run codedjax's batched decoders at once.
 
-With jaxlib 0.10.2 on CPU, batched LAPACK calls (QR inside the batched ChebyLS
-decoder's fallback tier) running concurrently from several threads deadlock XLA's
-intra-op thread pool (see ``codedjax._threads``). The library serialises such
-programs under ``cj.lapack_lock``. The threaded run happens in a subprocess with a
+With jaxlib 0.10.2 on CPU, LAPACK calls with a batch axis running concurrently from
+several threads deadlock XLA's intra-op thread pool (see ``codedjax._threads``). The
+batched ChebyLS and threshold kernels therefore make no LAPACK call with a batch
+axis, so programs the caller compiles around them (``jax.jit(jax.vmap(...))``) run
+from several threads WITHOUT ``cj.lapack_lock``; without that change both user-level
+cases below hung in every run. The threaded run happens in a subprocess with a
 timeout, so a hang fails the test instead of blocking the suite.
 """
 
@@ -29,8 +31,20 @@ SCRIPT = textwrap.dedent(
                             shape=(512,))
     y = jax.random.normal(jax.random.key(2), (M, 16))
     ref = cj.chebyls_decode_batched(y, masks, alpha, beta, num_coeffs=D)
-    user = jax.jit(jax.vmap(lambda mk: cj.chebyls_decode(y, mk, alpha, beta,
-                                                          num_coeffs=D)))
+    # programs the caller compiles itself, run with no lock: 256 masks each
+    um = masks[:256]
+    user_ls = jax.jit(jax.vmap(lambda mk: cj.chebyls_decode(y, mk, alpha, beta,
+                                                            num_coeffs=D)))
+    tm = cj.sample_masks(jax.random.key(3), num_workers=M, num_responses=D,
+                         shape=(256,))
+    order = jnp.broadcast_to(jnp.arange(M), (256, M))
+    user_th = jax.jit(jax.vmap(lambda mk, o: cj.threshold_decode(
+        y, mk, alpha, beta, num_coeffs=D, order=o)))
+    ref_ls = user_ls(um)
+    ref_th = user_th(tm, order)
+    # the case is meaningful: some masks take the QR tier (cond > 512 in float32)
+    assert int(jnp.sum(ref_ls.cond > 512)) > 0, "no mask reached the QR tier"
+    assert int(jnp.sum(ref_th.ok)) > 0
     errors = []
 
     def work(i):
@@ -38,8 +52,10 @@ SCRIPT = textwrap.dedent(
             for _ in range(2):
                 r = cj.chebyls_decode_batched(y, masks, alpha, beta, num_coeffs=D)
                 assert bool(jnp.all(r.ok == ref.ok)), "ok differs across threads"
-                with cj.lapack_lock:  # a program the caller compiled itself
-                    jax.block_until_ready(user(masks[:32]))
+                r = user_ls(um)
+                assert bool(jnp.all(r.ok == ref_ls.ok)), "vmap chebyls ok differs"
+                r = user_th(tm, order)
+                assert bool(jnp.all(r.ok == ref_th.ok)), "vmap threshold ok differs"
         except Exception as exc:  # reported by the parent
             errors.append(repr(exc))
 
