@@ -211,12 +211,13 @@ def qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
 
     unorm2 = jnp.linalg.norm(u, 2) ** 2  # ||U||_2^2 >= ||U_S||_2^2, shared (an SVD)
     us = _after(u[None, :, :] * s[:, :, None], unorm2)
-    q, r = _each(jnp.linalg.qr, us)
-    r = _after(r, q)  # orgqr before the triangular solve (see _after)
     rhs = jnp.concatenate([tb.T, jnp.eye(d, dtype=acc)], axis=1)  # [D, K + D]
-    w = _each(
-        lambda r1: solve_triangular(r1, rhs, trans="T", lower=False), r
-    )  # R^{-T} [T_b^T | I]
+
+    def factor(us1):  # one mask: Q, R and R^{-T} [T_b^T | I]
+        q1, r1 = jnp.linalg.qr(us1)
+        return q1, r1, solve_triangular(r1, rhs, trans="T", lower=False)
+
+    q, r, w = _each(factor, us)
     a = _mT(_bmm(q, w[..., :k]))  # (T_b R^{-1}) Q^T  [B, K, M] (Q is not transposed)
     zi = w[..., k:]  # R^{-T}
 
@@ -661,20 +662,18 @@ def square_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     # that no LAPACK call sees a singular matrix
     eye = jnp.eye(d, dtype=acc)
     us = jnp.where(enough[:, None, None], us, eye)
-    lu, _, perm = _each(jax.lax.linalg.lu, us)
-    lu = _after(lu, perm)
+    rhs = jnp.concatenate([tb.T, eye], axis=1)  # [D, K + D], shared
+
+    def factor(us1):  # one mask: P U_S = L R, and W^T = L^{-T} R^{-T} [T_b^T | I]
+        lu1, _, perm1 = jax.lax.linalg.lu(us1)
+        w1 = solve_triangular(lu1, rhs, trans="T", lower=False)
+        w1 = solve_triangular(lu1, w1, trans="T", lower=True, unit_diagonal=True)
+        return perm1, w1
+
+    perm, w = _each(factor, us)
     # P U_S = L R, so T_b U_S^{-1} = W P with W = T_b R^{-1} L^{-1}: W^T by two
     # triangular solves (R^T, then L^T), and the permutation is folded into the
     # scatter to the M worker columns (no scatter of the solution)
-    rhs = jnp.concatenate([tb.T, eye], axis=1)  # [D, K + D], shared
-    w = _each(lambda lu1: solve_triangular(lu1, rhs, trans="T", lower=False), lu)
-    w = _each(
-        lambda lu1, w1: solve_triangular(
-            lu1, w1, trans="T", lower=True, unit_diagonal=True
-        ),
-        _after(lu, w),
-        w,
-    )
     wt = _mT(w[..., :k])  # W [B, K, D]: column i belongs to row perm[i] of U_S
     zi = w[..., k:]  # L^{-T} R^{-T}: the singular values of U_S^{-T}
     worker = jnp.take_along_axis(idx, perm, axis=1)  # [B, D] worker of column i
