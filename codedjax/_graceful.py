@@ -86,7 +86,11 @@ def _svd_fits(y, sel, alpha, beta, d, acc, wdt):
     wts = rho[:, None] ** jnp.arange(d, dtype=acc)[None, :]  # [R, D]
     ts = jnp.where(sel[:, None], t, jnp.zeros((), acc))
     w_mats = ts[None, :, :] * wts[:, None, :]  # [R, M, D]
-    u, s, vh = jnp.linalg.svd(w_mats, full_matrices=False)  # [R,M,D] [R,D] [R,D,D]
+    # one SVD per decay (lax.map): a LAPACK call with a batch axis can deadlock
+    # XLA:CPU's thread pool when several threads decode at once (README, Concurrency)
+    u, s, vh = jax.lax.map(
+        lambda w: jnp.linalg.svd(w, full_matrices=False), w_mats
+    )  # [R,M,D] [R,D] [R,D,D]
     keep = s > s[:, :1] * (d * eps)  # numerically non-zero singular values
     zc = jnp.einsum("rmd,mf->rdf", u, flat)  # [R, D, F]
     zc = jnp.where(keep[:, :, None], zc, jnp.zeros((), acc))

@@ -180,7 +180,9 @@ def _robust_impl(
 
     drop = jax.vmap(excluded)(table)  # [S, M]
     actives = sel[None, :] & ~drop
-    fits = jax.vmap(lambda act: _fit(t, tb, flat, act, acc))(actives)
+    # one fit (one SVD) at a time: a LAPACK call with a batch axis can deadlock
+    # XLA:CPU's thread pool when several threads decode at once (README, Concurrency)
+    fits = jax.lax.map(lambda act: _fit(t, tb, flat, act, acc), actives)
     # consistent: every kept answer within tau of the fit (rounding level from the
     # dtype), the excluded ones were responders, and unique decoding holds
     stud = jax.vmap(_studentised, in_axes=(0, 0, None))(fits, actives, sig_w)
