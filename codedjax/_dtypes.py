@@ -266,6 +266,36 @@ def check_decode_inputs(
     return y, mask, alpha, beta
 
 
+def check_chebyshev_decode(
+    fname: str,
+    y: Any,
+    mask: Any,
+    alpha: Any,
+    beta: Any,
+    num_coeffs: Any,
+    accum_dtype: Any,
+    *,
+    hint: str = "use jax.vmap for many masks",
+):
+    """The checks of every Chebyshev-basis decoder (ChebyLS, threshold, graceful).
+
+    Shapes as :func:`check_decode_inputs`, 1 <= D <= M, finite distinct concrete
+    points. Returns (y, mask, alpha, beta, D, acc) with the points in ``acc``.
+    """
+    y, mask, alpha, beta = check_decode_inputs(fname, y, mask, alpha, beta, hint=hint)
+    m = y.shape[0]
+    d = check_int(fname, "num_coeffs", num_coeffs, minimum=1)
+    if d > m:
+        raise ValueError(
+            f"{fname}: num_coeffs (D) must be at most the number of workers M={m}, "
+            f"got {d}"
+        )
+    concrete_points(fname, "alpha", alpha)
+    concrete_points(fname, "beta", beta)
+    acc = resolve_accum_dtype(fname, y.dtype, accum_dtype)
+    return y, mask, alpha.astype(acc), beta.astype(acc), d, acc
+
+
 def points_valid(x: jax.Array) -> jax.Array:
     """Traced check: all finite and pairwise distinct (for the ``ok`` flag)."""
     finite = jnp.all(jnp.isfinite(x))

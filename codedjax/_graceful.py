@@ -24,12 +24,9 @@ from jax.typing import ArrayLike
 
 from ._chebyshev import chebyshev_vandermonde, orthonormal_column_scale
 from ._dtypes import (
-    check_decode_inputs,
-    check_int,
-    concrete_points,
+    check_chebyshev_decode,
     finite_rows,
     points_valid,
-    resolve_accum_dtype,
 )
 from ._errors import error_quantile, noise_level
 from ._result import DecodeResult, finish, status_of
@@ -47,17 +44,9 @@ PREFER_LS = 2.0
 def check_smooth_args(
     fname, y, mask, alpha, beta, num_coeffs, worker_dtype, accum_dtype
 ):
-    y, mask, alpha, beta = check_decode_inputs(fname, y, mask, alpha, beta)
-    m = y.shape[0]
-    d = check_int(fname, "num_coeffs", num_coeffs, minimum=1)
-    if d > m:
-        raise ValueError(
-            f"{fname}: num_coeffs (D) must be at most the number of workers M={m}, "
-            f"got {d}"
-        )
-    concrete_points(fname, "alpha", alpha)
-    concrete_points(fname, "beta", beta)
-    acc = resolve_accum_dtype(fname, y.dtype, accum_dtype)
+    y, mask, alpha, beta, d, acc = check_chebyshev_decode(
+        fname, y, mask, alpha, beta, num_coeffs, accum_dtype
+    )
     wdt = y.dtype if worker_dtype is None else worker_dtype
     try:
         wdt = jnp.dtype(wdt)
@@ -67,7 +56,7 @@ def check_smooth_args(
         ) from err
     if not jnp.issubdtype(wdt, jnp.floating):
         raise TypeError(f"{fname}: worker_dtype must be a floating dtype, got {wdt}")
-    return y, mask, alpha.astype(acc), beta.astype(acc), d, acc, wdt
+    return y, mask, alpha, beta, d, acc, wdt
 
 
 def _svd_fits(y, sel, alpha, beta, d, acc, wdt):

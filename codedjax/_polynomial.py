@@ -20,7 +20,7 @@ import numpy as np
 from ._argcache import DECODE_CHECKS
 from ._batching import batching_decoder
 from ._dtypes import (
-    check_decode_inputs,
+    check_chebyshev_decode,
     check_floating,
     check_int,
     check_mask,
@@ -187,25 +187,16 @@ def _check_decode_args(fname, y, mask, alpha, beta, num_coeffs, accum_dtype):
 
 
 def _check_decode_args_uncached(fname, y, mask, alpha, beta, num_coeffs, accum_dtype):
-    y, mask, alpha, beta = check_decode_inputs(
+    return check_chebyshev_decode(
         fname,
         y,
         mask,
         alpha,
         beta,
+        num_coeffs,
+        accum_dtype,
         hint="use chebyls_decode_batched or jax.vmap for many masks",
     )
-    m = y.shape[0]
-    num_coeffs = check_int(fname, "num_coeffs", num_coeffs, minimum=1)
-    if num_coeffs > m:
-        raise ValueError(
-            f"{fname}: num_coeffs (D) must be at most the number of workers M={m}, "
-            f"got {num_coeffs}"
-        )
-    concrete_points(fname, "alpha", alpha)
-    concrete_points(fname, "beta", beta)
-    acc = resolve_accum_dtype(fname, y.dtype, accum_dtype)
-    return y, mask, alpha.astype(acc), beta.astype(acc), num_coeffs, acc
 
 
 def _fit_nodes(num_coeffs: int, acc) -> jax.Array:
