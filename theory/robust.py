@@ -136,6 +136,19 @@ def _answers(cfg: RobustConfig, kind: str):
     return alpha, beta, np.asarray(y), truth, np.asarray(sd)
 
 
+def _cases(cfg, rng, y, masks):
+    """(count, size, answers, corrupted mask) for every setting of the experiment:
+    clean, each count at 1 x RMS, then one corrupted worker at each size."""
+    settings = [(0, 0.0)] + [(c, 1.0) for c in cfg.counts]
+    settings += [(1, s) for s in cfg.sizes if (1, s) not in settings]
+    for count, size in settings:
+        if count:
+            yc, bad = _corrupt(rng, y, masks, count, size)
+        else:
+            yc, bad = y, np.zeros_like(masks)
+        yield count, size, yc, bad
+
+
 def _corrupt(rng, y, masks, count, size):
     """Add +-size x RMS(answers of the responders) to ``count`` random responders."""
     b, m = y.shape
@@ -234,13 +247,7 @@ def run_lagrange(cfg: RobustConfig, bar=None) -> dict:
     err_clean = _err(clean.value, truth)
     rng = np.random.default_rng(cfg.seed)
     rows = []
-    settings = [(0, 0.0)] + [(c, 1.0) for c in cfg.counts]
-    settings += [(1, s) for s in cfg.sizes if (1, s) not in settings]
-    for count, size in settings:
-        if count:
-            yc, bad = _corrupt(rng, y, masks, count, size)
-        else:
-            yc, bad = y, np.zeros_like(masks)
+    for count, size, yc, bad in _cases(cfg, rng, y, masks):
         # the corrupted answers are bf16 answers plus an error: decode them as
         # float32 numbers with the workers' dtype given explicitly
         row = {"corrupted": count, "size_x_rms": size}
@@ -350,13 +357,7 @@ def run_berrut(cfg: RobustConfig, bar=None) -> dict:
     rng = np.random.default_rng(cfg.seed + 1)
     deg_p = n - 2 * cfg.max_corrupted - 1 - 1  # two spare equations
     rows = []
-    settings = [(0, 0.0)] + [(c, 1.0) for c in cfg.counts]
-    settings += [(1, s) for s in cfg.sizes if (1, s) not in settings]
-    for count, size in settings:
-        if count:
-            yc, bad = _corrupt(rng, y, masks, count, size)
-        else:
-            yc, bad = y, np.zeros_like(masks)
+    for count, size, yc, bad in _cases(cfg, rng, y, masks):
         out = {}
         for name in ("loo_berrut", "approxifer"):
             sus = np.zeros_like(masks)
