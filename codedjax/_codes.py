@@ -35,6 +35,7 @@ from ._polynomial import (
 )
 from ._repapprox import repapprox_decode, repapprox_encode, repapprox_layout
 from ._result import DecodeResult, Status, finish
+from ._robust import RobustDecodeResult, chebyls_decode_robust
 from ._threads import serialised_call
 
 _POINT_KINDS = {"first": 1, "second": 2}
@@ -91,6 +92,13 @@ class Code:
         replication, uncoded and RepApprox)."""
         raise NotImplementedError
 
+    @property
+    def correction_threshold(self) -> int:
+        """The fewest responses from which ``decode`` also corrects the corrupted
+        answers it is built to correct: D + 2A for a robust Lagrange code, equal to
+        ``threshold`` for every code that corrects none."""
+        return self.threshold
+
     # --- the four operations -----------------------------------------------------
     def encode(self, x: ArrayLike) -> jax.Array:
         """What each worker is sent: x [K, ...] -> [M, ...]."""
@@ -104,7 +112,7 @@ class Code:
 
     def decode(
         self, y: ArrayLike, mask: ArrayLike, *, order: ArrayLike | None = None
-    ) -> DecodeResult:
+    ) -> DecodeResult | RobustDecodeResult:
         """Decode one straggler pattern.
 
         Args:
@@ -115,7 +123,9 @@ class Code:
                 decoder, ignored by the others).
 
         Returns:
-            DecodeResult with ``value`` [K, ...] in the accumulation dtype.
+            DecodeResult with ``value`` [K, ...] in the accumulation dtype; a robust
+            code returns a :class:`RobustDecodeResult` (the same fields first, then
+            ``suspects`` bool [M], the workers it excluded as corrupted).
         """
         fname = f"{type(self).__name__}.decode"
         y, mask = self._check(fname, y, mask, batched=False)
@@ -130,7 +140,7 @@ class Code:
         *,
         order: ArrayLike | None = None,
         shared_y: bool = False,
-    ) -> DecodeResult:
+    ) -> DecodeResult | RobustDecodeResult:
         """Decode B straggler patterns at once.
 
         Args:
@@ -141,8 +151,8 @@ class Code:
             shared_y: whether ``y`` is one payload for every mask (static).
 
         Returns:
-            DecodeResult with a leading B axis on every field; equal to a loop of
-            :meth:`decode` up to rounding.
+            DecodeResult (RobustDecodeResult for a robust code) with a leading B
+            axis on every field; equal to a loop of :meth:`decode` up to rounding.
         """
         fname = f"{type(self).__name__}.decode_batched"
         y = check_floating(fname, "y", y)
@@ -179,8 +189,12 @@ class Code:
         """The linear map from responses to outputs for one mask, [K, M].
 
         Zero columns for workers outside the mask; all zeros when the mask cannot
-        be decoded. For every code here the decode is linear in the responses:
-        ``decode(y, mask).value == decoding_matrix(mask) @ y`` up to rounding.
+        be decoded. For every code but the robust one the decode is linear in the
+        responses: ``decode(y, mask).value == decoding_matrix(mask) @ y`` up to
+        rounding. The robust decode is not linear (which workers it excludes, and
+        its row weights, depend on y): its matrix is ChebyLS's, and
+        ``decode(y, mask).value`` equals ``decoding_matrix(mask & ~suspects) @ y``
+        up to the workers' rounding level.
         """
         mask = check_mask(
             f"{type(self).__name__}.decoding_matrix", mask, self.num_workers
@@ -252,7 +266,9 @@ class LagrangeCode(Code):
     degree: int = 1
     decoder: str = "chebyls"
     points: str = "first"
-    worker_dtype: str | None = None  # graceful: the workers' dtype (default y's)
+    worker_dtype: str | None = None  # graceful, robust: the workers' dtype (y's)
+    max_corrupted: int = 0  # robust: A, the most corrupted answers corrected
+    false_alarm: float = 0.01  # robust: the probability of flagging a clean request
 
     @property
     def name(self) -> str:
@@ -266,6 +282,12 @@ class LagrangeCode(Code):
     @property
     def threshold(self) -> int:
         return self.num_coeffs
+
+    @property
+    def correction_threshold(self) -> int:
+        """D + 2A: from this many responses the robust decoder corrects A corrupted
+        ones (D for the other decoders, which correct none)."""
+        return self.num_coeffs + 2 * self.max_corrupted
 
     @property
     def exact(self) -> bool:
@@ -291,6 +313,17 @@ class LagrangeCode(Code):
         if self.decoder == "graceful":
             d, wdt = self.num_coeffs, self.worker_dtype
             return graceful_decode(y, mask, a, b, num_coeffs=d, worker_dtype=wdt)
+        if self.decoder == "robust":
+            return chebyls_decode_robust(
+                y,
+                mask,
+                a,
+                b,
+                num_coeffs=self.num_coeffs,
+                max_corrupted=self.max_corrupted,
+                worker_dtype=self.worker_dtype,
+                false_alarm=self.false_alarm,
+            )
         if order is None:
             order = spread_order(mask, num_coeffs=self.num_coeffs)
         return threshold_decode(
@@ -311,8 +344,9 @@ class LagrangeCode(Code):
         )
 
     def _matrix(self, mask, dtype):
-        # graceful: the matrix of its ChebyLS branch (its smooth branch depends on y)
-        if self.decoder in ("chebyls", "graceful"):
+        # graceful: the matrix of its ChebyLS branch (its smooth branch depends on y);
+        # robust: ChebyLS's (its exclusions and row weights depend on y)
+        if self.decoder in ("chebyls", "graceful", "robust"):
             acc = accumulation_dtype(dtype)
             return chebyls_decoding_matrix(
                 mask,
@@ -332,6 +366,8 @@ def lagrange_code(
     decoder: str = "chebyls",
     points: str = "first",
     worker_dtype: Any = None,
+    max_corrupted: int | None = None,
+    false_alarm: float | None = None,
 ) -> LagrangeCode:
     """A Lagrange code: exact for workers that compute a polynomial of degree d.
 
@@ -343,22 +379,45 @@ def lagrange_code(
     first D responders in arrival order (:func:`threshold_decode`; without an
     ``order`` it takes the D responders spread most evenly, :func:`spread_order`);
     ``decoder="graceful"`` is ChebyLS where its predicted error is small and the
-    smoothness-regularised fit elsewhere (:func:`graceful_decode`).
+    smoothness-regularised fit elsewhere (:func:`graceful_decode`);
+    ``decoder="robust"`` is ChebyLS that locates and excludes up to A =
+    ``max_corrupted`` corrupted answers (:func:`chebyls_decode_robust`) and returns
+    a :class:`RobustDecodeResult` whose ``suspects`` [M] are the excluded workers.
+
+    The robust code's ``threshold`` stays D: from N >= D answers it decodes, but it
+    can *correct* A corrupted answers only from N >= D + 2A
+    (``correction_threshold``). Below that it corrects floor((N - D) / 2) of them;
+    with D + 1 <= N answers a corruption it cannot correct is still seen (status
+    ``UNDECIDABLE``, ``ok`` False), while at N = D every answer fits exactly and a
+    corrupted one goes unnoticed. Its ``decoding_matrix`` is ChebyLS's (the robust
+    decode is not linear in y). Its noise level is the workers' rounding
+    (``worker_dtype``), so it is meant for workers coarser than the decode (bf16
+    workers, float32 decoding): answers computed in the accumulation dtype itself
+    carry less rounding than the fit's own, and clean requests get flagged.
 
     Args:
-        num_inputs: K >= 1. num_workers: M >= D. degree: d >= 0.
-        decoder: "chebyls", "threshold" or "graceful". points: "first" or
-            "second".
-        worker_dtype: the dtype the workers compute in, for the graceful decoder's
-            error prediction when the answers arrive widened (default: the
+        num_inputs: K >= 1. num_workers: M >= D (M >= D + 2A for the robust
+            decoder). degree: d >= 0.
+        decoder: "chebyls", "threshold", "graceful" or "robust". points: "first"
+            or "second".
+        worker_dtype: the dtype the workers compute in, for the graceful and robust
+            decoders' noise level when the answers arrive widened (default: the
             answers' dtype).
+        max_corrupted: A >= 0, the most corrupted answers the robust decoder
+            corrects (required for it; A = 0 only detects). Robust decoder only.
+        false_alarm: the probability that the robust decoder flags a clean request,
+            in (0, 1) (default 0.01). Robust decoder only.
 
     Returns:
-        LagrangeCode with ``threshold`` D = d (K - 1) + 1.
+        LagrangeCode with ``threshold`` D = d (K - 1) + 1 and
+        ``correction_threshold`` D + 2A (D for the other decoders).
 
     Raises:
-        ValueError: unknown decoder or points, or M < D.
-        TypeError: a worker_dtype that is not a floating dtype.
+        ValueError: unknown decoder or points, M < D, max_corrupted or
+            false_alarm with another decoder, the robust decoder without
+            max_corrupted, A < 0, M < D + 2A, false_alarm outside (0, 1).
+        TypeError: a worker_dtype that is not a floating dtype, a max_corrupted
+            that is not an int.
 
     Examples:
         >>> import jax, jax.numpy as jnp, codedjax as cj
@@ -369,16 +428,23 @@ def lagrange_code(
         >>> r = code.decode(y, mask)
         >>> code.threshold, bool(r.ok), jnp.round(r.value[:, 0], 4).tolist()
         (3, True, [1.0, 4.0])
+        >>> robust = cj.lagrange_code(num_inputs=2, num_workers=8, degree=2,
+        ...                           decoder="robust", max_corrupted=1)
+        >>> y = (robust.encode(x) ** 2).astype(jnp.bfloat16)  # bf16 workers
+        >>> r = robust.decode(y.at[6].add(1.0), jnp.ones(8, bool))  # 6 corrupted
+        >>> robust.correction_threshold, bool(r.ok), jnp.flatnonzero(r.suspects)
+        (5, True, Array([6], dtype=int32))
     """
     fname = "lagrange_code"
     k = check_int(fname, "num_inputs", num_inputs, minimum=1)
     m = check_int(fname, "num_workers", num_workers, minimum=1)
     d = check_int(fname, "degree", degree, minimum=0)
-    if decoder not in ("chebyls", "threshold", "graceful"):
+    if decoder not in _DECODERS:
         raise ValueError(
-            f"{fname}: decoder must be 'chebyls', 'threshold' or 'graceful', got "
-            f"{decoder!r}"
+            f"{fname}: decoder must be 'chebyls', 'threshold', 'graceful' or "
+            f"'robust', got {decoder!r}"
         )
+    a, fa = _robust_settings(fname, decoder, max_corrupted, false_alarm)
     if worker_dtype is not None:
         try:
             wdt = jnp.dtype(worker_dtype)
@@ -394,14 +460,60 @@ def lagrange_code(
     if points == "second" and m < 2:
         raise ValueError(f"{fname}: second-kind points need M >= 2, got {m}")
     code = LagrangeCode(
-        k, m, degree=d, decoder=decoder, points=points, worker_dtype=worker_dtype
+        k,
+        m,
+        degree=d,
+        decoder=decoder,
+        points=points,
+        worker_dtype=worker_dtype,
+        max_corrupted=a,
+        false_alarm=fa,
     )
     if code.num_coeffs > m:
         raise ValueError(
             f"{fname}: num_workers M={m} is below the recovery threshold "
             f"D = d (K - 1) + 1 = {code.num_coeffs}"
         )
+    if code.correction_threshold > m:
+        raise ValueError(
+            f"{fname}: correcting max_corrupted A={a} corrupted answers needs "
+            f"D + 2A = {code.correction_threshold} answers, more than num_workers "
+            f"M={m} (D = {code.num_coeffs})"
+        )
     return code
+
+
+_DECODERS = ("chebyls", "threshold", "graceful", "robust")
+
+
+def _robust_settings(fname, decoder, max_corrupted, false_alarm):
+    """(A, false_alarm) of a robust Lagrange code; (0, 0.01) for the others."""
+    if decoder != "robust":
+        for name, v in (("max_corrupted", max_corrupted), ("false_alarm", false_alarm)):
+            if v is not None:
+                raise ValueError(
+                    f"{fname}: {name} applies only to decoder='robust', got "
+                    f"{name}={v!r} with decoder={decoder!r}"
+                )
+        return 0, 0.01
+    if max_corrupted is None:
+        raise ValueError(
+            f"{fname}: decoder='robust' needs max_corrupted (A >= 0, the most "
+            f"corrupted answers to correct), got None"
+        )
+    a = check_int(fname, "max_corrupted", max_corrupted, minimum=0)
+    fa = 0.01 if false_alarm is None else false_alarm
+    try:
+        fa = float(fa)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{fname}: false_alarm must be a number in (0, 1), got {false_alarm!r}"
+        ) from None
+    if not 0.0 < fa < 1.0:
+        raise ValueError(
+            f"{fname}: false_alarm must lie in (0, 1), got {false_alarm!r}"
+        )
+    return a, fa
 
 
 # ------------------------------------------------------------------------------------

@@ -24,6 +24,19 @@ CODES = {
     "threshold": cj.lagrange_code(
         num_inputs=K, num_workers=M, degree=DEG, decoder="threshold"
     ),
+    # the robust decoder's noise level is the workers' rounding: these float32
+    # answers are declared as coming from bf16 workers (a float32 fit rounds at the
+    # level of float32 workers, see lagrange_code); its decoding_matrix is ChebyLS's,
+    # which its decode equals on clean answers (tests/test_robust_code.py: with
+    # suspects)
+    "robust": cj.lagrange_code(
+        num_inputs=K,
+        num_workers=M,
+        degree=DEG,
+        decoder="robust",
+        max_corrupted=1,
+        worker_dtype="bfloat16",
+    ),
     "bacc": cj.bacc_code(num_inputs=K, num_workers=M),
     "nercc": cj.nercc_code(num_inputs=K, num_workers=M, smoothing=(1e-4, 1e-3)),
     "repapprox": cj.repapprox_code(num_inputs=K, num_workers=M, replication=3),

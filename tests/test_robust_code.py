@@ -1,0 +1,169 @@
+"""The robust Lagrange code (``lagrange_code(..., decoder="robust")``).
+
+The Code contract itself (jit, vmap, NaN workers, too few answers, exactness) is
+checked with every other code in tests/test_codes.py; here: what the robust code adds
+(``suspects``, ``correction_threshold`` D + 2A, the decode equal to
+``chebyls_decode_robust`` with the code's points, what ``decoding_matrix`` means for a
+decode that is not linear) and its bad settings.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import codedjax as cj
+
+K, M, DEG, A = 3, 12, 2, 2  # D = 5, D + 2A = 9
+EPS32 = float(jnp.finfo(jnp.float32).eps)
+
+# float32 answers declared as the answers of bf16 workers: exact polynomial data
+# whose rounding (float32) lies far below the noise level the decoder assumes
+CODE = cj.lagrange_code(
+    num_inputs=K,
+    num_workers=M,
+    degree=DEG,
+    decoder="robust",
+    max_corrupted=A,
+    worker_dtype="bfloat16",
+)
+
+
+def worker(v):
+    return v**2 - 0.5 * v
+
+
+def _data(seed=0):
+    x = jax.random.uniform(jax.random.key(seed), (K, 3), minval=-1.0, maxval=1.0)
+    return x, worker(CODE.encode(x))
+
+
+def test_attributes_and_thresholds():
+    assert CODE.name == "robust"
+    assert CODE.threshold == 5  # decodes from D answers
+    assert CODE.correction_threshold == 5 + 2 * A  # corrects A from D + 2A
+    assert CODE.max_corrupted == A and CODE.false_alarm == 0.01
+    plain = cj.lagrange_code(num_inputs=K, num_workers=M, degree=DEG)
+    assert plain.correction_threshold == plain.threshold == 5
+    bacc = cj.bacc_code(num_inputs=K, num_workers=M)
+    assert bacc.correction_threshold == bacc.threshold
+
+
+def test_corrupted_workers_are_located_and_the_decode_stays_exact():
+    x, y = _data()
+    bad = jnp.array([2, 9])
+    y_bad = y.at[bad].add(jnp.array([1.0, -0.5])[:, None])
+    mask = jnp.ones(M, bool).at[6].set(False)
+    r = CODE.decode(y_bad, mask)
+    assert bool(r.ok) and int(r.status) == int(cj.Status.SUCCESS)
+    assert np.flatnonzero(np.asarray(r.suspects)).tolist() == [2, 9]
+    assert int(r.num_used) == int(mask.sum()) - 2
+    # exact recovery of the degree-2 worker from the 9 clean float32 answers, whose
+    # systems (first-kind points) have cond O(1)
+    np.testing.assert_allclose(r.value, worker(x), rtol=0, atol=50 * EPS32)
+    # not linear: the value is ChebyLS's matrix without the suspects applied to y
+    a = CODE.decoding_matrix(mask & ~r.suspects)
+    np.testing.assert_allclose(a @ y_bad, r.value, rtol=0, atol=50 * EPS32)
+    # clean answers: nobody flagged, ChebyLS's matrix of the mask
+    clean = CODE.decode(y, mask)
+    assert bool(clean.ok) and not bool(jnp.any(clean.suspects))
+    a = CODE.decoding_matrix(mask)
+    np.testing.assert_allclose(a @ y, clean.value, rtol=0, atol=50 * EPS32)
+
+
+def test_decode_is_chebyls_decode_robust_with_the_codes_points():
+    x, y = _data(seed=3)
+    y = (y.at[4].add(0.25)).astype(jnp.bfloat16)
+    code = cj.lagrange_code(num_inputs=K, num_workers=M, degree=DEG,
+                            decoder="robust", max_corrupted=1,
+                            false_alarm=0.05)  # fmt: skip
+    mask = jnp.ones(M, bool).at[0].set(False)
+    r = code.decode(y, mask)
+    ref = cj.chebyls_decode_robust(y, mask, code.alpha(), code.beta(),
+                                   num_coeffs=5, max_corrupted=1,
+                                   false_alarm=0.05)  # fmt: skip
+    assert type(r) is cj.RobustDecodeResult
+    np.testing.assert_array_equal(r.suspects, ref.suspects)
+    assert np.flatnonzero(np.asarray(r.suspects)).tolist() == [4]
+    for f in ("ok", "status", "num_used"):
+        np.testing.assert_array_equal(getattr(r, f), getattr(ref, f))
+    # one program inside the code's jit, another outside it: float32 rounding of a
+    # system of condition number cond, relative to the answers' size
+    tol = 10 * float(ref.cond) * EPS32 * float(jnp.max(jnp.abs(y.astype(jnp.float32))))
+    np.testing.assert_allclose(r.value, ref.value, rtol=0, atol=tol)
+
+
+def test_between_d_and_d_plus_2a_answers():
+    """N = D: every answer fits, a corrupted one passes unseen (ok, no suspects);
+    N = D + 1: it is seen but not correctable (UNDECIDABLE); N = D + 2: corrected."""
+    x, y = _data(seed=5)
+    y_bad = y.at[5].add(1.0)
+    keep = np.array([0, 2, 5, 7, 10, 11, 3])  # worker 5 among them
+    for n, status, suspects in (
+        (5, cj.Status.SUCCESS, []),
+        (6, cj.Status.UNDECIDABLE, []),
+        (7, cj.Status.SUCCESS, [5]),
+    ):
+        mask = jnp.zeros(M, bool).at[keep[:n]].set(True)
+        r = CODE.decode(y_bad, mask)
+        assert int(r.status) == int(status), n
+        assert np.flatnonzero(np.asarray(r.suspects)).tolist() == suspects, n
+        assert bool(r.ok) == (status == cj.Status.SUCCESS)
+        assert np.all(np.isfinite(np.asarray(r.value)))
+
+
+def test_batched_suspects_equal_a_loop():
+    x, y = _data(seed=7)
+    ys = jnp.stack([y.at[i].add(1.0) for i in (1, 4, 8)] + [y])
+    masks = jnp.ones((4, M), bool).at[:, 10].set(False)
+    rb = CODE.decode_batched(ys, masks)
+    for i in range(4):
+        ri = CODE.decode(ys[i], masks[i])
+        np.testing.assert_array_equal(rb.suspects[i], ri.suspects)
+        assert bool(rb.ok[i]) and bool(ri.ok)
+    got = [np.flatnonzero(np.asarray(s)).tolist() for s in rb.suspects]
+    assert got == [[1], [4], [8], []]
+
+
+def test_float64_matches_numpy_least_squares_without_the_suspect():
+    with jax.enable_x64(True):
+        x = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (K, 2)))
+        y = worker(CODE.encode(x)).at[7].add(0.1)
+        mask = jnp.asarray(np.arange(M) % 5 != 3)
+        r = CODE.decode(y, mask)
+        assert r.value.dtype == jnp.float64
+        assert np.flatnonzero(np.asarray(r.suspects)).tolist() == [7]
+        alpha = np.cos((2 * np.arange(M) + 1) * np.pi / (2 * M))
+        beta = np.cos((2 * np.arange(K) + 1) * np.pi / (2 * K))
+        v = np.polynomial.chebyshev.chebvander(alpha, CODE.num_coeffs - 1)
+        sel = np.asarray(mask) & (np.arange(M) != 7)
+        coef = np.linalg.lstsq(v[sel], np.asarray(y)[sel], rcond=None)[0]
+        ref = np.polynomial.chebyshev.chebvander(beta, CODE.num_coeffs - 1) @ coef
+        np.testing.assert_allclose(np.asarray(r.value), ref, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(max_corrupted=1), ValueError, "only to decoder='robust'"),
+        (dict(decoder="graceful", false_alarm=0.1), ValueError, "false_alarm applies"),
+        (dict(decoder="robust"), ValueError, "needs max_corrupted"),
+        (dict(decoder="robust", max_corrupted=-1), ValueError, ">= 0"),
+        (dict(decoder="robust", max_corrupted=1.0), TypeError, "int"),
+        (dict(decoder="robust", max_corrupted=True), TypeError, "int"),
+        (dict(decoder="robust", max_corrupted=4), ValueError, r"D \+ 2A = 13"),
+        (
+            dict(decoder="robust", max_corrupted=1, false_alarm=1.0),
+            ValueError,
+            r"\(0, 1\)",
+        ),
+        (
+            dict(decoder="robust", max_corrupted=1, false_alarm="x"),
+            TypeError,
+            "number",
+        ),
+    ],
+)
+def test_bad_settings_are_clear_errors(kwargs, error, match):
+    with pytest.raises(error, match="lagrange_code: .*" + match):
+        cj.lagrange_code(num_inputs=K, num_workers=M, degree=DEG, **kwargs)
