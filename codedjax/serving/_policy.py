@@ -63,6 +63,13 @@ class ArrivalState:
         return self._result
 
 
+def responses_needed(code: Any) -> int:
+    """The fewest answers a policy waits for by default: the code's
+    ``correction_threshold`` (D + 2A for a robust code, which corrects A corrupted
+    answers only from that many), else its ``threshold``."""
+    return int(getattr(code, "correction_threshold", code.threshold))
+
+
 def _check_deadline(fname: str, deadline: Any) -> float | None:
     if deadline is None:
         return None
@@ -78,7 +85,11 @@ def _check_deadline(fname: str, deadline: Any) -> float | None:
 
 
 class FixedN:
-    """Decode at the N-th successful answer (N = the code's threshold by default).
+    """Decode at the N-th successful answer.
+
+    N defaults to the code's threshold, or for a robust code (``decoder="robust"``)
+    to its ``correction_threshold`` D + 2A, the fewest answers from which it
+    corrects A corrupted ones.
 
     Args:
         num_responses: N; at most M (checked against the code by the server).
@@ -112,7 +123,7 @@ class FixedN:
             )
 
     def decide(self, arrivals: ArrivalState) -> bool:
-        n = self.num_responses or arrivals.code.threshold
+        n = self.num_responses or responses_needed(arrivals.code)
         return arrivals.num_arrived >= n
 
     def __repr__(self):
@@ -139,7 +150,10 @@ class FirstDecodable:
 
     For replication this is the first time every input has a replica (checked on
     the code's ``task`` layout before decoding); for Lagrange codes the threshold D
-    (when the system is not singular).
+    (when the system is not singular). A robust code is asked no sooner than its
+    ``correction_threshold`` D + 2A: at N = D every answer fits exactly and a
+    corrupted one would pass unseen (between D + 1 and D + 2A - 1 a corruption it
+    cannot correct is reported as ``UNDECIDABLE``, not ``ok``, and the policy waits).
     """
 
     def __init__(self, *, deadline: float | None = None):
@@ -147,7 +161,7 @@ class FirstDecodable:
 
     def decide(self, arrivals: ArrivalState) -> bool:
         code = arrivals.code
-        if arrivals.num_arrived < code.threshold:
+        if arrivals.num_arrived < responses_needed(code):
             return False
         task = getattr(code, "task", None)
         if task is not None:  # replication: every input has an answered replica
@@ -172,7 +186,9 @@ class Adaptive:
     Args:
         budget: the largest acceptable predicted absolute error (> 0).
         deadline: seconds; required, as the error may never fall below the budget.
-        min_responses: never decode before this many answers (default: threshold).
+        min_responses: never decode before this many answers (default: the
+            code's threshold; for a robust code its ``correction_threshold``
+            D + 2A, see :class:`FirstDecodable`).
     """
 
     def __init__(
@@ -193,7 +209,7 @@ class Adaptive:
         self.min_responses = min_responses
 
     def decide(self, arrivals: ArrivalState) -> bool:
-        need = max(arrivals.code.threshold, self.min_responses or 0)
+        need = max(responses_needed(arrivals.code), self.min_responses or 0)
         if arrivals.num_arrived < need:
             return False
         r = arrivals.decode()

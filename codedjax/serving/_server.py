@@ -39,7 +39,9 @@ class ServeResult(NamedTuple):
         cancelled: bool [M] workers still working when the server decoded.
         timed_out: the deadline, not the policy, ended the wait.
         responses: [M, ...] the answers given to the decoder (zeros where masked).
-        suspects: bool [M] workers the decoder flagged as corrupt, when it does.
+        suspects: bool [M] workers the decoder located as corrupted and excluded
+            (a robust code, ``lagrange_code(..., decoder="robust")``); None for
+            codes whose decoder does not look for corrupted answers.
         request_id: the request's number on this server.
     """
 
@@ -60,6 +62,14 @@ class ServeResult(NamedTuple):
     responses: np.ndarray
     suspects: np.ndarray | None
     request_id: int
+
+    @property
+    def suspect_ids(self) -> np.ndarray:
+        """int [S] ids of the workers flagged as corrupted, in increasing order
+        (empty when none were, or when the decoder does not look)."""
+        if self.suspects is None:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(self.suspects)
 
 
 class _Request:

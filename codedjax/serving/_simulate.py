@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._faults import CORRUPT, HANG, NONE, Injector
-from ._policy import Adaptive, Deadline, FirstDecodable, FixedN
+from ._policy import Adaptive, Deadline, FirstDecodable, FixedN, responses_needed
 
 
 class SimulatedLatency(NamedTuple):
@@ -103,7 +103,7 @@ def simulate_latency(
     dl = np.inf if policy.deadline is None else float(policy.deadline)
     y = np.zeros((m, 1), np.float32) if responses is None else np.asarray(responses)
     if isinstance(policy, FixedN):
-        n = policy.num_responses or code.threshold
+        n = policy.num_responses or responses_needed(code)
         t_dec = np.minimum(srt[:, n - 1], t_all)
     elif isinstance(policy, Deadline):
         t_dec = t_all
@@ -117,7 +117,7 @@ def simulate_latency(
     elif isinstance(policy, (FirstDecodable, Adaptive)):
         t_dec = t_all.copy()
         undecided = np.ones(len(r_ids), bool)
-        need = code.threshold
+        need = responses_needed(code)
         if isinstance(policy, Adaptive):
             need = max(need, policy.min_responses or 0)
         for n in range(need, m + 1):

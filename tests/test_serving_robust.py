@@ -1,0 +1,103 @@
+"""Corrupted workers in the serving runtime: a robust code's suspects in the result.
+
+A served request decodes with ``code.decode`` on the answers it reports, so a
+corrupted worker's id is in ``ServeResult.suspects``/``suspect_ids`` and the value is
+the offline robust decode of the same answers, bit for bit. The wait policies ask a
+robust code no sooner than its ``correction_threshold`` D + 2A.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+import codedjax as cj
+from codedjax.serving import (
+    Adaptive,
+    Constant,
+    FirstDecodable,
+    FixedN,
+    Injector,
+    Server,
+    ShiftedExponential,
+    SimulatedCluster,
+    simulate_latency,
+)
+
+K, M, A = 3, 10, 1  # degree 1: D = 3, D + 2A = 5
+CODE = cj.lagrange_code(num_inputs=K, num_workers=M, degree=1, decoder="robust",
+                        max_corrupted=A)  # fmt: skip
+X = np.random.default_rng(0).uniform(-1, 1, (K, 4)).astype(np.float32)
+
+
+def affine(v):
+    """A degree-1 bf16 worker."""
+    b = v.astype(jnp.bfloat16)
+    return b * jnp.bfloat16(2) - jnp.bfloat16(1)
+
+
+def _serve(injector, policy, code=CODE, x=X):
+    with Server(code, affine, backend=SimulatedCluster(injector=injector),
+                policy=policy) as server:  # fmt: skip
+        return server.infer(x)
+
+
+def _offline(r, code=CODE):
+    return code.decode(jnp.asarray(r.responses), jnp.asarray(r.mask),
+                       order=jnp.asarray(r.order))  # fmt: skip
+
+
+def test_a_corrupted_worker_is_reported_and_the_value_is_the_offline_decode():
+    inj = Injector(latency=Constant(0.001), failed_workers={3: "corrupt"},
+                   corrupt_scale=0.5)  # fmt: skip
+    r = _serve(inj, FixedN(M))
+    assert r.ok and r.status == int(cj.Status.SUCCESS)
+    assert r.mask[3] and not r.failed[3]  # the answer arrived and was decoded
+    assert r.suspects.dtype == bool and r.suspects.shape == (M,)
+    assert r.suspect_ids.tolist() == [3]
+    assert r.num_used == M - 1
+    off = _offline(r)
+    np.testing.assert_array_equal(r.value, np.asarray(off.value))
+    np.testing.assert_array_equal(r.suspects, np.asarray(off.suspects))
+    assert r.error == float(off.error)
+    # and it is right: within the decoder's predicted error of the truth
+    truth = 2 * X - 1
+    assert float(np.max(np.abs(r.value - truth))) <= r.error
+
+
+def test_a_clean_request_flags_nobody():
+    r = _serve(Injector(latency=Constant(0.001)), FixedN(M))
+    assert r.ok and r.num_used == M
+    assert r.suspects is not None and not r.suspects.any()
+    assert r.suspect_ids.size == 0
+
+
+def test_codes_that_do_not_look_report_none():
+    plain = cj.lagrange_code(num_inputs=K, num_workers=M, degree=1)
+    inj = Injector(latency=Constant(0.001), failed_workers={3: "corrupt"},
+                   corrupt_scale=0.5)  # fmt: skip
+    r = _serve(inj, FixedN(M), code=plain)
+    assert r.ok and r.suspects is None and r.suspect_ids.size == 0
+
+
+def _first_arrivals(inj, n):
+    delays, _ = inj.plan_one(0, M)
+    return np.argsort(delays, kind="stable")[:n]
+
+
+def test_policies_wait_for_d_plus_2a_answers():
+    """The first answer to arrive is corrupted: at D answers it would pass unseen."""
+    plan = Injector(latency=ShiftedExponential(0.001, 0.01), seed=4)
+    first = int(_first_arrivals(plan, 1)[0])
+    inj = Injector(latency=ShiftedExponential(0.001, 0.01), seed=4,
+                   failed_workers={first: "corrupt"}, corrupt_scale=0.5)  # fmt: skip
+    need = CODE.correction_threshold
+    assert need == 5
+    for policy in (FirstDecodable(), FixedN(), Adaptive(budget=1.0, deadline=10.0)):
+        r = _serve(inj, policy)
+        assert r.ok, policy
+        assert int(r.mask.sum()) == need, policy  # the D + 2A first answers
+        assert r.suspect_ids.tolist() == [first], policy
+    # the latency simulator counts the same answers for FixedN's default
+    sim = simulate_latency(CODE, FixedN(), inj, 8)
+    assert np.all(sim.num_used == need)
