@@ -269,6 +269,7 @@ class LagrangeCode(Code):
     worker_dtype: str | None = None  # graceful, robust: the workers' dtype (y's)
     max_corrupted: int = 0  # robust: A, the most corrupted answers corrected
     false_alarm: float = 0.01  # robust: the probability of flagging a clean request
+    noise_scale: float | None = None  # robust: gamma (default worker_noise_scale)
 
     @property
     def name(self) -> str:
@@ -323,6 +324,7 @@ class LagrangeCode(Code):
                 max_corrupted=self.max_corrupted,
                 worker_dtype=self.worker_dtype,
                 false_alarm=self.false_alarm,
+                noise_scale=self.noise_scale,
             )
         if order is None:
             order = spread_order(mask, num_coeffs=self.num_coeffs)
@@ -368,6 +370,7 @@ def lagrange_code(
     worker_dtype: Any = None,
     max_corrupted: int | None = None,
     false_alarm: float | None = None,
+    noise_scale: float | None = None,
 ) -> LagrangeCode:
     """A Lagrange code: exact for workers that compute a polynomial of degree d.
 
@@ -393,7 +396,12 @@ def lagrange_code(
     decode is not linear in y). Its noise level is the workers' rounding
     (``worker_dtype``), so it is meant for workers coarser than the decode (bf16
     workers, float32 decoding): answers computed in the accumulation dtype itself
-    carry less rounding than the fit's own, and clean requests get flagged.
+    carry less rounding than the fit's own, and clean requests get flagged. The
+    level is gamma u_w times each answer's size (``noise_scale`` gamma, by default
+    the rounding of a homogeneous degree-d worker, :func:`chebyls_decode_robust`);
+    a worker whose arithmetic cancels (large intermediate values, small answers)
+    needs the larger gamma its own rounding analysis gives, or clean requests get
+    flagged.
 
     Args:
         num_inputs: K >= 1. num_workers: M >= D (M >= D + 2A for the robust
@@ -407,15 +415,19 @@ def lagrange_code(
             corrects (required for it; A = 0 only detects). Robust decoder only.
         false_alarm: the probability that the robust decoder flags a clean request,
             in (0, 1) (default 0.01). Robust decoder only.
+        noise_scale: gamma > 0, one answer's rounding error in units of u_w times
+            its size (default: ``chebyls_decode_robust``'s, from K and D). Robust
+            decoder only.
 
     Returns:
         LagrangeCode with ``threshold`` D = d (K - 1) + 1 and
         ``correction_threshold`` D + 2A (D for the other decoders).
 
     Raises:
-        ValueError: unknown decoder or points, M < D, max_corrupted or
-            false_alarm with another decoder, the robust decoder without
-            max_corrupted, A < 0, M < D + 2A, false_alarm outside (0, 1).
+        ValueError: unknown decoder or points, M < D, max_corrupted,
+            false_alarm or noise_scale with another decoder, the robust decoder
+            without max_corrupted, A < 0, M < D + 2A, false_alarm outside (0, 1),
+            noise_scale not finite and > 0.
         TypeError: a worker_dtype that is not a floating dtype, a max_corrupted
             that is not an int.
 
@@ -444,7 +456,9 @@ def lagrange_code(
             f"{fname}: decoder must be 'chebyls', 'threshold', 'graceful' or "
             f"'robust', got {decoder!r}"
         )
-    a, fa = _robust_settings(fname, decoder, max_corrupted, false_alarm)
+    a, fa, gamma = _robust_settings(
+        fname, decoder, max_corrupted, false_alarm, noise_scale
+    )
     if worker_dtype is not None:
         try:
             wdt = jnp.dtype(worker_dtype)
@@ -468,6 +482,7 @@ def lagrange_code(
         worker_dtype=worker_dtype,
         max_corrupted=a,
         false_alarm=fa,
+        noise_scale=gamma,
     )
     if code.num_coeffs > m:
         raise ValueError(
@@ -486,16 +501,19 @@ def lagrange_code(
 _DECODERS = ("chebyls", "threshold", "graceful", "robust")
 
 
-def _robust_settings(fname, decoder, max_corrupted, false_alarm):
-    """(A, false_alarm) of a robust Lagrange code; (0, 0.01) for the others."""
+def _robust_settings(fname, decoder, max_corrupted, false_alarm, noise_scale):
+    """(A, false_alarm, gamma) of a robust code; (0, 0.01, None) for the others."""
+    given = dict(
+        max_corrupted=max_corrupted, false_alarm=false_alarm, noise_scale=noise_scale
+    )
     if decoder != "robust":
-        for name, v in (("max_corrupted", max_corrupted), ("false_alarm", false_alarm)):
+        for name, v in given.items():
             if v is not None:
                 raise ValueError(
                     f"{fname}: {name} applies only to decoder='robust', got "
                     f"{name}={v!r} with decoder={decoder!r}"
                 )
-        return 0, 0.01
+        return 0, 0.01, None
     if max_corrupted is None:
         raise ValueError(
             f"{fname}: decoder='robust' needs max_corrupted (A >= 0, the most "
@@ -513,7 +531,19 @@ def _robust_settings(fname, decoder, max_corrupted, false_alarm):
         raise ValueError(
             f"{fname}: false_alarm must lie in (0, 1), got {false_alarm!r}"
         )
-    return a, fa
+    gamma = None
+    if noise_scale is not None:
+        try:
+            gamma = float(noise_scale)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{fname}: noise_scale must be a number > 0, got {noise_scale!r}"
+            ) from None
+        if not (np.isfinite(gamma) and gamma > 0):
+            raise ValueError(
+                f"{fname}: noise_scale must be finite and > 0, got {noise_scale!r}"
+            )
+    return a, fa, gamma
 
 
 # ------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ checked with every other code in tests/test_codes.py; here: what the robust code
 decode that is not linear) and its bad settings.
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -76,12 +78,12 @@ def test_decode_is_chebyls_decode_robust_with_the_codes_points():
     y = (y.at[4].add(0.25)).astype(jnp.bfloat16)
     code = cj.lagrange_code(num_inputs=K, num_workers=M, degree=DEG,
                             decoder="robust", max_corrupted=1,
-                            false_alarm=0.05)  # fmt: skip
+                            false_alarm=0.05, noise_scale=3.0)  # fmt: skip
     mask = jnp.ones(M, bool).at[0].set(False)
     r = code.decode(y, mask)
     ref = cj.chebyls_decode_robust(y, mask, code.alpha(), code.beta(),
                                    num_coeffs=5, max_corrupted=1,
-                                   false_alarm=0.05)  # fmt: skip
+                                   false_alarm=0.05, noise_scale=3.0)  # fmt: skip
     assert type(r) is cj.RobustDecodeResult
     np.testing.assert_array_equal(r.suspects, ref.suspects)
     assert np.flatnonzero(np.asarray(r.suspects)).tolist() == [4]
@@ -91,6 +93,9 @@ def test_decode_is_chebyls_decode_robust_with_the_codes_points():
     # system of condition number cond, relative to the answers' size
     tol = 10 * float(ref.cond) * EPS32 * float(jnp.max(jnp.abs(y.astype(jnp.float32))))
     np.testing.assert_allclose(r.value, ref.value, rtol=0, atol=tol)
+    # the code's noise level is used: at gamma = 1e4 the same error is rounding
+    deaf = dataclasses.replace(code, noise_scale=1e4)
+    assert not bool(jnp.any(deaf.decode(y, mask).suspects))
 
 
 def test_between_d_and_d_plus_2a_answers():
@@ -161,6 +166,17 @@ def test_float64_matches_numpy_least_squares_without_the_suspect():
             dict(decoder="robust", max_corrupted=1, false_alarm="x"),
             TypeError,
             "number",
+        ),
+        (dict(noise_scale=2.0), ValueError, "noise_scale applies"),
+        (
+            dict(decoder="robust", max_corrupted=1, noise_scale=0.0),
+            ValueError,
+            "finite and > 0",
+        ),
+        (
+            dict(decoder="robust", max_corrupted=1, noise_scale=[1.0]),
+            TypeError,
+            "number > 0",
         ),
     ],
 )
