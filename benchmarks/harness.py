@@ -105,6 +105,7 @@ def time_interleaved(
             "min": min(t),
             "max": max(t),
             "rounds": len(t),
+            "times": t,
         }
         for name, t in times.items()
     }
@@ -114,13 +115,65 @@ def _block(x):
     return jax.block_until_ready(x)
 
 
-def matmul_rate(n: int = 1024, *, repeats: int = 5) -> float:
-    """float32 matmul operations per second on the default device (same run)."""
+def matmul_probe(n: int = 1024) -> tuple[Callable[[], Any], float]:
+    """A jitted float32 n x n matmul (blocking, compiled) and its operation count."""
     a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
     f = jax.jit(lambda x: jnp.matmul(x, x, precision=jax.lax.Precision.HIGHEST))
     _block(f(a))
-    t = time_call(lambda: _block(f(a)), repeats=repeats, min_seconds=0.2)
-    return 2.0 * n**3 / t
+    return (lambda: _block(f(a))), 2.0 * n**3
+
+
+def matmul_rate(n: int = 1024, *, repeats: int = 5) -> float:
+    """float32 matmul operations per second on the default device (same run).
+
+    A one-off figure for the report header; each case's arithmetic floor uses the
+    rate measured round-robin with the case's own repetitions (:func:`run_case`).
+    """
+    probe, flops = matmul_probe(n)
+    t = time_call(probe, repeats=repeats, min_seconds=0.2)
+    return flops / t
+
+
+def floor_fraction(
+    flops: float, case_times: list[float], probe_times: list[float], probe_flops: float
+) -> dict:
+    """Fraction of the arithmetic floor reached, per round of interleaved timing.
+
+    Round i ran the case (``case_times[i]``) and the matmul probe
+    (``probe_times[i]``) back to back under the same load, so its floor is
+    ``flops / rate_i`` with ``rate_i = probe_flops / probe_times[i]`` and its
+    fraction ``floor_i / case_times[i]``. Returns the median and spread of the
+    per-round fractions and of the rate (a load change moves both sides of a
+    round together; the spread says how far the figure can be trusted).
+    """
+    rates = np.asarray([probe_flops / t for t in probe_times])
+    frac = np.asarray([flops / r / t for r, t in zip(rates, case_times, strict=True)])
+    rate = float(np.median(rates))
+    return {
+        "matmul_rate_flops": rate,
+        "matmul_rate_p25": float(np.quantile(rates, 0.25)),
+        "matmul_rate_p75": float(np.quantile(rates, 0.75)),
+        "floor_s": flops / rate,
+        "fraction_of_floor": float(np.median(frac)),
+        "fraction_of_floor_p25": float(np.quantile(frac, 0.25)),
+        "fraction_of_floor_p75": float(np.quantile(frac, 0.75)),
+        "fraction_of_floor_min": float(frac.min()),
+        "fraction_of_floor_max": float(frac.max()),
+    }
+
+
+def _device_name(dev) -> str:
+    """The accelerator's name, or the CPU model on the CPU backend."""
+    if dev.platform != "cpu":
+        return str(dev.device_kind)
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
 
 
 def environment() -> dict:
@@ -142,6 +195,7 @@ def environment() -> dict:
     return {
         "backend": jax.default_backend(),
         "device_kind": dev.device_kind,
+        "device_name": _device_name(dev),
         "num_devices": jax.device_count(),
         "jax_version": jax.__version__,
         "numpy_version": np.__version__,
@@ -155,10 +209,19 @@ def environment() -> dict:
     }
 
 
+_PROBE = "matmul_probe"
+
+
 def run_case(
     case: Case, *, repeats: int, min_seconds: float, rate: float, env: dict
 ) -> dict:
-    """Compile, check, time one case and its baselines; return its record."""
+    """Compile, check, time one case and its baselines; return its record.
+
+    ``rate`` (the header's one-off matmul rate) is not used for the floor: the
+    floor comes from a matmul probe timed round-robin with the case
+    (:func:`floor_fraction`), so a load change between the rate measurement and
+    the case cannot move it.
+    """
     built = case.build()
     jitted = jax.jit(built.fn)
     t0 = time.perf_counter()
@@ -181,20 +244,27 @@ def run_case(
         b_check = built.check(np.asarray(base()))
         record[f"{name}_max_err"] = b_check["max_err"]
         checked[name] = base
-    # codedjax and every baseline timed round-robin (the same load for all)
-    timed = time_interleaved(
-        {"codedjax": lambda: _block(compiled(*built.args)), **checked},
-        repeats=repeats,
-        min_seconds=min_seconds,
-    )
+    # codedjax, every baseline and (for the floor) a matmul probe timed round-robin:
+    # the same load for all, so ratios and the floor fraction compare like with like
+    fns = {"codedjax": lambda: _block(compiled(*built.args)), **checked}
+    probe_flops = None
+    if built.flops is not None:
+        fns[_PROBE], probe_flops = matmul_probe()
+    timed = time_interleaved(fns, repeats=repeats, min_seconds=min_seconds)
     median = timed["codedjax"]["median"]
     record["median_s"] = median
     record["min_s"] = timed["codedjax"]["min"]
     record["rounds"] = timed["codedjax"]["rounds"]
     if built.flops is not None:
         record["flops"] = built.flops
-        record["floor_s"] = built.flops / rate
-        record["fraction_of_floor"] = record["floor_s"] / median
+        record.update(
+            floor_fraction(
+                built.flops,
+                timed["codedjax"]["times"],
+                timed[_PROBE]["times"],
+                probe_flops,
+            )
+        )
     for name in checked:
         t = timed[name]["median"]
         record[f"{name}_s"] = t
@@ -225,15 +295,19 @@ def report_markdown(records: list[dict], env: dict, rate: float) -> str:
         "# Benchmarks",
         "",
         f"backend `{env['backend']}`, device `{env['device_kind']}` "
-        f"(x{env['num_devices']}), jax {env['jax_version']}, numpy "
+        f"({env.get('device_name', env['device_kind'])}, x{env['num_devices']}), "
+        f"jax {env['jax_version']}, numpy "
         f"{env['numpy_version']}, git `{env['git_revision']}`; float32 matmul rate "
-        f"measured in this run: {rate / 1e9:.1f} GFLOP/s.",
+        f"measured at the start of this run: {rate / 1e9:.1f} GFLOP/s.",
         "",
         "Speed is the ratio baseline time / codedjax time on the same inputs in the "
-        "same run (> 1: codedjax faster). Errors are against the float64 reference.",
+        "same run (> 1: codedjax faster). Errors are against the float64 reference. "
+        "The floor is the case's operation count at the float32 matmul rate of a "
+        "probe timed round-robin with the case's repetitions (same load); "
+        "% of floor is the median over rounds, with its interquartile range.",
         "",
         "| case | codedjax (ms) | compile (s) | accurate | max err | ratios | "
-        "baseline max err | floor (ms) | % of floor |",
+        "baseline max err | floor (ms) | % of floor (IQR) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
@@ -251,6 +325,9 @@ def report_markdown(records: list[dict], env: dict, rate: float) -> str:
         floor = None if r.get("floor_s") is None else 1e3 * r["floor_s"]
         frac = r.get("fraction_of_floor")
         pct = None if frac is None else 100 * frac
+        if pct is not None and "fraction_of_floor_p25" in r:
+            lo, hi = r["fraction_of_floor_p25"], r["fraction_of_floor_p75"]
+            pct = f"{pct:.1f} ({100 * lo:.1f}-{100 * hi:.1f})"
         lines.append(
             f"| `{r['case']}` | {_fmt(ms)} | {_fmt(r['compile_s'], '.2f')} | "
             f"{_fmt(r.get('codedjax_ok'))} | "
