@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from benchmarks import cases as bc
-from benchmarks.harness import Built, Case, run_case
+from benchmarks.harness import Built, Case, floor_fraction, run_case
 from benchmarks.run import BenchConfig, run
 
 pytestmark = pytest.mark.loose_promotion  # the DCN case runs flax code
@@ -50,6 +50,11 @@ def test_harness_writes_records_with_environment_and_ratios(tmp_path):
             "git_revision",
             "codedjax_ok",
             "floor_s",
+            "device_name",
+            "fraction_of_floor",
+            "fraction_of_floor_p25",
+            "fraction_of_floor_p75",
+            "matmul_rate_flops",
         ):
             assert key in r, key
         assert r["codedjax_ok"] is True
@@ -80,3 +85,18 @@ def test_only_filter_and_case_names_hold_every_parameter():
     assert "chebyls[M=40,N=30,D=22,K=8,F=64,B=4096,dtype=float32]" in names
     with pytest.raises(ValueError, match="matches no case"):
         run(BenchConfig(only="no-such-case"), case_list=TINY)
+
+
+def test_floor_fraction_is_per_round_so_a_load_change_cancels():
+    # round 2 runs under twice the load: the case AND the probe take twice as long,
+    # so its floor doubles with its time and the fraction is unchanged
+    r = floor_fraction(1e9, [0.01, 0.02, 0.01], [0.001, 0.002, 0.001], 1e8)
+    assert r["fraction_of_floor"] == pytest.approx(1.0)
+    assert r["fraction_of_floor_min"] == pytest.approx(1.0)
+    assert r["fraction_of_floor_max"] == pytest.approx(1.0)
+    assert r["matmul_rate_flops"] == pytest.approx(1e11)
+    assert r["floor_s"] == pytest.approx(0.01)
+    # a case that gets slower while the probe does not: a lower fraction
+    r = floor_fraction(1e9, [0.01, 0.04], [0.001, 0.001], 1e8)
+    assert r["fraction_of_floor_min"] == pytest.approx(0.25)
+    assert r["fraction_of_floor_max"] == pytest.approx(1.0)
