@@ -1,0 +1,271 @@
+"""Corrupted workers in serving: what the robust code reports and what it costs.
+
+Usage::
+
+    python -m benchmarks.robust_serving --out results/robust_serving   # ~2 min
+
+The serving benchmark's setting (``benchmarks.serving``): K = 8 queries, M = 40 bf16
+workers computing f(x) = x^3 - x on F = 64 features (D = 22), service time 5 ms +
+Exp(5 ms), 10 times slower with probability 0.1. On each request a uniform number in
+{0, 1} of workers returns its answer shifted by ``factor`` times the rms of the coded
+answers (:class:`codedjax.serving.Injector`, fault ``"corrupt"``). Schemes, served on
+the simulated cluster (the same delays and faults for every scheme):
+
+- ``chebyls-30``: ChebyLS at the first 30 answers (does not look for corruption);
+- ``robust1-30-dtype``: the robust code, A = 1, at 30 answers, with the default
+  noise level (gamma from the degree, a homogeneous worker's rounding);
+- ``robust1-30``, ``robust2-30``: A = 1, 2 with gamma from the first-order rounding
+  analysis of this worker (:func:`rounding_gamma`);
+- ``chebyls-first``, ``robust1-first``: :class:`~codedjax.serving.FirstDecodable`,
+  which waits for D answers (ChebyLS) or D + 2A (robust).
+
+Per scheme: the share of requests whose corrupted answer was decoded and flagged
+(``located``, exactly that worker), decoded and not flagged (``missed``), the share
+of clean requests with a worker flagged or ``ok`` False (``false alarm``), the
+decoded error max |value - f(x)| / max |f(x)| (float64 truth; median and 99th
+percentile), the answers used, the simulated decision latency (p50, p99: the
+injected delays only) and the median time of one decode on this machine (the
+master's cost; a ratio to ChebyLS's in the same run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import codedjax as cj
+from codedjax.serving import (
+    FirstDecodable,
+    FixedN,
+    Injector,
+    Server,
+    ShiftedExponential,
+    SimulatedCluster,
+)
+
+from .harness import environment
+from .serving import NO_PROGRESS_ENV, _pct, _progress, _rel_err, worker_fn
+
+
+@dataclasses.dataclass(frozen=True)
+class RobustServingConfig:
+    """Everything that fixes a run.
+
+    Attributes:
+        num_inputs: K. num_workers: M. num_features: F. degree: d of x^3 - x.
+        responses: N of the fixed-N schemes.
+        factors: corruption sizes, in units of the rms of the coded answers.
+        num_requests: requests per scheme and factor.
+        decode_repeats: timed decodes per scheme (median).
+        shift, mean, slow_prob, slow_factor: the service-time model.
+        seed: the seed of inputs, delays and faults.
+    """
+
+    num_inputs: int = 8
+    num_workers: int = 40
+    num_features: int = 64
+    degree: int = 3
+    responses: int = 30
+    factors: tuple[float, ...] = (0.1, 1.0)
+    num_requests: int = 400
+    decode_repeats: int = 30
+    shift: float = 0.005
+    mean: float = 0.005
+    slow_prob: float = 0.1
+    slow_factor: float = 10.0
+    seed: int = 0
+
+
+def schemes(cfg: RobustServingConfig, gamma: float):
+    """(name, code, policy) of every scheme; ``gamma`` the worker's noise scale."""
+    k, m, d, n = cfg.num_inputs, cfg.num_workers, cfg.degree, cfg.responses
+    cheb = cj.lagrange_code(num_inputs=k, num_workers=m, degree=d)
+
+    def robust(a, g=gamma):
+        return cj.lagrange_code(num_inputs=k, num_workers=m, degree=d,
+                                decoder="robust", max_corrupted=a,
+                                noise_scale=g)  # fmt: skip
+
+    return [
+        (f"chebyls-{n}", cheb, FixedN(n)),
+        (f"robust1-{n}-dtype", robust(1, None), FixedN(n)),
+        (f"robust1-{n}", robust(1), FixedN(n)),
+        (f"robust2-{n}", robust(2), FixedN(n)),
+        ("chebyls-first", cheb, FirstDecodable()),
+        ("robust1-first", robust(1), FirstDecodable()),
+    ]
+
+
+def rounding_gamma(cfg: RobustServingConfig, xs: np.ndarray, code) -> float:
+    r"""gamma of this worker from its first-order rounding analysis (no detection data).
+
+    A bf16 worker computing v^3 - v rounds its input (v), v^2, v^3 and the
+    difference, each by an independent relative error of standard deviation
+    u / sqrt(3), so its answer's error has standard deviation
+
+    .. math:: \sigma = \frac{u}{\sqrt 3}\sqrt{((3v^2 - 1) v)^2 + 2 v^6 + (v^3 - v)^2},
+
+    large where v^3 and v cancel. The robust decoder's level is gamma u s_i with
+    s_i = sqrt(mean_f y_if^2 + rms^2 / 4) (``docs/decoding.md``): gamma is the
+    largest sigma / (u s_i) over the coded inputs of the first 32 requests.
+    """
+    v = np.asarray(jax.vmap(code.encode)(jnp.asarray(xs[:32])), np.float64)
+    y = v**3 - v
+    sd = np.sqrt((((3 * v**2 - 1) * v) ** 2 + 2 * v**6 + y**2) / 3.0)  # units of u
+    rms = np.sqrt(np.mean(y**2, axis=(1, 2), keepdims=True))
+    size = np.sqrt(np.mean(y**2, axis=2, keepdims=True) + rms**2 / 4)
+    return float(np.max(sd / size))
+
+
+def _inputs(cfg: RobustServingConfig) -> np.ndarray:
+    rng = np.random.default_rng([cfg.seed, 1])
+    shape = (cfg.num_requests, cfg.num_inputs, cfg.num_features)
+    return rng.uniform(-1, 1, shape).astype(np.float32)
+
+
+def answer_rms(cfg: RobustServingConfig, xs: np.ndarray, code) -> float:
+    """The rms of the coded answers (the unit of the corruption size)."""
+    y = jax.vmap(jax.vmap(worker_fn))(jax.vmap(code.encode)(jnp.asarray(xs[:32])))
+    return float(np.sqrt(np.mean(np.asarray(y, np.float64) ** 2)))
+
+
+def _decode_time(code, y, mask, repeats: int) -> float:
+    jax.block_until_ready(code.decode(y, mask))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(code.decode(y, mask))
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def run_scheme(cfg, name, code, policy, xs, inj, *, show_progress=True) -> dict:
+    """Serves every request of ``xs`` and counts what was reported."""
+    m = cfg.num_workers
+    _, faults = inj.plan(np.arange(len(xs)), m)
+    with Server(code, worker_fn, backend=SimulatedCluster(injector=inj),
+                policy=policy) as server:  # fmt: skip
+        it = _progress(xs, len(xs), name, not show_progress)
+        rs = [server.infer(x) for x in it]
+    located = missed = other = corrupted = clean = alarms = 0
+    for r, f in zip(rs, faults, strict=True):
+        bad = np.flatnonzero((f > 0) & r.mask)
+        flagged = r.suspect_ids.tolist()
+        if bad.size:
+            corrupted += 1
+            if flagged == bad.tolist():
+                located += 1
+            elif not flagged and r.ok:
+                missed += 1
+            else:
+                other += 1
+        else:
+            clean += 1
+            alarms += bool(flagged) or not r.ok
+    err = _rel_err(np.stack([r.value for r in rs]), xs)
+    lat = np.array([r.decided_at for r in rs])
+    last = rs[-1]
+    dt = _decode_time(code, jnp.asarray(last.responses), jnp.asarray(last.mask),
+                      cfg.decode_repeats)  # fmt: skip
+    return dict(
+        scheme=name,
+        requests=len(rs),
+        corrupted=corrupted,
+        located=located / max(corrupted, 1),
+        missed=missed / max(corrupted, 1),
+        other=other / max(corrupted, 1),
+        clean=clean,
+        false_alarm=alarms / max(clean, 1),
+        ok=float(np.mean([r.ok for r in rs])),
+        err_p50=_pct(err, 50),
+        err_p99=_pct(err, 99),
+        used=float(np.mean([r.num_used for r in rs])),
+        answers=float(np.mean([r.mask.sum() for r in rs])),
+        latency_p50_ms=1e3 * _pct(lat, 50),
+        latency_p99_ms=1e3 * _pct(lat, 99),
+        decode_ms=1e3 * dt,
+    )
+
+
+def run(cfg: RobustServingConfig, *, show_progress: bool = True) -> dict:
+    t0 = time.perf_counter()
+    xs = _inputs(cfg)
+    cheb = cj.lagrange_code(num_inputs=cfg.num_inputs, num_workers=cfg.num_workers,
+                            degree=cfg.degree)  # fmt: skip
+    gamma = rounding_gamma(cfg, xs, cheb)
+    table = schemes(cfg, gamma)
+    rms = answer_rms(cfg, xs, cheb)
+    rows = []
+    for factor in cfg.factors:
+        inj = Injector(
+            latency=ShiftedExponential(cfg.shift, cfg.mean),
+            slow_prob=cfg.slow_prob,
+            slow_factor=cfg.slow_factor,
+            fault_kinds=("corrupt",),
+            max_faulty=1,
+            corrupt_scale=factor * rms,
+            seed=cfg.seed,
+        )
+        for name, code, policy in table:
+            row = run_scheme(cfg, name, code, policy, xs, inj,
+                             show_progress=show_progress)  # fmt: skip
+            rows.append(dict(factor=factor, **row))
+    base = {r["factor"]: r["decode_ms"] for r in rows if r["scheme"] == table[0][0]}
+    for r in rows:
+        r["decode_ratio"] = r["decode_ms"] / base[r["factor"]]
+    return dict(
+        config=dataclasses.asdict(cfg),
+        answer_rms=rms,
+        gamma=gamma,
+        rows=rows,
+        environment=environment(),
+        load=os.getloadavg(),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def format_table(summary: dict) -> str:
+    cols = ("factor", "scheme", "corrupted", "located", "missed", "false_alarm",
+            "err_p50", "err_p99", "answers", "latency_p50_ms", "latency_p99_ms",
+            "decode_ms", "decode_ratio")  # fmt: skip
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in summary["rows"]:
+        cells = []
+        for c in cols:
+            v = r[c]
+            cells.append(f"{v:.3g}" if isinstance(v, float) else str(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.robust_serving",
+                                description=__doc__.split("\n")[0])  # fmt: skip
+    p.add_argument("--out", default="results/robust_serving")
+    p.add_argument("--requests", type=int, default=None)
+    p.add_argument("--no-progress", action="store_true")
+    a = p.parse_args(argv)
+    if a.no_progress:
+        os.environ[NO_PROGRESS_ENV] = "1"
+    over = {} if a.requests is None else dict(num_requests=a.requests)
+    cfg = RobustServingConfig(**over)
+    summary = run(cfg, show_progress=not a.no_progress)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    print(format_table(summary))
+    print(f"wrote {out}/summary.json ({summary['seconds']:.0f} s)", file=sys.stderr)
+    return summary
+
+
+if __name__ == "__main__":
+    main()
