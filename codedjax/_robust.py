@@ -4,17 +4,17 @@ The N - D answers beyond the recovery threshold make the least-squares fit
 over-determined; a corrupted answer shows up as a residual far beyond the workers'
 rounding level. :func:`chebyls_decode_robust`:
 
-1. fits every answer and takes as candidates the A + 2 responders with the largest
-   studentised residuals |r_i| / (sigma_i sqrt(1 - h_i)) (h_i the leverage, sigma_i
-   the noise level of answer i: from the worker dtype, or the caller's
-   ``noise_sd``), and two more from the fit without the worst of them (a second
-   corrupted answer that the first one's smear hides);
-2. refits without every subset of at most A = ``max_corrupted`` candidates; a subset
-   is consistent when every kept answer is within tau of its fit and N >= D + 2|subset|
-   (unique decoding);
-3. excludes the smallest consistent subset (the fewest corruptions that explain the
+1. fits every answer once: its residuals r and residual projector P = I - H;
+2. excludes in turn every set of at most two responders, and the sets of three to
+   A = ``max_corrupted`` among candidates (the A + 2 responders with the largest
+   studentised residuals |r_i| / (sigma_i sqrt(1 - h_i)), h_i the leverage, sigma_i
+   the noise level of answer i, and two more from the fit without the worst of
+   them), each by the deletion formulas of the mean-shift outlier model (one small
+   Cholesky factor of P_SS per set, no refit); a set is consistent when every kept
+   answer is within tau of its fit and N >= D + 2|set| (unique decoding);
+3. excludes the smallest consistent set (the fewest corruptions that explain the
    answers, as Berlekamp-Welch decoding does; ties by the smaller residual) and
-   returns the weighted ChebyLS decode of the rest. No consistent subset: the status
+   returns the weighted ChebyLS decode of the rest. No consistent set: the status
    is UNDECIDABLE.
 
 The maths, the threshold and what it assumes: ``docs/decoding.md``.
@@ -108,10 +108,86 @@ def _fit(t, tb, flat, active, acc):
     )
 
 
-def _studentised(fit, active, sig):
-    room = jnp.maximum(1.0 - fit["lev"], 0.0)
-    stud = jnp.abs(fit["resid"]) / (sig[None, :] * jnp.sqrt(room)[:, None])
-    return jnp.where((active & (room > 1e-6))[:, None], stud, 0.0)
+def _room_floor(acc) -> float:
+    """1 - h at or below this: the answer is interpolated by the fit and cannot be
+    checked (and a pivot of P_SS this small leaves the fit undetermined): 1e-6, or
+    64 eps of the accumulation dtype when that is larger (its rounding of 1 - h)."""
+    return max(1e-6, 64.0 * float(jnp.finfo(acc).eps))
+
+
+def _stud(resid, room, check, sig_w, floor):
+    """|r_i| / sqrt(sigma_w^2 (1 - h_i) + floor^2): the studentised residual, with
+    the fit's own rounding (``floor``, absolute, per column) added to the answers'
+    noise. Zero where ``check`` is False. [M, F]."""
+    var = (
+        sig_w[None, :] ** 2 * jnp.where(check, room, 1.0)[:, None] + floor[None, :] ** 2
+    )
+    return jnp.where(check[:, None], jnp.abs(resid) / jnp.sqrt(var), 0.0)
+
+
+def _exclusion(ids, p, r, sel, sig_w, floor, n, d, tau):
+    """Exclude the workers ``ids`` (int [W], -1 pads) from the fit of every answer.
+
+    Deletion formulas of the mean-shift outlier model (``docs/decoding.md``): with
+    P = I - H the residual projector of the fit of every answer and r its residuals,
+    excluding the set S leaves the residuals r - P[:, S] P_SS^{-1} r_S, the rooms
+    1 - h_i - P_iS P_SS^{-1} P_Si, and lowers the residual sum of squares by
+    r_S^T P_SS^{-1} r_S: one W x W Cholesky factor per subset, no refit.
+
+    Returns:
+        (drop of the residual sum of squares, valid, consistent, excluded bool [M]):
+        valid when every excluded worker responded, the rest determine the fit and
+        N >= D + 2|S|; consistent when also every kept answer is within tau.
+    """
+    m, w = p.shape[0], ids.shape[0]
+    acc = p.dtype
+    v = ids >= 0
+    idc = jnp.where(v, ids, 0)
+    pss = jnp.where(v[:, None] & v[None, :], p[idc][:, idc], jnp.eye(w, dtype=acc))
+    pcol = jnp.where(v[None, :], p[:, idc], jnp.zeros((), acc))  # [M, W]
+    rs = jnp.where(v[:, None], r[idc], jnp.zeros((), acc))  # [W, F]
+    # P_SS = L L^T unrolled (W is static and small), then X = L^{-1} P_S. and
+    # z = L^{-1} r_S by forward substitution; a pivot at or below the floor means the
+    # rest cannot check (or even determine) the fit without S
+    room_min = _room_floor(acc)
+    low = [[None] * w for _ in range(w)]
+    xs, zs, pivots = [], [], []
+    for j in range(w):
+        piv = pss[j, j] - sum(low[j][k] ** 2 for k in range(j))
+        pivots.append(piv)
+        low[j][j] = jnp.sqrt(jnp.where(piv > room_min, piv, 1.0))
+        for i in range(j + 1, w):
+            dot = sum(low[i][k] * low[j][k] for k in range(j))
+            low[i][j] = (pss[i, j] - dot) / low[j][j]
+        xs.append((pcol[:, j] - sum(low[j][k] * xs[k] for k in range(j))) / low[j][j])
+        zs.append((rs[j] - sum(low[j][k] * zs[k] for k in range(j))) / low[j][j])
+    x, z = jnp.stack(xs), jnp.stack(zs)  # [W, M], [W, F]
+    resid = r - x.T @ z
+    room = jnp.diagonal(p) - jnp.sum(x * x, axis=0)
+    excluded = jnp.zeros((m + 1,), bool).at[jnp.where(v, ids, m)].set(True)[:m]
+    check = sel & ~excluded & (room > room_min)
+    worst = jnp.max(_stud(resid, room, check, sig_w, floor))
+    valid = (
+        jnp.all(~v | sel[idc])
+        & (n >= d + 2 * jnp.sum(v, dtype=jnp.int32))
+        & jnp.all(jnp.stack(pivots) > room_min)
+    )
+    return jnp.sum(z * z), valid, valid & (worst <= tau), excluded
+
+
+def _small_sets(m: int, max_corrupted: int) -> np.ndarray:
+    """Every set of at most min(A, 2) of m workers, as rows of ids (-1 padded to
+    width max(A, 1)): the search's exhaustive part (static)."""
+    sets = [()]
+    for a in range(1, min(max_corrupted, 2) + 1):
+        sets += list(itertools.combinations(range(m), a))
+    out = np.full((len(sets), max(max_corrupted, 1)), -1, np.int32)
+    for i, c in enumerate(sets):
+        out[i, : len(c)] = c
+    return out
+
+
+_BEAM = 16  # sets of a - 1 workers extended by one to search the sets of a >= 3
 
 
 def _robust_impl(
@@ -146,66 +222,53 @@ def _robust_impl(
     t = t0 * wt[:, None]
     flat = flat0 * wt[:, None]
 
-    # candidates: the L responders with the largest studentised residuals of the
-    # fit to every answer (a corrupted answer is among them, or its smear is)
+    # the fit of every answer: its residuals and residual projector P = I - U U^T
+    # (rows of non-responders zero) are all the subset search needs
     fit0 = _fit(t, tb, flat, sel, acc)
-    stud0 = jnp.max(_studentised(fit0, sel, sig_w), axis=1)
-    num_cand = min(m, max_corrupted + 4)
-    first = min(num_cand, max_corrupted + 2)
-    _, cand = jax.lax.top_k(jnp.where(sel, stud0, -1.0), first)
-    if num_cand > first:
-        # the rest from the fit without the worst: a second corrupted answer that
-        # the first one's smear hides stands out once that one is excluded
-        taken = jnp.zeros((m,), bool).at[cand].set(True)
-        act1 = sel & (jnp.arange(m) != cand[0])
-        fit1 = _fit(t, tb, flat, act1, acc)
-        stud1 = jnp.max(_studentised(fit1, act1, sig_w), axis=1)
-        _, more = jax.lax.top_k(jnp.where(act1 & ~taken, stud1, -1.0), num_cand - first)
-        cand = jnp.concatenate([cand, more])
-    cand = cand.astype(jnp.int32)
-    # every subset of at most A candidates (static), as index rows padded with -1
-    subsets = [()]
-    for a in range(1, max_corrupted + 1):
-        subsets += list(itertools.combinations(range(num_cand), a))
-    sizes = np.array([len(c) for c in subsets], np.int32)
-    table = np.full((len(subsets), max(max_corrupted, 1)), -1, np.int32)
-    for i, c in enumerate(subsets):
-        table[i, : len(c)] = c
-    table = jnp.asarray(table)
-    sizes_j = jnp.asarray(sizes)
+    # the fit's own rounding of a residual, |dr_i| <~ 6 eps ||y_w|| measured for
+    # backward-stable least squares at D = 5..22; 2 sqrt(D) eps ||y_w|| bounds it
+    # with room (docs/decoding.md): float32 decodes of float32 answers stay decidable
+    floor = 2.0 * d**0.5 * jnp.finfo(acc).eps * jnp.sqrt(jnp.sum(flat * flat, axis=0))
+    proj = jnp.diag(sel.astype(acc)) - fit0["u"] @ fit0["u"].T
 
-    def excluded(row):  # bool [M]: the workers a subset excludes
-        ids = jnp.where(row >= 0, cand[jnp.maximum(row, 0)], m)
-        return jnp.zeros((m + 1,), bool).at[ids].set(True)[:m]
+    def search(ids):  # in blocks of sets: memory [block, M, F], not [sets, M, F]
+        return jax.lax.map(
+            lambda i: _exclusion(i, proj, fit0["resid"], sel, sig_w, floor, n, d, tau),
+            ids,
+            batch_size=128,
+        )
 
-    drop = jax.vmap(excluded)(table)  # [S, M]
-    actives = sel[None, :] & ~drop
-    # one fit (one SVD) at a time: a LAPACK call with a batch axis can deadlock
-    # XLA:CPU's thread pool when several threads decode at once (README, Concurrency)
-    fits = jax.lax.map(lambda act: _fit(t, tb, flat, act, acc), actives)
-    # consistent: every kept answer within tau of the fit (rounding level from the
-    # dtype), the excluded ones were responders, and unique decoding holds
-    stud = jax.vmap(_studentised, in_axes=(0, 0, None))(fits, actives, sig_w)
-    clean = jnp.max(stud, axis=(1, 2)) <= tau
-    valid = jnp.all(~drop | sel[None, :], axis=1) & (n >= d + 2 * sizes_j)
-    consistent = clean & valid
+    ids = jnp.asarray(_small_sets(m, max_corrupted))
+    found = [search(ids)]  # (drop, valid, consistent, excluded) per set
+    for a in range(3, max_corrupted + 1):
+        # sets of a: the _BEAM valid sets of a - 1 that lower the residual sum of
+        # squares the most, each extended by every worker (a repeated or missing
+        # worker makes its set invalid)
+        size_prev = jnp.sum(ids >= 0, axis=1)
+        score = jnp.where(found[-1][1] & (size_prev == a - 1), found[-1][0], -jnp.inf)
+        _, top = jax.lax.top_k(score, min(_BEAM, score.shape[0]))
+        workers = jnp.tile(jnp.arange(m, dtype=jnp.int32), top.shape[0])
+        ids = jnp.repeat(ids[top], m, axis=0).at[:, a - 1].set(workers)
+        found.append(search(ids))
+    drop_rss, _, consistent, drop = (
+        jnp.concatenate(v) for v in zip(*found, strict=True)
+    )
+    sizes = jnp.sum(drop, axis=1, dtype=jnp.int32)
     # the fewest exclusions that explain the answers (the Berlekamp-Welch
-    # principle), ties broken by the smaller residual
-    rss_tot = jnp.sum(fits["rss"], axis=1)
-    fewest = jnp.min(jnp.where(consistent, sizes_j, max_corrupted + 1))
-    best = jnp.argmin(jnp.where(consistent & (sizes_j == fewest), rss_tot, jnp.inf))
+    # principle), ties broken by the larger drop of the residual sum of squares
+    fewest = jnp.min(jnp.where(consistent, sizes, max_corrupted + 1))
+    best = jnp.argmax(jnp.where(consistent & (sizes == fewest), drop_rss, -jnp.inf))
     decided = jnp.any(consistent)
-    best = jnp.where(decided, best, 0)
     suspects = drop[best] & decided
-    num_bad_final = jnp.sum(suspects, dtype=jnp.int32)
-    undecidable = ~decided
-    final = jax.tree_util.tree_map(lambda v: v[best], fits)
+    # one SVD at a time: a LAPACK call with a batch axis can deadlock XLA:CPU's
+    # thread pool when several threads decode at once (README, Concurrency)
     kept = sel & ~suspects
+    final = _fit(t, tb, flat, kept, acc)
     coef, cond, rss = final["coef"], final["cond"], final["rss"]
     value = tb @ coef
     # noise gain in weighted units: A_w = proj U^T, ||A_w row||^2 = ||proj row||^2
     gain_sq = jnp.max(jnp.sum(final["proj"] ** 2, axis=1))
-    n_kept = n - num_bad_final
+    n_kept = n - jnp.sum(suspects, dtype=jnp.int32)
     dof = n_kept - d
     sig = jnp.where(
         dof > 0,
@@ -223,7 +286,7 @@ def _robust_impl(
         solved=jnp.isfinite(cond) & (cond * eps < 1),
     )
     status = jnp.where(
-        (status == int(Status.SUCCESS)) & undecidable, int(Status.UNDECIDABLE), status
+        (status == int(Status.SUCCESS)) & ~decided, int(Status.UNDECIDABLE), status
     ).astype(jnp.int32)
     value = value.reshape((k,) + y.shape[1:])
     r = finish(value, cond, n_kept, status, err.astype(acc))
@@ -252,12 +315,14 @@ def chebyls_decode_robust(
 ) -> RobustDecodeResult:
     r"""ChebyLS that locates and excludes up to A corrupted workers.
 
-    The candidates are the A + 2 responders with the largest studentised residual
+    Every set of at most two responders, and the sets of three to A among
+    candidates (the A + 2 responders with the largest studentised residual
     |r_i| / (sigma_w sqrt(1 - h_i)) and two more from the fit without the worst of
-    them; every subset of at most A candidates is excluded in
-    turn and the rest refitted (weighted least squares, rows scaled by 1 / s_i,
+    them), is excluded in turn (weighted least squares, rows scaled by 1 / s_i,
     s_i = sqrt(mean_f y_if^2 + rms^2 / 4), or s_i = ``noise_sd[i]`` with
-    sigma_w = 1 when given); a subset is consistent when every kept
+    sigma_w = 1 when given; the residuals and leverages without a set come from
+    the fit of every answer by the deletion formulas, exact up to rounding); a set
+    is consistent when every kept
     answer's studentised residual is at most
 
     .. math::

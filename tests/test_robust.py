@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import jax
 import jax.numpy as jnp
@@ -220,3 +221,219 @@ def test_cross_tower_rounding_sd_bounds_the_bf16_error():
     z = (np.asarray(y, np.float64) - truth) / sd
     assert 0.5 < np.sqrt(np.mean(z**2)) < 1.0
     assert np.abs(z).max() < 4.5
+
+
+def _reference_search(y, mask, sd, a_max, tau):
+    """float64 reference: refit without every set of at most ``a_max`` responders
+    (numpy lstsq of the rows weighted by 1/sd), a set consistent when every kept
+    studentised residual is at most tau and N >= D + 2|set|; the fewest consistent,
+    ties by the smaller residual sum of squares. Returns (suspects, margin): margin is
+    the relative gap of that residual sum to the runner-up's among the same size."""
+    import itertools
+
+    t = np.polynomial.chebyshev.chebvander(
+        np.asarray(cj.chebyshev_points(M), np.float64), D - 1
+    )
+    idx = np.flatnonzero(mask)
+    n = idx.size
+    for a in range(a_max + 1):
+        if n < D + 2 * a:
+            break
+        found = []
+        for s in itertools.combinations(idx, a):
+            keep = np.setdiff1d(idx, s)
+            tw, yw = t[keep] / sd[keep, None], y[keep] / sd[keep]
+            q, _ = np.linalg.qr(tw)
+            h = np.sum(q * q, axis=1)
+            res = yw - q @ (q.T @ yw)
+            ok = h < 1 - 1e-6
+            if np.max(np.abs(res[ok]) / np.sqrt(1 - h[ok]), initial=0.0) <= tau:
+                found.append((float(res @ res), s))
+        if found:
+            found.sort()
+            gap = (found[1][0] - found[0][0]) / found[0][0] if len(found) > 1 else 1.0
+            sus = np.zeros(M, bool)
+            sus[list(found[0][1])] = True
+            return sus, gap
+    return None, 1.0
+
+
+@pytest.mark.seed(8)
+def test_subset_search_matches_float64_refits(np_rng):
+    """The deletion formulas (one Cholesky factor per subset, no refit) choose what
+    float64 refits without every set of at most two responders choose: same
+    suspects wherever that choice is not a near tie, same UNDECIDABLE verdicts."""
+    _, alpha, beta, ya, _ = _setup(9)
+    b, a_max = 40, 2
+    rms = np.sqrt(np.mean(ya**2))
+    sd = rms * 2.0**-8 * (1.0 + np_rng.random(M))
+    masks = np.asarray(
+        cj.sample_masks(jax.random.key(10), num_workers=M, num_responses=12, shape=(b,))
+    )
+    y = ya[None, :, 0] + sd * np_rng.standard_normal((b, M))
+    for i in range(b):  # 0 to 3 corrupted responders, sizes from 3 sd to rms
+        bad = np_rng.choice(np.flatnonzero(masks[i]), size=i % 4, replace=False)
+        y[i, bad] += (
+            np_rng.choice([-1, 1], bad.size)
+            * np.geomspace(3 * sd[bad], rms)[
+                np_rng.integers(0, 50, bad.size), np.arange(bad.size)
+            ]
+        )
+    y = y.astype(np.float32)
+    fa = 0.01
+    tau = NormalDist().inv_cdf(1 - fa / (2 * M))
+    r = jax.jit(
+        jax.vmap(
+            lambda yy, mk: cj.chebyls_decode_robust(
+                yy, mk, alpha, beta, num_coeffs=D, max_corrupted=a_max,
+                worker_dtype=jnp.bfloat16, false_alarm=fa,
+                noise_sd=jnp.asarray(sd, jnp.float32),
+            )
+        )
+    )(jnp.asarray(y), jnp.asarray(masks))  # fmt: skip
+    compared = 0
+    for i in range(b):
+        want, gap = _reference_search(
+            y[i].astype(np.float64), masks[i], sd.astype(np.float32), a_max, tau
+        )
+        if want is None:
+            assert int(r.status[i]) == int(cj.Status.UNDECIDABLE), i
+            compared += 1
+        elif gap > 1e-3:  # float32 cannot order closer ties
+            np.testing.assert_array_equal(np.asarray(r.suspects[i]), want, err_msg=i)
+            compared += 1
+    assert compared >= b - 4, compared
+
+
+@pytest.mark.seed(11)
+def test_deletion_formulas_equal_refits(np_rng):
+    """One subset at a time, in float64: the drop of the residual sum of squares and
+    the worst studentised residual (leverages updated) after excluding a set equal a
+    refit without it; the set is consistent just above that worst value and not just
+    below it."""
+    from codedjax import _robust
+
+    t = np.polynomial.chebyshev.chebvander(
+        np.asarray(cj.chebyshev_points(M), np.float64), D - 1
+    )
+    mask = np.ones(M, bool)
+    mask[[0, 1, 7]] = False  # a gap at the edge: high leverages nearby
+    idx = np.flatnonzero(mask)
+    y = np_rng.standard_normal(M)
+    q, _ = np.linalg.qr(t[idx])
+    p = np.zeros((M, M))
+    p[np.ix_(idx, idx)] = np.eye(idx.size) - q @ q.T
+    r = np.zeros(M)
+    r[idx] = y[idx] - q @ (q.T @ y[idx])
+    for s in ([2], [2, 3], [5, 12, 19], [2, 3, 4]):
+        keep = np.setdiff1d(idx, s)
+        qk, _ = np.linalg.qr(t[keep])
+        rk = y[keep] - qk @ (qk.T @ y[keep])
+        worst = np.max(np.abs(rk) / np.sqrt(1 - np.sum(qk * qk, axis=1)))
+        with jax.enable_x64(True):
+            ids = jnp.asarray(s + [-1] * (3 - len(s)))
+            args = (jnp.asarray(p), jnp.asarray(r[:, None]), jnp.asarray(mask))
+            for tau, want in ((worst * (1 + 1e-9), True), (worst * (1 - 1e-9), False)):
+                drop, _, consistent, excluded = _robust._exclusion(
+                    ids, *args, jnp.ones(1), jnp.zeros(1), idx.size, D, tau
+                )
+                assert bool(consistent) is want, (s, tau)
+        np.testing.assert_allclose(float(drop), r @ r - rk @ rk, rtol=1e-10)
+        assert np.flatnonzero(np.asarray(excluded)).tolist() == s
+
+
+@pytest.mark.seed(12)
+def test_ml_locator_reference_matches_brute_force_refits(np_rng):
+    """theory.robust's maximum-likelihood reference (told the count) picks the set
+    whose float64 refit has the smallest residual sum of squares, over every set."""
+    import itertools
+
+    from theory.robust import ml_located
+
+    _, alpha, _, ya, _ = _setup(13)
+    b, count = 6, 2
+    sd = np.full((b, M), 1e-3 * np.sqrt(np.mean(ya**2)))
+    masks = np.asarray(
+        cj.sample_masks(jax.random.key(14), num_workers=M, num_responses=11, shape=(b,))
+    )
+    y = ya[None, :, 0] + sd * np_rng.standard_normal((b, M))
+    t = np.polynomial.chebyshev.chebvander(np.asarray(alpha, np.float64), D - 1)
+    want = []
+    for i in range(b):
+        idx = np.flatnonzero(masks[i])
+        rss = {
+            s: np.linalg.lstsq(t[np.setdiff1d(idx, s)], y[i, np.setdiff1d(idx, s)])[1]
+            for s in itertools.combinations(idx, count)
+        }
+        want.append(min(rss, key=lambda s: float(rss[s][0])))
+    for i in range(b):  # "corrupted" = the brute-force choice: located in every row
+        bad = np.zeros((1, M), bool)
+        bad[0, list(want[i])] = True
+        assert (
+            ml_located(alpha, masks[i : i + 1], y[i : i + 1], sd[i : i + 1], bad, D)
+            == 1.0
+        )
+        bad[0, list(want[i])[0]] = False
+        bad[0, [j for j in np.flatnonzero(masks[i]) if j not in want[i]][0]] = True
+        assert (
+            ml_located(alpha, masks[i : i + 1], y[i : i + 1], sd[i : i + 1], bad, D)
+            == 0.0
+        )
+
+
+def test_theory_robust_runs_and_reports(tmp_path):
+    """The experiment end to end on a tiny configuration: every row has its rates
+    and the ML reference, and the report has one table line per row."""
+    from theory.robust import RobustConfig, format_tables, run_robust
+
+    cfg = RobustConfig(
+        num_inputs=4, num_workers=16, num_responses=14, features=4, max_corrupted=2,
+        num_requests=12, counts=(1, 2), sizes=(3.0,), berrut=False,
+        dtype_model=False, progress=False,
+    )  # fmt: skip
+    out = run_robust(cfg)
+    rows = out["lagrange"]["rows"]
+    assert [(r["corrupted"], r["size_x_rms"]) for r in rows] == [
+        (0, 0.0), (1, 1.0), (2, 1.0), (1, 3.0)
+    ]  # fmt: skip
+    assert "ml_located" not in rows[0] and all(
+        0 <= r["ml_located"] <= 1 for r in rows[1:]
+    )
+    table = format_tables(out)
+    assert table.count("\n| ") == len(rows) + 1  # the header and one line per row
+
+
+def test_float32_answers_decoded_in_float32():
+    """The fit's own float32 rounding (far above a float32 worker's) is part of the
+    noise level: clean float32 answers are decided and flagged at most at the
+    nominal rate, and a corruption of 1e-3 rms is still located."""
+    _, alpha, beta, _, _ = _setup(15)
+    rng = np.random.default_rng(16)
+    b = 100
+    c = rng.standard_normal((b, D))
+    a64 = np.asarray(alpha, np.float64)
+    y = np.stack([np.polynomial.chebyshev.chebval(a64, ci) for ci in c]).astype(
+        np.float32
+    )
+    masks = np.asarray(
+        cj.sample_masks(jax.random.key(17), num_workers=M, num_responses=14, shape=(b,))
+    )
+    dec = jax.jit(
+        jax.vmap(
+            lambda yy, mk: cj.chebyls_decode_robust(
+                yy, mk, alpha, beta, num_coeffs=D, max_corrupted=2,
+                worker_dtype=jnp.float32,
+            )
+        )
+    )  # fmt: skip
+    r = dec(jnp.asarray(y), jnp.asarray(masks))
+    assert np.all(np.asarray(r.ok))
+    from scipy.stats import binom
+
+    flagged = int(np.sum(np.any(np.asarray(r.suspects), axis=1)))
+    assert binom.sf(flagged - 1, b, 0.01) > 1e-3, flagged
+    j = [np_j for np_j in range(3, M) if masks[0, np_j]][0]
+    yc = y[0].copy()
+    yc[j] += 1e-3 * np.sqrt(np.mean(y[0][masks[0]] ** 2))
+    r1 = dec(jnp.asarray(yc[None]), jnp.asarray(masks[:1]))
+    assert np.flatnonzero(np.asarray(r1.suspects[0])).tolist() == [j]
