@@ -269,6 +269,14 @@ def run_case(
         t = timed[name]["median"]
         record[f"{name}_s"] = t
         record[f"ratio_vs_{name}"] = t / median
+        # the spread of the same ratio round by round (each round under one load)
+        per_round = np.asarray(timed[name]["times"]) / np.asarray(
+            timed["codedjax"]["times"]
+        )
+        record[f"{name}_ratio_iqr"] = [
+            float(np.quantile(per_round, 0.25)),
+            float(np.quantile(per_round, 0.75)),
+        ]
     record.update(built.extra)
     return {**record, **env}
 
@@ -289,6 +297,10 @@ def _fmt(v, spec=".3g"):
     return str(v)
 
 
+def _iqr(q) -> str:
+    return "" if q is None else f" ({q[0]:.2f}-{q[1]:.2f})"
+
+
 def report_markdown(records: list[dict], env: dict, rate: float) -> str:
     """The report table: time, ratio to each baseline, errors, arithmetic floor."""
     lines = [
@@ -304,7 +316,9 @@ def report_markdown(records: list[dict], env: dict, rate: float) -> str:
         "same run (> 1: codedjax faster). Errors are against the float64 reference. "
         "The floor is the case's operation count at the float32 matmul rate of a "
         "probe timed round-robin with the case's repetitions (same load); "
-        "% of floor is the median over rounds, with its interquartile range.",
+        "% of floor is the median over rounds, with its interquartile range; "
+        "each ratio is the ratio of median times, with the interquartile range of "
+        "the per-round ratios.",
         "",
         "| case | codedjax (ms) | compile (s) | accurate | max err | ratios | "
         "baseline max err | floor (ms) | % of floor (IQR) |",
@@ -313,6 +327,7 @@ def report_markdown(records: list[dict], env: dict, rate: float) -> str:
     for r in records:
         ratios = ", ".join(
             f"{k.removeprefix('ratio_vs_')} {_fmt(v, '.2f')}x"
+            + _iqr(r.get(f"{k.removeprefix('ratio_vs_')}_ratio_iqr"))
             for k, v in r.items()
             if k.startswith("ratio_vs_")
         )

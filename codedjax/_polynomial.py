@@ -598,10 +598,11 @@ def threshold_decode(
 
     Returns:
         DecodeResult as :func:`chebyls_decode`; ``cond`` is that of the D x D system.
-        Under ``jax.vmap`` (masks and orders, payloads, nested) every D x D system is
-        solved by one batched LU with partial pivoting and, with float32
-        accumulation, ``cond`` is the certified estimate of
-        ``codedjax._lsq.square_decoding_matrices`` (within D^(+-1/32)).
+        Under ``jax.vmap`` (masks and orders, payloads, nested) with float32
+        accumulation the D x D systems are solved together by the barycentric
+        (Lagrange) form, without a factorisation, and ``cond`` is the certified
+        estimate of ``codedjax._lsq.square_decoding_matrices`` (within
+        D^(+-1/32)); float64 solves each by LU with partial pivoting.
 
     Raises:
         ValueError, TypeError: as :func:`chebyls_decode`, and for an ``order`` that
