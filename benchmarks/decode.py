@@ -114,12 +114,20 @@ def _vmap_threshold(p: dict) -> Built:
         )
         return jax.vmap(dec, in_axes=(None, 0, 0))(yy, ms, os_).value
 
-    # per mask: the rows of U_S by a 0/1 matrix product (2 D M D), LU (2 D^3 / 3),
-    # two triangular solves with K + D columns (2 D^2 (K + D)), the two certified
-    # cond bounds (G and H formed, then 3 squarings each: 8 products of 2 D^3) and
-    # the payload product (2 K M F)
+    # per mask (codedjax._lsq.square_decoding_matrices, float32): the barycentric
+    # log-weights and signs (two products with the selection, 4 M^2), the node
+    # products at the K data points and D grid points (4 M (K + D)), the Lagrange
+    # values A [K, M] and E [D, D] (3 K M + 3 D^2), the certified cond bounds
+    # (E E^T, G = U^T diag(s) U: 2 D^3 + 2 M D^2, then 3 squarings each: 12 D^3)
+    # and the payload product (2 K M F)
     flops = b * (
-        2 * d * m * d + 2 * d**3 / 3 + 2 * d * d * (k + d) + 16 * d**3 + 2 * k * m * f
+        4 * m * m
+        + 4 * m * (k + d)
+        + 3 * k * m
+        + 3 * d * d
+        + 14 * d**3
+        + 2 * m * d * d
+        + 2 * k * m * f
     )
     return Built(
         fn,
