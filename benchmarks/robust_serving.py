@@ -15,9 +15,12 @@ the simulated cluster (the same delays and faults for every scheme):
 - ``robust1-30-dtype``: the robust code, A = 1, at 30 answers, with the default
   noise level (gamma from the degree, a homogeneous worker's rounding);
 - ``robust1-30``, ``robust2-30``: A = 1, 2 with gamma from the first-order rounding
-  analysis of this worker (:func:`rounding_gamma`);
-- ``chebyls-first``, ``robust1-first``: :class:`~codedjax.serving.FirstDecodable`,
-  which waits for D answers (ChebyLS) or D + 2A (robust).
+  analysis of this worker (:func:`rounding_gamma`), one gamma for every answer;
+- ``robust1-30-sd``: A = 1 with a noise level per answer, the same rounding analysis
+  at each worker's coded input (:func:`rounding_sd`, the server's ``noise_fn``);
+- ``chebyls-first``, ``robust1-first``, ``robust1-first-sd``:
+  :class:`~codedjax.serving.FirstDecodable`, which waits for D answers (ChebyLS) or
+  D + 2A (robust).
 
 Per scheme: the share of requests whose corrupted answer was decoded and flagged
 (``located``, exactly that worker), decoded and not flagged (``missed``), the share
@@ -75,7 +78,7 @@ class RobustServingConfig:
     num_features: int = 64
     degree: int = 3
     responses: int = 30
-    factors: tuple[float, ...] = (0.1, 1.0)
+    factors: tuple[float, ...] = (0.1, 0.3, 1.0)
     num_requests: int = 400
     decode_repeats: int = 30
     shift: float = 0.005
@@ -86,7 +89,8 @@ class RobustServingConfig:
 
 
 def schemes(cfg: RobustServingConfig, gamma: float):
-    """(name, code, policy) of every scheme; ``gamma`` the worker's noise scale."""
+    """(name, code, policy, noise_fn) of every scheme; ``gamma`` the worker's noise
+    scale, ``noise_fn`` None or :func:`rounding_sd` (a level per answer)."""
     k, m, d, n = cfg.num_inputs, cfg.num_workers, cfg.degree, cfg.responses
     cheb = cj.lagrange_code(num_inputs=k, num_workers=m, degree=d)
 
@@ -95,14 +99,44 @@ def schemes(cfg: RobustServingConfig, gamma: float):
                                 decoder="robust", max_corrupted=a,
                                 noise_scale=g)  # fmt: skip
 
+    # per answer: the code's gamma is unused (noise_sd replaces it)
     return [
-        (f"chebyls-{n}", cheb, FixedN(n)),
-        (f"robust1-{n}-dtype", robust(1, None), FixedN(n)),
-        (f"robust1-{n}", robust(1), FixedN(n)),
-        (f"robust2-{n}", robust(2), FixedN(n)),
-        ("chebyls-first", cheb, FirstDecodable()),
-        ("robust1-first", robust(1), FirstDecodable()),
+        (f"chebyls-{n}", cheb, FixedN(n), None),
+        (f"robust1-{n}-dtype", robust(1, None), FixedN(n), None),
+        (f"robust1-{n}", robust(1), FixedN(n), None),
+        (f"robust2-{n}", robust(2), FixedN(n), None),
+        (f"robust1-{n}-sd", robust(1, None), FixedN(n), rounding_sd),
+        ("chebyls-first", cheb, FirstDecodable(), None),
+        ("robust1-first", robust(1), FirstDecodable(), None),
+        ("robust1-first-sd", robust(1, None), FirstDecodable(), rounding_sd),
     ]
+
+
+BF16_UNIT = 2.0 ** -(jnp.finfo(jnp.bfloat16).nmant + 1)  # u = 2^-8
+
+
+def _entry_sd(v: np.ndarray) -> np.ndarray:
+    r"""The rounding error's standard deviation of each entry of v^3 - v, in units
+    of u (float64): see :func:`rounding_gamma`."""
+    return np.sqrt((((3 * v**2 - 1) * v) ** 2 + 2 * v**6 + (v**3 - v) ** 2) / 3.0)
+
+
+def rounding_sd(rows) -> np.ndarray:
+    r"""Each answer's rounding level from the worker's computation at its input.
+
+    The master knows the coded rows it sent, [M, F]; the first-order rounding
+    analysis of :func:`rounding_gamma` gives every entry's standard deviation
+    u sigma(v) (u = 2^-8, bf16). A worker's level is the largest over its F
+    entries: the decoder studentises every entry of an answer by its worker's
+    level, and its false-alarm bound needs each entry's error within it. Nothing
+    here looks at answers or detection outcomes.
+
+    Returns:
+        float32 [M] standard deviations (the server's ``noise_fn``).
+    """
+    v = np.asarray(rows, np.float64)
+    sd = BF16_UNIT * _entry_sd(v)
+    return sd.reshape(v.shape[0], -1).max(axis=1).astype(np.float32)
 
 
 def rounding_gamma(cfg: RobustServingConfig, xs: np.ndarray, code) -> float:
@@ -120,7 +154,7 @@ def rounding_gamma(cfg: RobustServingConfig, xs: np.ndarray, code) -> float:
     """
     v = np.asarray(jax.vmap(code.encode)(jnp.asarray(xs[:32])), np.float64)
     y = v**3 - v
-    sd = np.sqrt((((3 * v**2 - 1) * v) ** 2 + 2 * v**6 + y**2) / 3.0)  # units of u
+    sd = _entry_sd(v)  # units of u
     rms = np.sqrt(np.mean(y**2, axis=(1, 2), keepdims=True))
     size = np.sqrt(np.mean(y**2, axis=2, keepdims=True) + rms**2 / 4)
     return float(np.max(sd / size))
@@ -138,22 +172,25 @@ def answer_rms(cfg: RobustServingConfig, xs: np.ndarray, code) -> float:
     return float(np.sqrt(np.mean(np.asarray(y, np.float64) ** 2)))
 
 
-def _decode_time(code, y, mask, repeats: int) -> float:
-    jax.block_until_ready(code.decode(y, mask))
+def _decode_time(code, y, mask, repeats: int, noise_sd=None) -> float:
+    kw = {} if noise_sd is None else dict(noise_sd=jnp.asarray(noise_sd))
+    jax.block_until_ready(code.decode(y, mask, **kw))
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        jax.block_until_ready(code.decode(y, mask))
+        jax.block_until_ready(code.decode(y, mask, **kw))
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
 
 
-def run_scheme(cfg, name, code, policy, xs, inj, *, show_progress=True) -> dict:
-    """Serves every request of ``xs`` and counts what was reported."""
+def run_scheme(cfg, name, code, policy, xs, inj, *, show_progress=True,
+               noise_fn=None) -> dict:  # fmt: skip
+    """Serves every request of ``xs`` and counts what was reported (``noise_fn``:
+    the server's per-answer noise level, or None)."""
     m = cfg.num_workers
     _, faults = inj.plan(np.arange(len(xs)), m)
     with Server(code, worker_fn, backend=SimulatedCluster(injector=inj),
-                policy=policy) as server:  # fmt: skip
+                policy=policy, noise_fn=noise_fn) as server:  # fmt: skip
         it = _progress(xs, len(xs), name, not show_progress)
         rs = [server.infer(x) for x in it]
     located = missed = other = corrupted = clean = alarms = 0
@@ -174,8 +211,9 @@ def run_scheme(cfg, name, code, policy, xs, inj, *, show_progress=True) -> dict:
     err = _rel_err(np.stack([r.value for r in rs]), xs)
     lat = np.array([r.decided_at for r in rs])
     last = rs[-1]
+    sd = None if noise_fn is None else noise_fn(np.asarray(code.encode(xs[-1])))
     dt = _decode_time(code, jnp.asarray(last.responses), jnp.asarray(last.mask),
-                      cfg.decode_repeats)  # fmt: skip
+                      cfg.decode_repeats, sd)  # fmt: skip
     return dict(
         scheme=name,
         requests=len(rs),
@@ -215,9 +253,10 @@ def run(cfg: RobustServingConfig, *, show_progress: bool = True) -> dict:
             corrupt_scale=factor * rms,
             seed=cfg.seed,
         )
-        for name, code, policy in table:
+        for name, code, policy, noise_fn in table:
             row = run_scheme(cfg, name, code, policy, xs, inj,
-                             show_progress=show_progress)  # fmt: skip
+                             show_progress=show_progress,
+                             noise_fn=noise_fn)  # fmt: skip
             rows.append(dict(factor=factor, **row))
     base = {r["factor"]: r["decode_ms"] for r in rows if r["scheme"] == table[0][0]}
     for r in rows:

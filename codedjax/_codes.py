@@ -99,6 +99,12 @@ class Code:
         ``threshold`` for every code that corrects none."""
         return self.threshold
 
+    @property
+    def uses_noise_sd(self) -> bool:
+        """True when ``decode`` takes a per-answer noise level ``noise_sd`` (a robust
+        Lagrange code); every other code raises when given one."""
+        return False
+
     # --- the four operations -----------------------------------------------------
     def encode(self, x: ArrayLike) -> jax.Array:
         """What each worker is sent: x [K, ...] -> [M, ...]."""
@@ -111,7 +117,12 @@ class Code:
         return _encode_jit(self, x)
 
     def decode(
-        self, y: ArrayLike, mask: ArrayLike, *, order: ArrayLike | None = None
+        self,
+        y: ArrayLike,
+        mask: ArrayLike,
+        *,
+        order: ArrayLike | None = None,
+        noise_sd: ArrayLike | None = None,
     ) -> DecodeResult | RobustDecodeResult:
         """Decode one straggler pattern.
 
@@ -121,17 +132,29 @@ class Code:
             mask: bool [M], True for the workers that responded.
             order: int [M], worker indices in arrival order (used by the threshold
                 decoder, ignored by the others).
+            noise_sd: float [M], the standard deviation of each answer's error (its
+                rounding, e.g. from a first-order rounding analysis of the worker at
+                its coded input); robust codes only (``uses_noise_sd``), where it
+                replaces the code's one ``noise_scale`` (see
+                :func:`chebyls_decode_robust`). A worker whose level is not finite
+                and positive counts as missing.
 
         Returns:
             DecodeResult with ``value`` [K, ...] in the accumulation dtype; a robust
             code returns a :class:`RobustDecodeResult` (the same fields first, then
             ``suspects`` bool [M], the workers it excluded as corrupted).
+
+        Raises:
+            ValueError: y or mask not [M, ...] / [M]; noise_sd given to a code that
+                does not use it, or not of shape [M].
+            TypeError: y or noise_sd not floating, mask not boolean.
         """
         fname = f"{type(self).__name__}.decode"
         y, mask = self._check(fname, y, mask, batched=False)
         if order is not None:
             order = jnp.asarray(order)
-        return _decode_jit(self, y, mask, order)
+        noise_sd = self._check_noise(fname, noise_sd, (self.num_workers,), "[M]")
+        return self._decode_one(y, mask, order, noise_sd)
 
     def decode_batched(
         self,
@@ -140,6 +163,7 @@ class Code:
         *,
         order: ArrayLike | None = None,
         shared_y: bool = False,
+        noise_sd: ArrayLike | None = None,
     ) -> DecodeResult | RobustDecodeResult:
         """Decode B straggler patterns at once.
 
@@ -149,10 +173,18 @@ class Code:
             masks: bool [B, M].
             order: int [B, M] arrival orders (threshold decoder only).
             shared_y: whether ``y`` is one payload for every mask (static).
+            noise_sd: the answers' noise levels, shaped like y's leading axes:
+                [B, M], or [M] when ``shared_y`` (robust codes only, as in
+                :meth:`decode`).
 
         Returns:
             DecodeResult (RobustDecodeResult for a robust code) with a leading B
             axis on every field; equal to a loop of :meth:`decode` up to rounding.
+
+        Raises:
+            ValueError: shapes that disagree (y, masks, order, noise_sd); noise_sd
+                given to a code that does not use it.
+            TypeError: y or noise_sd not floating, masks not boolean.
         """
         fname = f"{type(self).__name__}.decode_batched"
         y = check_floating(fname, "y", y)
@@ -177,10 +209,13 @@ class Code:
                     f"{fname}: order must have shape [B, M] = [{b}, "
                     f"{self.num_workers}], got {tuple(order.shape)}"
                 )
+        noise_sd = self._check_noise(
+            fname, noise_sd, lead, "[M] (shared_y)" if shared_y else "[B, M]"
+        )
         # vmapped decoders run batched LAPACK (QR, Cholesky) on CPU: one such
         # program at a time in the process (see codedjax._threads)
         return serialised_call(
-            _decode_batched_jit, self, y, masks, order, bool(shared_y)
+            _decode_batched_jit, self, y, masks, order, bool(shared_y), noise_sd
         )
 
     def decoding_matrix(
@@ -212,13 +247,42 @@ class Code:
             )
         return y, mask
 
+    def _check_noise(self, fname, noise_sd, shape, want):
+        if noise_sd is None:
+            return None
+        if not self.uses_noise_sd:
+            raise ValueError(
+                f"{fname}: noise_sd applies only to a robust code "
+                f"(lagrange_code(..., decoder='robust')), got noise_sd with the "
+                f"{self.name!r} code"
+            )
+        noise_sd = check_floating(fname, "noise_sd", noise_sd)
+        if noise_sd.shape != tuple(shape):
+            raise ValueError(
+                f"{fname}: noise_sd must have shape {want} = {list(shape)} (one "
+                f"standard deviation per answer), got {tuple(noise_sd.shape)}"
+            )
+        return noise_sd
+
+    def _decode_one(self, y, mask, order, noise_sd):
+        """``decode`` after its checks: the code's jitted program."""
+        return _decode_jit(self, y, mask, order, noise_sd)
+
     def _encode(self, x):
         raise NotImplementedError
 
     def _decode(self, y, mask, order):
         raise NotImplementedError
 
-    def _decode_batched(self, y, masks, order, shared_y):
+    def _decode_batched(self, y, masks, order, shared_y, noise_sd=None):
+        if noise_sd is not None:  # a robust code: map the levels with the payloads
+
+            def one(yy, mk, od, sd):
+                return self._decode(yy, mk, od, noise_sd=sd)
+
+            ax = None if shared_y else 0  # noise_sd is shaped like y's lead axes
+            ax_od = None if order is None else 0
+            return jax.vmap(one, in_axes=(ax, 0, ax_od, ax))(y, masks, order, noise_sd)
         if order is None:
             fn = jax.vmap(lambda yy, mk: self._decode(yy, mk, None))
         else:
@@ -241,13 +305,17 @@ def _encode_jit(code, x):
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _decode_jit(code, y, mask, order):
-    return code._decode(y, mask, order)
+def _decode_jit(code, y, mask, order, noise_sd=None):
+    if noise_sd is None:  # the hook of a code without a noise level takes none
+        return code._decode(y, mask, order)
+    return code._decode(y, mask, order, noise_sd=noise_sd)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 4))
-def _decode_batched_jit(code, y, masks, order, shared_y):
-    return code._decode_batched(y, masks, order, shared_y)
+def _decode_batched_jit(code, y, masks, order, shared_y, noise_sd=None):
+    if noise_sd is None:
+        return code._decode_batched(y, masks, order, shared_y)
+    return code._decode_batched(y, masks, order, shared_y, noise_sd)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 2))
@@ -291,6 +359,12 @@ class LagrangeCode(Code):
         return self.num_coeffs + 2 * self.max_corrupted
 
     @property
+    def uses_noise_sd(self) -> bool:
+        """True for the robust decoder: ``decode(..., noise_sd=)`` sets each
+        answer's noise level."""
+        return self.decoder == "robust"
+
+    @property
     def exact(self) -> bool:
         return True
 
@@ -306,7 +380,14 @@ class LagrangeCode(Code):
         acc = _acc(x)
         return lagrange_encode(x, self.beta(acc), self.alpha(acc))
 
-    def _decode(self, y, mask, order):
+    def _decode_one(self, y, mask, order, noise_sd):
+        if self.decoder == "robust":
+            # chebyls_decode_robust is its own jitted program: calling it directly
+            # makes code.decode equal it (with the code's points) bit for bit
+            return self._decode(y, mask, order, noise_sd=noise_sd)
+        return super()._decode_one(y, mask, order, noise_sd)
+
+    def _decode(self, y, mask, order, noise_sd=None):
         acc = _acc(y)
         a, b = self.alpha(acc), self.beta(acc)
         if self.decoder == "chebyls":
@@ -325,6 +406,7 @@ class LagrangeCode(Code):
                 worker_dtype=self.worker_dtype,
                 false_alarm=self.false_alarm,
                 noise_scale=self.noise_scale,
+                noise_sd=noise_sd,
             )
         if order is None:
             order = spread_order(mask, num_coeffs=self.num_coeffs)
@@ -332,9 +414,9 @@ class LagrangeCode(Code):
             y, mask, a, b, num_coeffs=self.num_coeffs, order=order.astype(jnp.int32)
         )
 
-    def _decode_batched(self, y, masks, order, shared_y):
+    def _decode_batched(self, y, masks, order, shared_y, noise_sd=None):
         if self.decoder != "chebyls":
-            return super()._decode_batched(y, masks, order, shared_y)
+            return super()._decode_batched(y, masks, order, shared_y, noise_sd)
         acc = _acc(y)
         return chebyls_decode_batched(
             y,
@@ -401,7 +483,10 @@ def lagrange_code(
     the rounding of a homogeneous degree-d worker, :func:`chebyls_decode_robust`);
     a worker whose arithmetic cancels (large intermediate values, small answers)
     needs the larger gamma its own rounding analysis gives, or clean requests get
-    flagged.
+    flagged. One gamma must cover the worst answer; a per-answer level, each
+    answer's rounding standard deviation from the worker's computation at its
+    coded input, is sharper: ``code.decode(y, mask, noise_sd=sd)`` (and
+    ``Server(..., noise_fn=)`` in ``codedjax.serving``) replaces gamma with it.
 
     Args:
         num_inputs: K >= 1. num_workers: M >= D (M >= D + 2A for the robust

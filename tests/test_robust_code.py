@@ -183,3 +183,79 @@ def test_float64_matches_numpy_least_squares_without_the_suspect():
 def test_bad_settings_are_clear_errors(kwargs, error, match):
     with pytest.raises(error, match="lagrange_code: .*" + match):
         cj.lagrange_code(num_inputs=K, num_workers=M, degree=DEG, **kwargs)
+
+
+# --- a noise level per answer (decode(..., noise_sd=)) ------------------------------
+MASK = jnp.ones(M, bool)
+
+
+def _levels(seed):
+    """[M] noise levels spanning two decades (what a rounding analysis would give)."""
+    e = np.random.default_rng(seed).uniform(-4, -2, M)
+    return jnp.asarray(10.0**e, jnp.float32)
+
+
+def test_noise_sd_decode_is_chebyls_decode_robust_bit_for_bit():
+    x, y = _data(seed=11)
+    sd = _levels(1)
+    y = y.at[6].add(0.2)
+    mask = jnp.ones(M, bool).at[1].set(False)
+    r = CODE.decode(y, mask, noise_sd=sd)
+    ref = cj.chebyls_decode_robust(y, mask, CODE.alpha(), CODE.beta(),
+                                   num_coeffs=CODE.num_coeffs, max_corrupted=A,
+                                   worker_dtype="bfloat16", noise_sd=sd)  # fmt: skip
+    assert CODE.uses_noise_sd and type(r) is cj.RobustDecodeResult
+    for f in cj.RobustDecodeResult._fields:
+        np.testing.assert_array_equal(getattr(r, f), getattr(ref, f), err_msg=f)
+    assert np.flatnonzero(np.asarray(r.suspects)).tolist() == [6]
+    # the level is used: a worker whose level is not finite counts as missing
+    gone = CODE.decode(y, mask, noise_sd=sd.at[6].set(jnp.inf))
+    assert int(gone.num_used) == int(mask.sum()) - 1
+    assert not bool(jnp.any(gone.suspects))
+
+
+def test_noise_sd_batched_equals_a_loop():
+    x, y = _data(seed=12)
+    ys = jnp.stack([y.at[i].add(0.3) for i in (0, 5, 11)])
+    sds = jnp.stack([_levels(s) for s in (2, 3, 4)])
+    masks = jnp.ones((3, M), bool).at[:, 8].set(False)
+    rb = CODE.decode_batched(ys, masks, noise_sd=sds)
+    rs = CODE.decode_batched(y.at[3].add(0.3), masks, shared_y=True, noise_sd=sds[0])
+    for i in range(3):
+        ri = CODE.decode(ys[i], masks[i], noise_sd=sds[i])
+        np.testing.assert_array_equal(rb.suspects[i], ri.suspects)
+        np.testing.assert_array_equal(rb.status[i], ri.status)
+        tol = 10 * float(ri.cond) * EPS32  # vmapped vs single program, |y| <= 1.5
+        np.testing.assert_allclose(rb.value[i], ri.value, rtol=0, atol=tol)
+    got = [np.flatnonzero(np.asarray(s)).tolist() for s in rb.suspects]
+    assert got == [[0], [5], [11]]
+    assert [np.flatnonzero(np.asarray(s)).tolist() for s in rs.suspects] == [[3]] * 3
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda c, y: c.decode(y, MASK, noise_sd=jnp.ones(M - 1)), ValueError,
+         r"LagrangeCode.decode: noise_sd must have shape \[M\] = \[12\]"),
+        (lambda c, y: c.decode(y, MASK, noise_sd=jnp.ones((1, M))), ValueError,
+         r"LagrangeCode.decode: noise_sd must have shape"),
+        (lambda c, y: c.decode(y, MASK, noise_sd=jnp.ones(M, jnp.int32)), TypeError,
+         "LagrangeCode.decode: noise_sd must have a floating dtype"),
+        (lambda c, y: c.decode_batched(y[None], MASK[None], noise_sd=jnp.ones(M)),
+         ValueError, r"decode_batched: noise_sd must have shape \[B, M\] = \[1, 12\]"),
+        (lambda c, y: c.decode_batched(y, MASK[None], shared_y=True,
+                                       noise_sd=jnp.ones((1, M))),
+         ValueError, r"decode_batched: noise_sd must have shape \[M\] \(shared_y\)"),
+        (lambda c, y: dataclasses.replace(c, decoder="chebyls").decode(
+            y, MASK, noise_sd=jnp.ones(M)), ValueError,
+         "LagrangeCode.decode: noise_sd applies only to a robust code"),
+        (lambda c, y: cj.bacc_code(num_inputs=K, num_workers=M).decode_batched(
+            y[None], MASK[None], noise_sd=jnp.ones((1, M))), ValueError,
+         "BerrutCode.decode_batched: noise_sd applies only to a robust code"),
+    ],
+)  # fmt: skip
+def test_bad_noise_sd_is_a_clear_error(call, error, match):
+    _, y = _data()
+    with pytest.raises(error, match=match):
+        call(CODE, y)
+    assert not cj.bacc_code(num_inputs=K, num_workers=M).uses_noise_sd

@@ -8,6 +8,7 @@ robust code no sooner than its ``correction_threshold`` D + 2A.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -137,3 +138,91 @@ def test_robust_serving_benchmark_counts_and_its_rounding_model():
     sd = u * np.sqrt((((3 * v64**2 - 1) * v64) ** 2 + 2 * v64**6 + exact**2) / 3.0)
     z = (got - exact) / sd
     assert float(np.sqrt(np.mean(z**2))) <= 1.0
+    # the per-answer level (the server's noise_fn) bounds each worker's errors:
+    # their rms over the worker's features is within its level
+    rows = np.asarray(cheb.encode(xs[0]))
+    level = rs.rounding_sd(rows)
+    assert level.shape == (M,) and level.dtype == np.float32
+    err = np.asarray(rs.worker_fn(jnp.asarray(rows)), np.float64) - (
+        rows.astype(np.float64) ** 3 - rows.astype(np.float64)
+    )
+    assert np.all(np.sqrt(np.mean(err**2, axis=1)) <= level)
+
+
+# --- a noise level per answer from the master (Server(..., noise_fn=)) -------------
+def amplitude(rows):
+    """noise_fn: each worker's error bound from the coded row it was sent, [M]."""
+    v = np.asarray(rows, np.float64)
+    return (1e-4 + 3e-2 * np.max(np.abs(v), axis=1) ** 6).astype(np.float32)
+
+
+def noisy(v):
+    """A degree-1 worker whose error, a bounded pseudo-random term of amplitude
+    ``amplitude(v)``, grows steeply with its input (as a cancelling worker's
+    rounding does)."""
+    a = 1e-4 + 3e-2 * jnp.max(jnp.abs(v)) ** 6
+    return 2 * v - 1 + a * jnp.sin(1e3 * v + 0.5)
+
+
+BF16 = cj.lagrange_code(num_inputs=K, num_workers=M, degree=1, decoder="robust",
+                        max_corrupted=A, worker_dtype="bfloat16")  # fmt: skip
+
+
+def test_noise_fn_locates_a_corruption_below_one_global_levels_reach():
+    rows = np.asarray(BF16.encode(X))
+    sd = amplitude(rows)
+    q = int(np.argmin(sd))  # the quietest worker
+    # one global gamma must cover the loudest answer (as the benchmark's
+    # rounding_gamma): gamma u s_i with s_i the decoder's answer size
+    y = np.asarray(jax.vmap(noisy)(jnp.asarray(rows)), np.float64)
+    size = np.sqrt(np.mean(y**2, axis=1) + np.mean(y**2) / 4)
+    u = 2.0**-8
+    gamma = float(np.max(sd / (u * size)))
+    glob = cj.lagrange_code(num_inputs=K, num_workers=M, degree=1, decoder="robust",
+                            max_corrupted=A, worker_dtype="bfloat16",
+                            noise_scale=gamma)  # fmt: skip
+    c = 20 * float(sd[q])  # 20 of its own levels, under one of the global level's
+    assert c < gamma * u * size[q]
+    inj = Injector(latency=Constant(0.001), failed_workers={q: "corrupt"},
+                   corrupt_scale=c)  # fmt: skip
+    with Server(BF16, noisy, backend=SimulatedCluster(injector=inj),
+                policy=FixedN(M), noise_fn=amplitude) as server:  # fmt: skip
+        r = server.infer(X)
+    assert r.ok and r.suspect_ids.tolist() == [q]
+    # bit for bit the offline decode with the same levels
+    off = cj.chebyls_decode_robust(jnp.asarray(r.responses), jnp.asarray(r.mask),
+                                   BF16.alpha(), BF16.beta(), num_coeffs=3,
+                                   max_corrupted=A, worker_dtype="bfloat16",
+                                   noise_sd=jnp.asarray(sd))  # fmt: skip
+    np.testing.assert_array_equal(r.value, np.asarray(off.value))
+    np.testing.assert_array_equal(r.suspects, np.asarray(off.suspects))
+    assert r.error == float(off.error) and r.status == int(off.status)
+    truth = 2 * X.astype(np.float64) - 1
+    assert float(np.max(np.abs(r.value - truth))) <= r.error
+    # the one global level misses it (decoded, nobody flagged)
+    r_glob = _serve(inj, FixedN(M), code=glob)
+    assert r_glob.ok and r_glob.suspect_ids.size == 0
+    # and a clean request flags nobody with the per-answer levels
+    with Server(BF16, noisy, backend=SimulatedCluster(), policy=FixedN(M),
+                noise_fn=amplitude) as server:  # fmt: skip
+        clean = server.infer(X)
+    assert clean.ok and clean.suspect_ids.size == 0
+
+
+@pytest.mark.parametrize(
+    "code, noise_fn, error, match",
+    [
+        (BF16, "sd", TypeError, "Server: noise_fn must be callable"),
+        (cj.lagrange_code(num_inputs=K, num_workers=M, degree=1), amplitude,
+         ValueError, "Server: noise_fn needs a code whose decode takes a per-answer"),
+        (BF16, lambda rows: amplitude(rows)[:-1], ValueError,
+         r"Server.infer: noise_fn must return a floating .* shape \[M\] = \[10\]"),
+        (BF16, lambda rows: np.ones(M, np.int32), ValueError,
+         "Server.infer: noise_fn must return a floating array"),
+    ],
+)  # fmt: skip
+def test_bad_noise_fn_is_a_clear_error(code, noise_fn, error, match):
+    with pytest.raises(error, match=match):
+        with Server(code, affine, backend=SimulatedCluster(),
+                    noise_fn=noise_fn) as server:  # fmt: skip
+            server.infer(X)

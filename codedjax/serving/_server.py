@@ -74,7 +74,8 @@ class ServeResult(NamedTuple):
 
 class _Request:
     __slots__ = ("rid", "index", "t_start", "t_sub", "deadline_at", "y", "mask",
-                 "failed", "times", "order", "num_failed", "cached")  # fmt: skip
+                 "failed", "times", "order", "num_failed", "cached",
+                 "noise")  # fmt: skip
 
     def __init__(self, rid, index, t_start, t_sub, deadline_at, m):
         self.rid, self.index = rid, index
@@ -86,6 +87,7 @@ class _Request:
         self.order: list[int] = []
         self.num_failed = 0
         self.cached = None
+        self.noise = None
 
 
 def _unit_roundoff(dtype) -> float:
@@ -112,11 +114,22 @@ class Server:
         backend: a :class:`Backend` (default: a new :class:`ThreadCluster`). The
             server starts it and closes it in :meth:`close`.
         policy: a wait policy (default: ``FixedN()``, the code's threshold).
+        noise_fn: optional, for a code whose decode takes a per-answer noise level
+            (``code.uses_noise_sd``: ``lagrange_code(..., decoder="robust")``).
+            Called once per request, on the master, with the coded rows the
+            workers were sent (numpy [M, ...]) while they compute; returns [M]
+            floats, the standard deviation of each worker's answer error (its
+            rounding, e.g. from a first-order rounding analysis of ``worker_fn``
+            at that input), passed to ``code.decode(..., noise_sd=)`` in place of
+            the code's one ``noise_scale``. A level that is not finite and
+            positive makes its worker's answer count as missing.
 
     Raises:
-        TypeError: a code without the attributes above, a non-callable worker_fn, a
-            policy without ``decide`` and ``deadline``.
-        ValueError: a policy that asks for more answers than M.
+        TypeError: a code without the attributes above, a non-callable worker_fn or
+            noise_fn, a policy without ``decide`` and ``deadline``.
+        ValueError: a policy that asks for more answers than M; a noise_fn with a
+            code that takes no noise level, or one that does not return a floating
+            array of shape [M] (at the first request).
 
     Examples:
         >>> import jax.numpy as jnp, codedjax as cj
@@ -136,6 +149,7 @@ class Server:
         *,
         backend: Backend | None = None,
         policy: WaitPolicy | None = None,
+        noise_fn: Callable | None = None,
     ):
         name = "Server"
         for attr in ("num_inputs", "num_workers", "threshold", "encode", "decode"):
@@ -147,6 +161,19 @@ class Server:
                 )
         if not callable(worker_fn):
             raise TypeError(f"{name}: worker_fn must be callable, got {worker_fn!r}")
+        if noise_fn is not None:
+            if not callable(noise_fn):
+                raise TypeError(
+                    f"{name}: noise_fn must be callable (coded rows [M, ...] -> [M] "
+                    f"standard deviations) or None, got {noise_fn!r}"
+                )
+            if not getattr(code, "uses_noise_sd", False):
+                raise ValueError(
+                    f"{name}: noise_fn needs a code whose decode takes a per-answer "
+                    f"noise_sd (code.uses_noise_sd: lagrange_code(..., "
+                    f"decoder='robust')), got {type(code).__name__} "
+                    f"{getattr(code, 'name', '')!r}"
+                )
         policy = FixedN() if policy is None else policy
         if not (
             callable(getattr(policy, "decide", None)) and hasattr(policy, "deadline")
@@ -163,6 +190,7 @@ class Server:
         self.code = code
         self.policy = policy
         self.worker_fn = worker_fn
+        self.noise_fn = noise_fn
         self.backend = ThreadCluster() if backend is None else backend
         self.num_inputs = int(code.num_inputs)
         self.num_workers = int(code.num_workers)
@@ -176,12 +204,26 @@ class Server:
 
     @staticmethod
     def _decode_fn(code):
-        def decode(y, mask, order):
-            return code.decode(
-                jnp.asarray(y), jnp.asarray(mask), order=jnp.asarray(order)
-            )
+        def decode(y, mask, order, noise):
+            y, mask, order = jnp.asarray(y), jnp.asarray(mask), jnp.asarray(order)
+            if noise is None:  # a code without a noise level takes no noise_sd
+                return code.decode(y, mask, order=order)
+            return code.decode(y, mask, order=order, noise_sd=jnp.asarray(noise))
 
         return decode
+
+    def _noise(self, fname: str, rows: np.ndarray) -> np.ndarray | None:
+        """The answers' noise levels [M] from ``noise_fn`` (None without one)."""
+        if self.noise_fn is None:
+            return None
+        sd = np.asarray(self.noise_fn(rows))
+        if sd.shape != (self.num_workers,) or not np.issubdtype(sd.dtype, np.floating):
+            raise ValueError(
+                f"{fname}: noise_fn must return a floating array of shape [M] = "
+                f"[{self.num_workers}] (each answer's noise standard deviation), got "
+                f"{sd.dtype} {sd.shape}"
+            )
+        return sd
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -286,7 +328,7 @@ class Server:
                     index, x = pending.popleft()
                     x = self._check_input(fname, x)
                     if self._out is None:
-                        self._warmup(x)
+                        self._warmup(x, fname)
                     t_start = backend.now()
                     rows = np.asarray(self.code.encode(x))
                     rid = self._next_id
@@ -296,6 +338,8 @@ class Server:
                     active[rid] = _Request(rid, index, t_start, t_sub, dl, m)
                     rows_of[rid] = rows
                     backend.submit(rid, rows)
+                    # the master's share, while the workers compute
+                    active[rid].noise = self._noise(fname, rows)
                 now = backend.now()
                 for r in [r for r in active.values() if r.deadline_at <= now]:
                     results[r.index] = self._finish(r, timed_out=True)
@@ -335,7 +379,7 @@ class Server:
             raise
         return [results[i] for i in range(len(results))]
 
-    def _warmup(self, x) -> None:
+    def _warmup(self, x, fname: str) -> None:
         """Compiles encode, the workers and decode before the first request is timed."""
         rows = np.asarray(self.code.encode(x))
         self._out = jax.eval_shape(
@@ -346,8 +390,9 @@ class Server:
             warm(rows)
         m = self.num_workers
         y = np.zeros((m,) + tuple(self._out.shape), self._out.dtype)
+        noise = self._noise(fname, rows)
         jax.block_until_ready(
-            self._decode(y, np.ones(m, bool), np.arange(m, dtype=np.int32))
+            self._decode(y, np.ones(m, bool), np.arange(m, dtype=np.int32), noise)
         )
 
     def _arrivals(self, r: _Request) -> ArrivalState:
@@ -372,12 +417,12 @@ class Server:
             r.y = np.zeros((m,) + tuple(self._out.shape), self._out.dtype)
         rest = [i for i in range(m) if not r.mask[i]]
         order = np.asarray(r.order + rest, np.int32)
-        return r.y, r.mask.copy(), order
+        return r.y, r.mask.copy(), order, r.noise
 
     def _finish(self, r: _Request, *, timed_out: bool) -> ServeResult:
         t_dec = self.backend.now()
-        y, mask, order = self._inputs(r)
-        res = r.cached if r.cached is not None else self._decode(y, mask, order)
+        y, mask, order, noise = self._inputs(r)
+        res = r.cached if r.cached is not None else self._decode(y, mask, order, noise)
         res = jax.device_get(res)
         t_end = self.backend.now()
         # cancel after decoding, outside the latency: a backend's cancel may take time
