@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m benchmarks.robust_serving --out results/robust_serving   # ~2 min
+    python -m benchmarks.robust_serving --out results/robust_serving   # ~1 min
 
 The serving benchmark's setting (``benchmarks.serving``): K = 8 queries, M = 40 bf16
 workers computing f(x) = x^3 - x on F = 64 features (D = 22), service time 5 ms +
@@ -160,6 +160,20 @@ def rounding_gamma(cfg: RobustServingConfig, xs: np.ndarray, code) -> float:
     return float(np.max(sd / size))
 
 
+def noise_levels(xs: np.ndarray, code, gamma: float, rms: float) -> dict:
+    """Percentiles (10, 50, 90) over the workers of the first 32 requests of the
+    answers' noise levels in units of ``rms``: per answer (:func:`rounding_sd`) and
+    the one gamma's (gamma u s_i, s_i the decoder's answer size)."""
+    v = np.asarray(jax.vmap(code.encode)(jnp.asarray(xs[:32])), np.float64)
+    per = np.stack([rounding_sd(r) for r in v])
+    y = v**3 - v
+    size = np.sqrt(np.mean(y**2, axis=2) + np.mean(y**2, axis=(1, 2))[:, None] / 4)
+    glob = gamma * BF16_UNIT * size
+    q = (10, 50, 90)
+    return dict(per_answer=[_pct(per / rms, p) for p in q],
+                global_gamma=[_pct(glob / rms, p) for p in q])  # fmt: skip
+
+
 def _inputs(cfg: RobustServingConfig) -> np.ndarray:
     rng = np.random.default_rng([cfg.seed, 1])
     shape = (cfg.num_requests, cfg.num_inputs, cfg.num_features)
@@ -265,6 +279,7 @@ def run(cfg: RobustServingConfig, *, show_progress: bool = True) -> dict:
         config=dataclasses.asdict(cfg),
         answer_rms=rms,
         gamma=gamma,
+        noise_levels=noise_levels(xs, cheb, gamma, rms),
         rows=rows,
         environment=environment(),
         load=os.getloadavg(),

@@ -54,6 +54,12 @@ def _pts(n: int, kind: int, dtype: Any) -> jax.Array:
     return jnp.asarray(_points_np(n, kind), dtype=dtype)
 
 
+@functools.lru_cache(maxsize=256)
+def _pts_device(n: int, kind: int, dtype: Any) -> jax.Array:
+    """``_pts`` once per (n, kind, dtype): the robust decode's point arguments."""
+    return _pts(n, kind, dtype)
+
+
 def _acc(y: jax.Array) -> jnp.dtype:
     return accumulation_dtype(y.dtype)
 
@@ -311,6 +317,11 @@ def _decode_jit(code, y, mask, order, noise_sd=None):
     return code._decode(y, mask, order, noise_sd=noise_sd)
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _decode_points_jit(code, y, mask, noise_sd, alpha, beta):
+    return code._decode(y, mask, None, noise_sd=noise_sd, points=(alpha, beta))
+
+
 @functools.partial(jax.jit, static_argnums=(0, 4))
 def _decode_batched_jit(code, y, masks, order, shared_y, noise_sd=None):
     if noise_sd is None:
@@ -382,14 +393,21 @@ class LagrangeCode(Code):
 
     def _decode_one(self, y, mask, order, noise_sd):
         if self.decoder == "robust":
-            # chebyls_decode_robust is its own jitted program: calling it directly
-            # makes code.decode equal it (with the code's points) bit for bit
-            return self._decode(y, mask, order, noise_sd=noise_sd)
+            # the points as arguments, not constants folded into the program: the
+            # program is chebyls_decode_robust's own, so code.decode equals it
+            # (with the code's points) bit for bit, without its Python checks
+            acc = _acc(y)
+            a = _pts_device(self.num_workers, _POINT_KINDS[self.points], acc)
+            b = _pts_device(self.num_inputs, 1, acc)
+            return _decode_points_jit(self, y, mask, noise_sd, a, b)
         return super()._decode_one(y, mask, order, noise_sd)
 
-    def _decode(self, y, mask, order, noise_sd=None):
+    def _decode(self, y, mask, order, noise_sd=None, points=None):
         acc = _acc(y)
-        a, b = self.alpha(acc), self.beta(acc)
+        if points is None:
+            a, b = self.alpha(acc), self.beta(acc)
+        else:
+            a, b = points
         if self.decoder == "chebyls":
             return chebyls_decode(y, mask, a, b, num_coeffs=self.num_coeffs)
         if self.decoder == "graceful":
