@@ -121,27 +121,29 @@ def _lambda_max_bounds(g, squarings):
 
     upper = ||G^p||_F^(1/p) with p = 2^squarings lies in
     [lambda_max, D^(1/(2p)) lambda_max] (||G^p||_F is the 2p-norm of the eigenvalues
-    raised to p). Each squaring is renormalised by its Frobenius norm, so nothing
-    overflows: ||G^p||_F^(1/p) = c_0 * prod_i c_i^(2^-i), c_i the norm removed at
-    step i. lower = max(v^T G v / v^T v, upper / D^(1/(2p))), v the column of G^p of
-    largest norm: a Rayleigh quotient (never above lambda_max) after p power steps,
-    which is exact when the top eigenvalue is repeated (e.g. G = I).
-    Both hold up to rounding of relative size O(D^2 u).
+    raised to p). Only G is normalised, by its Frobenius norm c_0: every power of
+    X = G / c_0 then has entries of size at most 1 and a largest eigenvalue of at
+    least D^(-p/2) (5e-6 at D = 22, p = 8), so the squarings neither overflow nor
+    underflow and need no renormalisation: ||G^p||_F^(1/p) = c_0 ||X^p||_F^(1/p).
+    lower = max(v^T G v / v^T v, upper / D^(1/(2p))), v the column of G^p of
+    largest norm (the first such): a Rayleigh quotient (never above lambda_max)
+    after p power steps, which is exact when the top eigenvalue is repeated (e.g.
+    G = I). Both hold up to rounding of relative size O(D^2 u).
     """
     d = g.shape[-1]
     c = jnp.sqrt(jnp.sum(g * g, axis=(-2, -1)))
     safe = jnp.where(c > 0, c, jnp.ones_like(c))
     x = g / safe[..., None, None]
-    log_upper = jnp.log(safe)
-    for i in range(1, squarings + 1):
+    for _ in range(squarings):
         x = _bmm(x, x)
-        ci = jnp.sqrt(jnp.sum(x * x, axis=(-2, -1)))
-        ci_safe = jnp.where(ci > 0, ci, jnp.ones_like(ci))
-        x = x / ci_safe[..., None, None]
-        log_upper = log_upper + jnp.log(ci_safe) / (2.0**i)
-    upper = jnp.where(c > 0, jnp.exp(log_upper), jnp.zeros_like(c))
-    col = jnp.argmax(jnp.sum(x * x, axis=-2), axis=-1)
-    v = jnp.take_along_axis(x, col[..., None, None], axis=-1)[..., 0]  # [..., D]
+    norms = jnp.sum(x * x, axis=-2)  # [..., D] squared column norms of X^p
+    cp = jnp.sqrt(jnp.sum(norms, axis=-1))
+    upper = jnp.where(c > 0, safe * cp ** (0.5**squarings), jnp.zeros_like(c))
+    # the first column of largest norm, by a product with its indicator (a gather
+    # across the batch is slow on XLA:CPU)
+    top = norms == jnp.max(norms, axis=-1, keepdims=True)
+    first = top & (jnp.cumsum(top, axis=-1) == 1)
+    v = jnp.einsum("...ij,...j->...i", x, first.astype(x.dtype), precision=_HI)
     gv = jnp.einsum("...ij,...j->...i", g, v, precision=_HI)
     vv = jnp.sum(v * v, axis=-1)
     rq = jnp.sum(v * gv, axis=-1) / jnp.where(vv > 0, vv, jnp.ones_like(vv))
@@ -754,8 +756,11 @@ def square_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     # E on the D selected columns only (rank order; past num_used a repeated
     # worker, such a mask is not usable anyway), so E E^T contracts D, not M
     rank = jnp.cumsum(sel, axis=1, dtype=jnp.int32) - 1  # [B, M]
-    first = (rank[:, None, :] == jnp.arange(d)[None, :, None]) & sel[:, None, :]
-    col = jnp.sum(jnp.where(first, jnp.arange(m, dtype=jnp.int32), 0), axis=2)
+    slot = jnp.where(sel & (rank < d), rank, d)  # D: not among the first D
+    col = jnp.zeros((b, d + 1), jnp.int32)  # col[b, r]: the worker of rank r
+    col = col.at[jnp.arange(b)[:, None], slot].set(
+        jnp.broadcast_to(jnp.arange(m, dtype=jnp.int32), (b, m))
+    )[:, :d]
     wt = jnp.take_along_axis(wt, col, axis=1)  # [B, D]
     diff = z[None, :, None] - alpha[col][:, None, :]  # [B, D, D]
     hit = diff == 0
