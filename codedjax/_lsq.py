@@ -432,12 +432,13 @@ def _two_column_start(g):
     other_parity = odd[None, :] != odd[first][:, None]
     second = jnp.argmax(jnp.where(other_parity, diag, -jnp.inf), axis=1)
 
-    def unit_column(i):
-        c = jnp.take_along_axis(g, i[:, None, None], axis=2)[:, :, 0]
-        n = jnp.sqrt(jnp.sum(c * c, axis=1, keepdims=True))
-        return c / jnp.where(n > 0, n, jnp.ones_like(n))
-
-    a, b = unit_column(first), unit_column(second)
+    # both columns by one batched product with their indicators (exact: one
+    # nonzero term per entry), not a gather across the batch (slow on XLA:CPU)
+    pick = jnp.arange(d)[None, :, None] == jnp.stack([first, second], 1)[:, None]
+    cols = jnp.matmul(g, pick.astype(g.dtype), precision=_HI)  # [B, D, 2]
+    n = jnp.sqrt(jnp.sum(cols * cols, axis=1, keepdims=True))
+    cols = cols / jnp.where(n > 0, n, jnp.ones_like(n))
+    a, b = cols[..., 0], cols[..., 1]
     sign = jnp.where(jnp.sum(a * b, axis=1, keepdims=True) >= 0, 1.0, -1.0)
     return a + sign.astype(g.dtype) * b
 
