@@ -18,10 +18,11 @@ and flattened into one batch axis of size B; the payload ``y`` stays shared
 broadcast otherwise. Points (``alpha``, ``beta``) are not expected to be batched;
 when they are, the level falls back to a plain ``jax.vmap`` of the kernel.
 
-Autodiff: ``custom_vmap`` has no reverse mode, so the returned function is also a
-``jax.custom_vjp`` whose backward pass differentiates the plain kernel (the value is
-linear in ``y``: the cotangent of ``y`` is A^T g). Forward mode (``jax.jvp``) is not
-available through a ``custom_vjp``.
+Autodiff: ``custom_vmap`` has no autodiff rule of its own, so the returned function
+is also a ``jax.custom_jvp`` whose tangent differentiates the plain kernel (the value
+is linear in ``y``: the tangent is A dy, and the cotangent of ``y`` A^T g, which
+reverse mode gets by transposing that linear map). ``jax.jvp``, ``jax.grad``,
+``jax.jacfwd`` and ``jax.jacrev`` all work, also under ``jax.vmap``.
 """
 
 from __future__ import annotations
@@ -125,17 +126,15 @@ def _make(single, batched, statics, pattern):
             out = _make(single, batched, statics, (level,) + pattern)(data, points)
         return out, jax.tree_util.tree_map(lambda _: True, out)
 
-    @jax.custom_vjp
+    @jax.custom_jvp
     def f(data, points):
         return fwd_only(data, points)
 
-    def f_fwd(data, points):
-        return fwd_only(data, points), (data, points)
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        # the value from the batched kernel, the tangent from the plain one (the
+        # value is linear in y); reverse mode transposes this linear tangent map
+        _, tangent = jax.jvp(call, primals, tangents)
+        return fwd_only(*primals), tangent
 
-    def f_bwd(res, g):
-        data, points = res
-        _, vjp = jax.vjp(call, data, points)
-        return vjp(g)
-
-    f.defvjp(f_fwd, f_bwd)
     return f

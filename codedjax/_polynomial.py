@@ -308,8 +308,8 @@ def chebyls_decode(
     ``in_axes=None`` for a shared payload) runs the batched kernel of
     :func:`chebyls_decode_batched` (``jax.custom_batching.custom_vmap``), not a
     per-mask QR; there, as in that function, ``cond`` is an estimate with float32
-    accumulation. ``jax.grad`` works (the value is linear in ``y``); forward-mode
-    ``jax.jvp`` does not (a ``custom_vjp``). The argument checks are memoised per
+    accumulation. ``jax.grad`` and ``jax.jvp`` work (the value is linear in ``y``;
+    a ``custom_jvp`` over the plain kernel). The argument checks are memoised per
     code (the same point arrays), so a served call costs about one jitted call.
 
     Raises:

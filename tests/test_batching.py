@@ -132,6 +132,25 @@ def test_grad_through_decode_and_through_its_vmap_is_the_decoding_matrix():
     )
 
 
+def test_jvp_through_decode_and_through_its_vmap_is_the_decoding_matrix():
+    # forward mode: the tangent of value is A dy, per mask, also under vmap
+    alpha, beta, y = _setup()
+    masks = _masks(3, 4, n_lo=D + 2)
+    dec = _decode(alpha, beta)
+    dy = jax.random.normal(jax.random.key(5), y.shape)
+    mats = [
+        np.asarray(cj.chebyls_decoding_matrix(m, alpha, beta, num_coeffs=D).value)
+        for m in masks
+    ]
+    _, t = jax.jvp(lambda yy: dec(yy, masks[0]).value, (y,), (dy,))
+    np.testing.assert_allclose(np.asarray(t), mats[0] @ np.asarray(dy), atol=1e-5)
+    tv = jax.jit(
+        jax.vmap(lambda m: jax.jvp(lambda yy: dec(yy, m).value, (y,), (dy,))[1])
+    )(masks)
+    want = np.stack([a @ np.asarray(dy) for a in mats])
+    np.testing.assert_allclose(np.asarray(tv), want, atol=1e-5)
+
+
 def test_vmap_in_float64_reports_the_exact_cond(x64):
     alpha, beta, y = _setup()
     alpha, beta, y = (v.astype(jnp.float64) for v in (alpha, beta, y))
