@@ -230,12 +230,13 @@ class Code:
         """The linear map from responses to outputs for one mask, [K, M].
 
         Zero columns for workers outside the mask; all zeros when the mask cannot
-        be decoded. For every code but the robust one the decode is linear in the
-        responses: ``decode(y, mask).value == decoding_matrix(mask) @ y`` up to
-        rounding. The robust decode is not linear (which workers it excludes, and
-        its row weights, depend on y): its matrix is ChebyLS's, and
-        ``decode(y, mask).value`` equals ``decoding_matrix(mask & ~suspects) @ y``
-        up to the workers' rounding level.
+        be decoded. For every code but the graceful and robust ones the decode is
+        linear in the responses: ``decode(y, mask).value == decoding_matrix(mask) @
+        y`` up to rounding. The graceful decode is ChebyLS's (this matrix) where it
+        keeps ChebyLS and a smoothing chosen from y elsewhere. The robust decode is
+        not linear (which workers it excludes, and its row weights, depend on y):
+        its matrix is ChebyLS's, and ``decode(y, mask).value`` equals
+        ``decoding_matrix(mask & ~suspects) @ y`` up to the workers' rounding level.
         """
         mask = check_mask(
             f"{type(self).__name__}.decoding_matrix", mask, self.num_workers
@@ -361,13 +362,15 @@ class LagrangeCode(Code):
 
     @property
     def threshold(self) -> int:
-        return self.num_coeffs
+        """D; 1 for the graceful decoder, whose smooth fallback decodes (``ok``,
+        with a larger predicted error) from any number of answers."""
+        return 1 if self.decoder == "graceful" else self.num_coeffs
 
     @property
     def correction_threshold(self) -> int:
         """D + 2A: from this many responses the robust decoder corrects A corrupted
-        ones (D for the other decoders, which correct none)."""
-        return self.num_coeffs + 2 * self.max_corrupted
+        ones (``threshold`` for the other decoders, which correct none)."""
+        return self.threshold + 2 * self.max_corrupted
 
     @property
     def uses_noise_sd(self) -> bool:
@@ -494,9 +497,11 @@ def lagrange_code(
     ``UNDECIDABLE``, ``ok`` False), while at N = D every answer fits exactly and a
     corrupted one goes unnoticed. Its ``decoding_matrix`` is ChebyLS's (the robust
     decode is not linear in y). Its noise level is the workers' rounding
-    (``worker_dtype``), so it is meant for workers coarser than the decode (bf16
-    workers, float32 decoding): answers computed in the accumulation dtype itself
-    carry less rounding than the fit's own, and clean requests get flagged. The
+    (``worker_dtype``) plus the fit's own rounding, so workers coarser than the
+    decode (bf16 workers, float32 decoding) are checked at their own level, while
+    answers computed in the accumulation dtype itself are checked at the fit's
+    rounding (about 1e-5 relative in float32 at D = 22: decode in float64 to see
+    smaller corruptions). The
     level is gamma u_w times each answer's size (``noise_scale`` gamma, by default
     the rounding of a homogeneous degree-d worker, :func:`chebyls_decode_robust`);
     a worker whose arithmetic cancels (large intermediate values, small answers)

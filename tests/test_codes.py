@@ -37,6 +37,13 @@ CODES = {
         max_corrupted=1,
         worker_dtype="bfloat16",
     ),
+    "graceful": cj.lagrange_code(
+        num_inputs=K,
+        num_workers=M,
+        degree=DEG,
+        decoder="graceful",
+        worker_dtype="bfloat16",
+    ),  # fmt: skip
     "bacc": cj.bacc_code(num_inputs=K, num_workers=M),
     "nercc": cj.nercc_code(num_inputs=K, num_workers=M, smoothing=(1e-4, 1e-3)),
     "repapprox": cj.repapprox_code(num_inputs=K, num_workers=M, replication=3),
@@ -172,6 +179,25 @@ def test_decoding_matrix_is_the_linear_map(code):
     assert a.shape == (K, code.num_workers)
     assert np.all(np.asarray(a)[:, ~np.asarray(mask)] == 0)
     _close(a @ y, code.decode(y, mask).value, atol=1e-5)
+
+
+def test_forward_and_reverse_derivatives_agree(code):
+    """jax.jvp and jax.grad of decode work for every code and are one linear map:
+    <g, J dy> == <J^T g, dy>; for a code whose decode is linear in y, J dy is its
+    decoding matrix times dy."""
+    x, y = _data(code)
+    mask = _masks(code, _n_ok(code), 1, seed=7)[0]
+    dy = jax.random.normal(jax.random.key(8), y.shape)
+    g = jax.random.normal(jax.random.key(9), (K, y.shape[1]))
+    f = lambda yy: code.decode(yy, mask).value  # noqa: E731
+    _, tangent = jax.jvp(f, (y,), (dy,))
+    cot = jax.grad(lambda yy: jnp.sum(g * f(yy)))(y)
+    lhs, rhs = float(jnp.sum(g * tangent)), float(jnp.sum(cot * dy))
+    assert abs(lhs - rhs) <= 1e-4 * (abs(lhs) + 1.0)
+    # linear in y, except graceful (its smoothing is chosen from y) and robust (its
+    # weights are the answers' sizes and its suspects come from y)
+    if code.name not in ("graceful", "robust"):
+        _close(tangent, code.decoding_matrix(mask) @ dy, atol=1e-4)
 
 
 def test_float64_decoding_matches_numpy_reference():
