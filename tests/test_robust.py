@@ -401,6 +401,10 @@ def test_theory_robust_runs_and_reports(tmp_path):
     )
     table = format_tables(out)
     assert table.count("\n| ") == len(rows) + 1  # the header and one line per row
+    from theory.robust import plot_rates
+
+    plot_rates(out, str(tmp_path / "located.png"))
+    assert (tmp_path / "located.png").stat().st_size > 10_000
 
 
 def test_float32_answers_decoded_in_float32():

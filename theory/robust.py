@@ -489,6 +489,68 @@ def format_tables(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def plot_rates(summary: dict, path: str) -> None:
+    """Located exactly against the error size (one corrupted worker) and against the
+    number of corrupted workers (at 1 x RMS): each noise model's decoder next to the
+    maximum-likelihood locator told the count, and Berrut's locators when run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = summary["lagrange"]["rows"]
+    sized = sorted(
+        (r for r in rows if r["corrupted"] == 1), key=lambda r: r["size_x_rms"]
+    )
+    counted = sorted(
+        (r for r in rows if r["corrupted"] and r["size_x_rms"] == 1.0),
+        key=lambda r: r["corrupted"],
+    )
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
+    styles = [
+        ("rounding", "robust, noise_sd from the rounding analysis", "C0", "o-"),
+        ("dtype", "robust, dtype-only noise level", "C1", "s-"),
+    ]
+    for ax, group, key, label in (
+        (axes[0], sized, "size_x_rms", "error size (x RMS of the answers)"),
+        (axes[1], counted, "corrupted", "corrupted workers (error 1 x RMS)"),
+    ):
+        xs = [r[key] for r in group]
+        for name, text, color, style in styles:
+            if group and name in group[0]:
+                ax.plot(xs, [r[name]["located"] for r in group], style, color=color,
+                        label=text)  # fmt: skip
+        if group and "ml_located" in group[0]:
+            ax.plot(xs, [r["ml_located"] for r in group], "k--",
+                    label="maximum likelihood, told the count (reference)")  # fmt: skip
+        if "berrut" in summary:
+            brows = [
+                r for r in summary["berrut"]["rows"]
+                if (r["corrupted"] == 1 if key == "size_x_rms"
+                    else r["corrupted"] and r["size_x_rms"] == 1.0)
+            ]  # fmt: skip
+            brows.sort(key=lambda r: r[key])
+            for name, style in (("loo_berrut", "v:"), ("approxifer", "^:")):
+                ax.plot([r[key] for r in brows], [r[name]["located"] for r in brows],
+                        style, color="C2" if name == "loo_berrut" else "C3",
+                        label=f"Berrut-coded, {name}")  # fmt: skip
+        ax.set_xlabel(label)
+        ax.set_ylabel("located exactly (share of requests)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0].set_xscale("log")
+    axes[1].set_xticks([r["corrupted"] for r in counted])
+    axes[0].legend(fontsize=7, loc="upper left")
+    c = summary["config"]
+    fig.suptitle(
+        f"Locating corrupted workers: K={c['num_inputs']}, M={c['num_workers']}, "
+        f"N={c['num_responses']}, bf16 workers, {c['num_requests']} requests per point",
+        fontsize=10,
+    )
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def run_robust(cfg: RobustConfig) -> dict:
     quiet = (not cfg.progress) or os.environ.get("CODEDJAX_NO_PROGRESS") == "1"
     bar = None
@@ -546,8 +608,11 @@ def main(argv=None) -> dict:
     table = format_tables(summary)
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
+    plot_rates(summary, os.path.join(args.out, "located.png"))
     with open(os.path.join(args.out, "report.md"), "w") as f:
-        f.write("# Locating corrupted workers\n\n" + table + "\n")
+        f.write(
+            "# Locating corrupted workers\n\n![located](located.png)\n\n" + table + "\n"
+        )
     print(table)
     print(f"({summary['seconds']:.0f} s)")
     return summary
