@@ -441,3 +441,30 @@ def test_float32_answers_decoded_in_float32():
     yc[j] += 1e-3 * np.sqrt(np.mean(y[0][masks[0]] ** 2))
     r1 = dec(jnp.asarray(yc[None]), jnp.asarray(masks[:1]))
     assert np.flatnonzero(np.asarray(r1.suspects[0])).tolist() == [j]
+
+
+@pytest.mark.seed(18)
+def test_berrut_answers_of_a_polynomial_worker_are_a_lagrange_code(np_rng):
+    """Known truth (float64): Berrut-coded inputs through a degree-d polynomial, times
+    B(z)^d (theory.robust.berrut_denominator), are samples of a polynomial of degree
+    d (K - 1), and its values at the data points over B(beta)^d are f(x_k)."""
+    from theory.robust import berrut_denominator
+
+    k, m, d = 5, 24, 3
+    with jax.enable_x64(True):
+        beta, alpha = cj.bacc_points(k, m, dtype=jnp.float64)
+        x = jnp.asarray(np_rng.standard_normal(k))
+        c = np_rng.standard_normal(d + 1)
+        f = lambda v: sum(ci * v**i for i, ci in enumerate(c))  # noqa: E731
+        y = np.asarray(f(cj.berrut_encode(x, beta, alpha)))
+        fx = np.asarray(f(x))
+    bz = berrut_denominator(beta, alpha) ** d
+    deg = d * (k - 1)
+    fit = np.polynomial.chebyshev.Chebyshev.fit(np.asarray(alpha), y * bz, deg)
+    scale = np.abs(y * bz).max()
+    assert np.abs(fit(np.asarray(alpha)) - y * bz).max() <= 1e-10 * scale
+    # one degree less does not fit: the degree is exactly d (K - 1)
+    low = np.polynomial.chebyshev.Chebyshev.fit(np.asarray(alpha), y * bz, deg - 1)
+    assert np.abs(low(np.asarray(alpha)) - y * bz).max() > 1e-6 * scale
+    bb = berrut_denominator(beta, beta) ** d
+    np.testing.assert_allclose(fit(np.asarray(beta)) / bb, fx, rtol=1e-9, atol=1e-9)

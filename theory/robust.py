@@ -378,9 +378,45 @@ def approxifer_locate(x, y, num_errors, deg_p):
     return flagged
 
 
+def berrut_denominator(beta, z) -> np.ndarray:
+    """B(z) = sum_k w_k prod_{j != k} (z - beta_j), w_k = (-1)^(rank of beta_k).
+
+    Berrut's interpolant of the data is u(z) = A(z) / B(z) with A and B polynomials
+    of degree K - 1, B fixed by the data points alone. So a worker that computes a
+    polynomial f of degree d answers y_i = f(u(z_i)), and y_i B(z_i)^d = P(z_i) with
+    P = sum_j c_j A^j B^(d - j) a polynomial of degree d (K - 1) = D - 1: BACC-coded
+    answers of a polynomial worker, times B^d, are a Lagrange code's answers, and
+    f(x_k) = P(beta_k) / B(beta_k)^d exactly (float64 numpy).
+    """
+    b = np.asarray(beta, np.float64)
+    zz = np.asarray(z, np.float64)
+    w = np.empty(b.size)
+    w[np.argsort(b)] = (-1.0) ** np.arange(b.size)
+    diff = zz[:, None] - b[None, :]  # [Z, K]
+    out = np.zeros(zz.size)
+    for k in range(b.size):
+        out += w[k] * np.prod(np.delete(diff, k, axis=1), axis=1)
+    return out
+
+
 def run_berrut(cfg: RobustConfig, bar=None) -> dict:
     m, n = cfg.num_workers, cfg.num_responses
-    alpha, beta, y, truth, _ = _answers(cfg, "berrut")
+    alpha, beta, y, truth, sd = _answers(cfg, "berrut")
+    # the rational view (berrut_denominator): the robust Lagrange decoder on
+    # y B(z)^d, noise levels scaled alike, values divided by B(beta)^d
+    deg = cfg.cross_layers + 1
+    d = cj.recovery_threshold(cfg.num_inputs, deg)
+    bz = berrut_denominator(beta, alpha) ** deg
+    bb = berrut_denominator(beta, beta) ** deg
+    rational = jax.jit(
+        jax.vmap(
+            lambda yy, mk, s: cj.chebyls_decode_robust(
+                yy, mk, alpha, beta, num_coeffs=d, max_corrupted=cfg.max_corrupted,
+                worker_dtype=jnp.bfloat16, false_alarm=cfg.false_alarm, noise_sd=s,
+            )
+        )
+    )  # fmt: skip
+    sd_t = (sd * np.abs(bz)[None, :]).astype(np.float32)
     a64 = np.asarray(alpha, np.float64)
     masks = np.asarray(
         cj.sample_masks(
@@ -398,6 +434,12 @@ def run_berrut(cfg: RobustConfig, bar=None) -> dict:
     rows = []
     for count, size, yc, bad in _cases(cfg, rng, y, masks):
         out = {}
+        r = _chunked(rational, (yc * bz[None, :]).astype(np.float32), masks, sd_t)
+        value = np.asarray(r.value, np.float64) / bb[None, :]
+        out["rational"] = _rates(
+            np.asarray(r.suspects), bad, np.asarray(r.ok), _err(value, truth),
+            err_clean, np.asarray(r.status),
+        )  # fmt: skip
         for name in ("loo_berrut", "approxifer"):
             sus = np.zeros_like(masks)
             for i in range(cfg.num_requests):
@@ -473,18 +515,21 @@ def format_tables(summary: dict) -> str:
         f"(rational fit, deg P = {summary['berrut']['approxifer_deg_p']}, deg Q = A; "
         "always excludes A workers):",
         "",
-        "| corrupted | size x RMS | located exactly (LOO / ApproxIFER) | all "
-        "corrupted flagged | clean worker flagged | error ratio |",
+        "| corrupted | size x RMS | located exactly (LOO / ApproxIFER / rational "
+        "view) | all corrupted flagged | clean worker flagged | error ratio |",
         "|---|---|---|---|---|---|",
     ]
+    names = ("loo_berrut", "approxifer", "rational")
     for r in summary["berrut"]["rows"]:
-        a, b = r["loo_berrut"], r["approxifer"]
+        present = [r[n] for n in names if n in r]
+
+        def cells(key, fmt, present=present):
+            return " / ".join(format(v[key], fmt) for v in present)
+
         lines.append(
-            f"| {r['corrupted']} | {r['size_x_rms']:g} | {a['located']:.3f} / "
-            f"{b['located']:.3f} | {a['all_corrupted_flagged']:.3f} / "
-            f"{b['all_corrupted_flagged']:.3f} | {a['clean_flagged']:.3f} / "
-            f"{b['clean_flagged']:.3f} | {a['error_ratio_median']:.2f} / "
-            f"{b['error_ratio_median']:.2f} |"
+            f"| {r['corrupted']} | {r['size_x_rms']:g} | {cells('located', '.3f')} | "
+            f"{cells('all_corrupted_flagged', '.3f')} | "
+            f"{cells('clean_flagged', '.3f')} | {cells('error_ratio_median', '.2g')} |"
         )
     return "\n".join(lines)
 
@@ -530,10 +575,14 @@ def plot_rates(summary: dict, path: str) -> None:
                     else r["corrupted"] and r["size_x_rms"] == 1.0)
             ]  # fmt: skip
             brows.sort(key=lambda r: r[key])
-            for name, style in (("loo_berrut", "v:"), ("approxifer", "^:")):
-                ax.plot([r[key] for r in brows], [r[name]["located"] for r in brows],
-                        style, color="C2" if name == "loo_berrut" else "C3",
-                        label=f"Berrut-coded, {name}")  # fmt: skip
+            for name, style, color in (
+                ("loo_berrut", "v:", "C2"), ("approxifer", "^:", "C3"),
+                ("rational", "d:", "C4"),
+            ):  # fmt: skip
+                if brows and name in brows[0]:
+                    ax.plot([r[key] for r in brows],
+                            [r[name]["located"] for r in brows], style, color=color,
+                            label=f"Berrut-coded, {name}")  # fmt: skip
         ax.set_xlabel(label)
         ax.set_ylabel("located exactly (share of requests)")
         ax.set_ylim(-0.02, 1.02)
