@@ -511,9 +511,10 @@ def format_tables(summary: dict) -> str:
         return "\n".join(lines)
     lines += [
         "",
-        "Berrut-coded answers (BACC), leave-one-out locator vs ApproxIFER "
+        "Berrut-coded answers (BACC): the leave-one-out locator, ApproxIFER's "
         f"(rational fit, deg P = {summary['berrut']['approxifer_deg_p']}, deg Q = A; "
-        "always excludes A workers):",
+        "always excludes A workers) and the rational view (the robust decoder on "
+        "y B(z)^d, the worker's degree d known):",
         "",
         "| corrupted | size x RMS | located exactly (LOO / ApproxIFER / rational "
         "view) | all corrupted flagged | clean worker flagged | error ratio |",
