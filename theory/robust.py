@@ -590,7 +590,7 @@ def plot_rates(summary: dict, path: str) -> None:
         ax.grid(alpha=0.3)
     axes[0].set_xscale("log")
     axes[1].set_xticks([r["corrupted"] for r in counted])
-    axes[0].legend(fontsize=7, loc="upper left")
+    axes[0].legend(fontsize=7, loc="center right")
     c = summary["config"]
     fig.suptitle(
         f"Locating corrupted workers: K={c['num_inputs']}, M={c['num_workers']}, "
