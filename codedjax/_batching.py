@@ -22,7 +22,8 @@ Autodiff: ``custom_vmap`` has no autodiff rule of its own, so the returned funct
 is also a ``jax.custom_jvp`` whose tangent differentiates the plain kernel (the value
 is linear in ``y``: the tangent is A dy, and the cotangent of ``y`` A^T g, which
 reverse mode gets by transposing that linear map). ``jax.jvp``, ``jax.grad``,
-``jax.jacfwd`` and ``jax.jacrev`` all work, also under ``jax.vmap``.
+``jax.jacfwd``, ``jax.jacrev`` and higher orders (``jax.hessian``) all work, also
+under ``jax.vmap``.
 """
 
 from __future__ import annotations
@@ -114,6 +115,11 @@ def _make(single, batched, statics, pattern):
     @fwd_only.def_vmap
     def rule(axis_size, in_batched, data, points):
         data_b, points_b = in_batched
+        if not any(data_b) and not any(points_b):
+            # nothing of ours is batched (a vmap over tangents only, as in
+            # jax.hessian): one plain call, its result unbatched
+            out = call(data, points)
+            return out, jax.tree_util.tree_map(lambda _: False, out)
         if any(points_b):
             # batched points: no batched kernel shares one basis; plain vmap
             axes = (
@@ -135,6 +141,8 @@ def _make(single, batched, statics, pattern):
         # the value from the batched kernel, the tangent from the plain one (the
         # value is linear in y); reverse mode transposes this linear tangent map
         _, tangent = jax.jvp(call, primals, tangents)
-        return fwd_only(*primals), tangent
+        # the primal through f itself, so that a derivative of this rule (second
+        # order: jax.hessian, grad of jvp) meets f's rule again, not custom_vmap
+        return f(*primals), tangent
 
     return f

@@ -35,7 +35,7 @@ from ._polynomial import (
 )
 from ._repapprox import repapprox_decode, repapprox_encode, repapprox_layout
 from ._result import DecodeResult, Status, finish
-from ._robust import RobustDecodeResult, chebyls_decode_robust
+from ._robust import MAX_CORRUPTED, RobustDecodeResult, chebyls_decode_robust
 from ._threads import serialised_call
 
 _POINT_KINDS = {"first": 1, "second": 2}
@@ -628,6 +628,11 @@ def _robust_settings(fname, decoder, max_corrupted, false_alarm, noise_scale):
             f"corrupted answers to correct), got None"
         )
     a = check_int(fname, "max_corrupted", max_corrupted, minimum=0)
+    if a > MAX_CORRUPTED:
+        raise ValueError(
+            f"{fname}: max_corrupted (A) must be at most {MAX_CORRUPTED} (the robust "
+            f"search compiles a program that grows as A^4), got {a}"
+        )
     fa = 0.01 if false_alarm is None else false_alarm
     try:
         fa = float(fa)

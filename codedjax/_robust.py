@@ -115,6 +115,29 @@ def _room_floor(acc) -> float:
     return max(1e-6, 64.0 * float(jnp.finfo(acc).eps))
 
 
+def _pow2_scale(x):
+    """2^ceil(log2 x) elementwise, at most the largest finite power of two (1 where
+    x is 0 or not finite): dividing by it is exact and brings x into (1/2, 2]."""
+    ok = jnp.isfinite(x) & (x > 0)
+    top = jnp.finfo(x.dtype).maxexp - 1  # 2^top is the largest finite power of two
+    e = jnp.minimum(jnp.ceil(jnp.log2(jnp.where(ok, x, 1.0))), top)
+    return jnp.where(ok, jnp.exp2(e), 1.0)
+
+
+def _trimmed_rms(x, sel, drop: int):
+    """The rms of the selected entries of x >= 0 without the ``drop`` largest (at
+    least one kept; 0 when none is selected), scaled by a power of two so that
+    nothing squared overflows or underflows."""
+    n = jnp.sum(sel, dtype=jnp.int32)
+    q = jnp.maximum(n - drop, 1)
+    srt = jnp.sort(jnp.where(sel, x, jnp.inf))
+    keep = jnp.arange(x.shape[0], dtype=jnp.int32) < q
+    sc = _pow2_scale(srt[q - 1])
+    vals = jnp.where(keep & jnp.isfinite(srt), srt / sc, 0.0)
+    rms = sc * jnp.sqrt(jnp.sum(vals * vals) / q.astype(x.dtype))
+    return jnp.where(n > 0, rms, 0.0)
+
+
 def _stud(resid, room, check, sig_w, floor):
     """|r_i| / sqrt(sigma_w^2 (1 - h_i) + floor^2): the studentised residual, with
     the fit's own rounding (``floor``, absolute, per column) added to the answers'
@@ -188,6 +211,9 @@ def _small_sets(m: int, max_corrupted: int) -> np.ndarray:
 
 
 _BEAM = 16  # sets of a - 1 workers extended by one to search the sets of a >= 3
+# the search's program grows as A^4 (an unrolled A x A Cholesky factor per beam
+# level): measured 11 s to compile at A = 6, 24 s at A = 12 and 84 s at A = 18
+MAX_CORRUPTED = 10
 
 
 def _robust_impl(
@@ -202,25 +228,36 @@ def _robust_impl(
     if noise_sd is not None:  # an answer without a valid noise level counts as missing
         sel = sel & jnp.isfinite(noise_sd) & (noise_sd > 0)
     flat0 = jnp.where(sel[:, None], flat0, jnp.zeros((), acc))
-    n = jnp.sum(sel, dtype=jnp.int32)
     f = flat0.shape[1]
     u_w = rounding_level(wdt, acc)
-    # weights: an answer's rounding error scales with its own size, floored at half
-    # the rms of the answers (an answer near zero still carries the rounding of the
-    # intermediate values it was computed from)
-    rms = jnp.sqrt(jnp.sum(flat0 * flat0, axis=0) / jnp.maximum(n, 1).astype(acc))
+    tiny = jnp.finfo(acc).tiny
+    # magnitudes go through powers of two (exact) before anything is squared, so
+    # answers from 1e-30 to 1e38 (a flipped exponent bit) neither overflow nor
+    # underflow: each row by its largest entry, then the weighted answers by c
+    row_scale = _pow2_scale(jnp.max(jnp.abs(flat0), axis=1))  # [M]
+    row_rms = row_scale * jnp.sqrt(jnp.mean((flat0 / row_scale[:, None]) ** 2, axis=1))
     if noise_sd is None:
-        size = jnp.sqrt(jnp.mean(flat0 * flat0, axis=1) + 0.25 * jnp.mean(rms * rms))
-        sig_w = jnp.full((f,), gamma * u_w, acc)  # noise level in weighted units
+        # an answer's rounding scales with its own size, floored at half the rms of
+        # the responders without the A largest (an answer near zero still carries
+        # the rounding of the intermediate values it came from; without the A
+        # largest, so that huge corrupted answers do not raise everybody's level)
+        size = jnp.hypot(row_rms, 0.5 * _trimmed_rms(row_rms, sel, max_corrupted))
+        base = gamma * u_w  # one answer's noise, relative to its size
     else:
-        # the caller's standard deviation of each answer's rounding error: rows
-        # weighted by its inverse have unit noise
-        size = jnp.where(sel, jnp.abs(noise_sd.astype(acc)), jnp.ones((), acc))
-        sig_w = jnp.ones((f,), acc)
-    size = jnp.maximum(size, jnp.finfo(acc).tiny)
-    wt = 1.0 / size  # [M]
-    t = t0 * wt[:, None]
-    flat = flat0 * wt[:, None]
+        # the caller's standard deviation of each answer's rounding error; an
+        # answer beyond the float range in units of it counts as non-finite
+        size = jnp.abs(noise_sd.astype(acc))
+        base = 1.0
+        sel = sel & jnp.isfinite(row_scale / jnp.maximum(size, tiny))
+        flat0 = jnp.where(sel[:, None], flat0, jnp.zeros((), acc))
+    n = jnp.sum(sel, dtype=jnp.int32)
+    size = jnp.where(sel, jnp.maximum(size, tiny), jnp.ones((), acc))
+    wmax = _pow2_scale(jnp.max(jnp.where(sel, 1.0 / size, 0)))
+    t = t0 * ((1.0 / size) / wmax)[:, None]  # rows weighted by 1 / size, <= 1
+    flat = flat0 / size[:, None]  # the weighted answers, unit noise level base
+    c = _pow2_scale(jnp.max(jnp.abs(flat), axis=0))  # [F]
+    flat = flat / c[None, :]
+    sig_w = base / c  # a weighted answer's noise, in these units: [F]
 
     # the fit of every answer: its residuals and residual projector P = I - U U^T
     # (rows of non-responders zero) are all the subset search needs
@@ -263,22 +300,33 @@ def _robust_impl(
     # one SVD at a time: a LAPACK call with a batch axis can deadlock XLA:CPU's
     # thread pool when several threads decode at once (README, Concurrency)
     kept = sel & ~suspects
-    final = _fit(t, tb, flat, kept, acc)
+    # the refit of the kept answers, rescaled without the excluded ones (a huge
+    # corrupted answer must not push the others toward underflow)
+    c2 = _pow2_scale(jnp.max(jnp.where(kept[:, None], jnp.abs(flat), 0), axis=0))
+    final = _fit(t, tb, flat / c2[None, :], kept, acc)
     coef, cond, rss = final["coef"], final["cond"], final["rss"]
-    value = tb @ coef
-    # noise gain in weighted units: A_w = proj U^T, ||A_w row||^2 = ||proj row||^2
+    back = c2 * c / wmax  # [F]: from the fit's units to the answers'
+    value = (tb @ coef) * back[None, :]
+    # noise gain in weighted units: A_w = proj U^T, ||A_w row||^2 = ||proj row||^2;
+    # a weighted answer's noise is sig_w (or the residual's level, when larger)
     gain_sq = jnp.max(jnp.sum(final["proj"] ** 2, axis=1))
     n_kept = n - jnp.sum(suspects, dtype=jnp.int32)
     dof = n_kept - d
+    sig_f = sig_w / c2
     sig = jnp.where(
         dof > 0,
-        jnp.maximum(sig_w, jnp.sqrt(rss / jnp.maximum(dof, 1).astype(acc))),
-        sig_w,
+        jnp.maximum(sig_f, jnp.sqrt(rss / jnp.maximum(dof, 1).astype(acc))),
+        sig_f,
     )
     z = error_quantile(k * f)
-    # the weighted noise sigma is relative to the answer sizes (<= max size)
-    big = jnp.max(jnp.where(kept, size, 0))
-    err = z * jnp.sqrt(gain_sq * (jnp.max(sig) * big) ** 2 + (u_w * jnp.max(rms)) ** 2)
+    # ||A_w row|| sig in the answers' units, and the rounding every worker shares
+    # (u_w times the kept answers' rms)
+    rk = _pow2_scale(jnp.max(jnp.where(kept, row_rms, 0)))
+    rms_kept = rk * jnp.sqrt(
+        jnp.sum(jnp.where(kept, (row_rms / rk) ** 2, 0))
+        / jnp.maximum(n_kept, 1).astype(acc)
+    )
+    err = z * jnp.hypot(jnp.sqrt(gain_sq) * jnp.max(sig * back), u_w * rms_kept)
     eps = jnp.finfo(acc).eps
     status = status_of(
         points_ok=points_valid(alpha) & points_valid(beta),
@@ -287,7 +335,12 @@ def _robust_impl(
     )
     status = jnp.where(
         (status == int(Status.SUCCESS)) & ~decided, int(Status.UNDECIDABLE), status
-    ).astype(jnp.int32)
+    )
+    # a value or predicted error beyond the dtype's range is not a decode
+    status = jnp.where(
+        (status == int(Status.SUCCESS)) & ~jnp.isfinite(err), int(Status.NONFINITE),
+        status,
+    ).astype(jnp.int32)  # fmt: skip
     value = value.reshape((k,) + y.shape[1:])
     r = finish(value, cond, n_kept, status, err.astype(acc))
     return RobustDecodeResult(*r, suspects)
@@ -319,7 +372,8 @@ def chebyls_decode_robust(
     candidates (the A + 2 responders with the largest studentised residual
     |r_i| / (sigma_w sqrt(1 - h_i)) and two more from the fit without the worst of
     them), is excluded in turn (weighted least squares, rows scaled by 1 / s_i,
-    s_i = sqrt(mean_f y_if^2 + rms^2 / 4), or s_i = ``noise_sd[i]`` with
+    s_i = hypot(rms_f y_if, rms_A / 2) (rms_A: the rms of the answers without the
+    A largest), or s_i = ``noise_sd[i]`` with
     sigma_w = 1 when given; the residuals and leverages without a set come from
     the fit of every answer by the deletion formulas, exact up to rounding); a set
     is consistent when every kept
@@ -345,7 +399,7 @@ def chebyls_decode_robust(
         alpha: [M] worker points; beta: [K] data points.
         num_coeffs: D (static).
         max_corrupted: A >= 0, the most corrupted answers to look for (static);
-            needs M >= D + 2A.
+            needs M >= D + 2A, and A <= 10 (the search's program grows as A^4).
         worker_dtype: the dtype the workers computed in (default ``y.dtype``).
         false_alarm: the probability of flagging a clean request, in (0, 1).
         noise_scale: gamma (default :func:`worker_noise_scale` of K and D).
@@ -361,8 +415,8 @@ def chebyls_decode_robust(
         bool [M].
 
     Raises:
-        ValueError: shapes that disagree, num_coeffs > M, max_corrupted < 0 or
-            beyond the redundancy (M < D + 2A), false_alarm outside (0, 1),
+        ValueError: shapes that disagree, num_coeffs > M, max_corrupted < 0,
+            above 10 or beyond the redundancy (M < D + 2A), false_alarm outside (0, 1),
             noise_scale <= 0, noise_sd not a floating array of shape [M].
         TypeError: non-floating y, non-boolean mask, non-integer max_corrupted.
 
@@ -394,6 +448,11 @@ def chebyls_decode_robust(
             f"{fname}: max_corrupted (A) must satisfy 0 <= A and D + 2A <= M (A "
             f"corrupted answers need at least D + 2A answers; D={d}, M={m}), got "
             f"{max_corrupted}"
+        )
+    if max_corrupted > MAX_CORRUPTED:
+        raise ValueError(
+            f"{fname}: max_corrupted (A) must be at most {MAX_CORRUPTED} (the search "
+            f"compiles a program that grows as A^4), got {max_corrupted}"
         )
     if not 0.0 < float(false_alarm) < 1.0:
         raise ValueError(f"{fname}: false_alarm must lie in (0, 1), got {false_alarm}")

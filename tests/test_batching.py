@@ -151,6 +151,21 @@ def test_jvp_through_decode_and_through_its_vmap_is_the_decoding_matrix():
     np.testing.assert_allclose(np.asarray(tv), want, atol=1e-5)
 
 
+def test_second_order_derivatives_are_the_decoding_matrix():
+    # jax.hessian of sum(value^2) is 2 A^T A per payload column; grad of a jvp too
+    alpha, beta, y = _setup()
+    mask = _masks(1, 5, n_lo=D + 2)[0]
+    dec = _decode(alpha, beta)
+    a = np.asarray(cj.chebyls_decoding_matrix(mask, alpha, beta, num_coeffs=D).value)
+    f = lambda v: jnp.sum(dec(jnp.tile(v[:, None], (1, F)), mask).value[:, 0] ** 2)  # noqa: E731
+    v = y[:, 0]
+    np.testing.assert_allclose(
+        np.asarray(jax.hessian(f)(v)), 2 * a.T @ a, atol=1e-4 * np.abs(a).max() ** 2
+    )
+    g = jax.grad(lambda u: jax.jvp(f, (u,), (u,))[1])(v)
+    np.testing.assert_allclose(np.asarray(g), 4 * a.T @ a @ np.asarray(v), rtol=1e-4)
+
+
 def test_vmap_in_float64_reports_the_exact_cond(x64):
     alpha, beta, y = _setup()
     alpha, beta, y = (v.astype(jnp.float64) for v in (alpha, beta, y))

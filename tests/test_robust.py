@@ -48,11 +48,12 @@ def test_locates_corrupted_workers_and_decodes_the_rest(bad):
     r = _decode(yc, mask, alpha, beta)
     assert bool(r.ok)
     assert np.flatnonzero(np.asarray(r.suspects)).tolist() == sorted(bad)
-    # float64 oracle: weighted least squares on the kept rows, weights 1/s_i
+    # float64 oracle: weighted least squares on the kept rows, weights 1/s_i,
+    # s_i = hypot(|y_i|, rms_A / 2), rms_A over the responders without the A largest
     kept = mask & ~np.asarray(r.suspects)
     yk = yc.astype(np.float32).astype(np.float64)
-    rms_all = np.sqrt(np.mean(yk[mask] ** 2))
-    s = np.sqrt(yk[:, 0] ** 2 + 0.25 * rms_all**2)
+    mags = np.sort(np.abs(yk[mask, 0]))[: mask.sum() - 2]  # without the A = 2 largest
+    s = np.hypot(yk[:, 0], 0.5 * np.sqrt(np.mean(mags**2)))
     a64 = np.asarray(alpha, np.float64)
     t = np.polynomial.chebyshev.chebvander(a64, D - 1)
     coef = np.linalg.lstsq(
@@ -89,10 +90,16 @@ def test_false_alarm_rate_under_the_noise_model():
     masks = cj.sample_masks(
         jax.random.key(4), num_workers=M, num_responses=16, shape=(b,)
     )
-    # the model's noise level: gamma = sqrt((d^2 + 1) / 3) units at each answer's size
+    # the model's noise level: gamma = sqrt((d^2 + 1) / 3) units at each answer's
+    # size hypot(|y_i|, rms_A / 2), rms_A of the responders without the A largest
     gamma, u = math.sqrt((DEG**2 + 1) / 3), 2.0**-8
-    rms = np.sqrt(np.mean(ya**2))
-    size = np.sqrt(ya[:, 0] ** 2 + 0.25 * rms**2)
+    mk = np.asarray(masks)
+    mags = np.sort(np.where(mk, np.abs(ya[None, :, 0]), np.inf), axis=1)
+    q = mk.sum(axis=1) - 2  # without the A = 2 largest
+    trim = np.sqrt(
+        np.sum(np.where(np.arange(M)[None] < q[:, None], mags, 0) ** 2, axis=1) / q
+    )
+    size = np.hypot(ya[None, :, 0], 0.5 * trim[:, None])
     y = ya[None, :, 0] + gamma * u * size * rng.standard_normal((b, M))
     dec = jax.jit(
         jax.vmap(
@@ -468,3 +475,17 @@ def test_berrut_answers_of_a_polynomial_worker_are_a_lagrange_code(np_rng):
     assert np.abs(low(np.asarray(alpha)) - y * bz).max() > 1e-6 * scale
     bb = berrut_denominator(beta, beta) ** d
     np.testing.assert_allclose(fit(np.asarray(beta)) / bb, fx, rtol=1e-9, atol=1e-9)
+
+
+def test_max_corrupted_is_capped_where_the_search_would_not_compile_in_time():
+    m = 40
+    alpha, beta = cj.chebyshev_points(m), cj.chebyshev_points(K)
+    y = jnp.zeros((m, 1))
+    with pytest.raises(ValueError, match="chebyls_decode_robust.*at most 10"):
+        cj.chebyls_decode_robust(
+            y, jnp.ones(m, bool), alpha, beta, num_coeffs=D, max_corrupted=11
+        )
+    with pytest.raises(ValueError, match="lagrange_code.*at most 10"):
+        cj.lagrange_code(
+            num_inputs=K, num_workers=m, degree=DEG, decoder="robust", max_corrupted=11
+        )
