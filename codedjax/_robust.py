@@ -312,7 +312,9 @@ def _robust_impl(
     gain_sq = jnp.max(jnp.sum(final["proj"] ** 2, axis=1))
     n_kept = n - jnp.sum(suspects, dtype=jnp.int32)
     dof = n_kept - d
-    sig_f = sig_w / c2
+    # the answers' noise, or the fit's own rounding when larger (float32 answers
+    # decoded in float32)
+    sig_f = jnp.maximum(sig_w, floor) / c2
     sig = jnp.where(
         dof > 0,
         jnp.maximum(sig_f, jnp.sqrt(rss / jnp.maximum(dof, 1).astype(acc))),

@@ -489,3 +489,31 @@ def test_max_corrupted_is_capped_where_the_search_would_not_compile_in_time():
         cj.lagrange_code(
             num_inputs=K, num_workers=m, degree=DEG, decoder="robust", max_corrupted=11
         )
+
+
+@pytest.mark.parametrize(
+    "corrupt, noise_sd, factor, want",
+    [
+        (lambda y: y.at[0].set(1e14), 1e-6, 1.0, [0]),  # y / sd overflows a square
+        (lambda y: y.at[0].set(1e20), None, 1.0, [0]),
+        (lambda y: y.at[0].set(1.7e38), None, 1.0, [0]),  # a flipped exponent bit
+        (lambda y: y.at[5].add(0.05).at[0].add(1e6), None, 1.0, [0, 5]),  # masking
+        (lambda y: y * 1e20, None, 1e20, []),  # the whole request, huge or tiny
+        (lambda y: y * 1e-20, None, 1e-20, []),
+    ],
+)
+def test_extreme_magnitudes_are_located_or_decoded(corrupt, noise_sd, factor, want):
+    """Known truth: a cubic through 20 first-kind points (D = 4), times ``factor``;
+    corruptions far beyond the float32 squares' range are located and the rest
+    decodes to the truth within the predicted error."""
+    a, b = cj.chebyshev_points(20), cj.chebyshev_points(3)
+    y = (a**3 - a + 0.5)[:, None]
+    sd = None if noise_sd is None else jnp.full(20, noise_sd)
+    r = cj.chebyls_decode_robust(corrupt(y), jnp.ones(20, bool), a, b, 4,
+                                 max_corrupted=2, noise_sd=sd)  # fmt: skip
+    assert bool(r.ok) and np.isfinite(float(r.error))
+    assert np.flatnonzero(np.asarray(r.suspects)).tolist() == want
+    b64 = np.asarray(b, np.float64)
+    truth = (b64**3 - b64 + 0.5) * factor
+    err = np.abs(np.asarray(r.value[:, 0], np.float64) - truth).max()
+    assert err <= float(r.error) and err <= 1e-5 * factor
