@@ -124,18 +124,18 @@ def _pow2_scale(x):
     return jnp.where(ok, jnp.exp2(e), 1.0)
 
 
-def _trimmed_rms(x, sel, drop: int):
-    """The rms of the selected entries of x >= 0 without the ``drop`` largest (at
-    least one kept; 0 when none is selected), scaled by a power of two so that
-    nothing squared overflows or underflows."""
+def _typical_rms(x, sel):
+    """The rms of the selected entries of x >= 0 that are at most 1000 times their
+    (lower) median (all of them when the median is 0), scaled by a power of two so
+    that nothing squared overflows or underflows; 0 when none is selected."""
     n = jnp.sum(sel, dtype=jnp.int32)
-    q = jnp.maximum(n - drop, 1)
     srt = jnp.sort(jnp.where(sel, x, jnp.inf))
-    keep = jnp.arange(x.shape[0], dtype=jnp.int32) < q
-    sc = _pow2_scale(srt[q - 1])
-    vals = jnp.where(keep & jnp.isfinite(srt), srt / sc, 0.0)
-    rms = sc * jnp.sqrt(jnp.sum(vals * vals) / q.astype(x.dtype))
-    return jnp.where(n > 0, rms, 0.0)
+    med = srt[jnp.maximum((n - 1) // 2, 0)]
+    keep = sel & ((x <= 1e3 * med) | (med <= 0))
+    sc = _pow2_scale(jnp.max(jnp.where(keep, x, 0)))
+    vals = jnp.where(keep, x / sc, 0.0)
+    q = jnp.maximum(jnp.sum(keep, dtype=jnp.int32), 1)
+    return sc * jnp.sqrt(jnp.sum(vals * vals) / q.astype(x.dtype))
 
 
 def _stud(resid, room, check, sig_w, floor):
@@ -238,10 +238,10 @@ def _robust_impl(
     row_rms = row_scale * jnp.sqrt(jnp.mean((flat0 / row_scale[:, None]) ** 2, axis=1))
     if noise_sd is None:
         # an answer's rounding scales with its own size, floored at half the rms of
-        # the responders without the A largest (an answer near zero still carries
-        # the rounding of the intermediate values it came from; without the A
-        # largest, so that huge corrupted answers do not raise everybody's level)
-        size = jnp.hypot(row_rms, 0.5 * _trimmed_rms(row_rms, sel, max_corrupted))
+        # the responders (an answer near zero still carries the rounding of the
+        # intermediate values it came from), leaving out answers over 1000 times
+        # the median: a huge corrupted answer must not raise everybody's level
+        size = jnp.hypot(row_rms, 0.5 * _typical_rms(row_rms, sel))
         base = gamma * u_w  # one answer's noise, relative to its size
     else:
         # the caller's standard deviation of each answer's rounding error; an
@@ -314,7 +314,9 @@ def _robust_impl(
     dof = n_kept - d
     # the answers' noise, or the fit's own rounding when larger (float32 answers
     # decoded in float32)
-    sig_f = jnp.maximum(sig_w, floor) / c2
+    flat2 = jnp.where(kept[:, None], flat / c2[None, :], 0)
+    floor2 = 2.0 * d**0.5 * jnp.finfo(acc).eps * jnp.sqrt(jnp.sum(flat2**2, axis=0))
+    sig_f = jnp.maximum(sig_w / c2, floor2)
     sig = jnp.where(
         dof > 0,
         jnp.maximum(sig_f, jnp.sqrt(rss / jnp.maximum(dof, 1).astype(acc))),
@@ -374,8 +376,8 @@ def chebyls_decode_robust(
     candidates (the A + 2 responders with the largest studentised residual
     |r_i| / (sigma_w sqrt(1 - h_i)) and two more from the fit without the worst of
     them), is excluded in turn (weighted least squares, rows scaled by 1 / s_i,
-    s_i = hypot(rms_f y_if, rms_A / 2) (rms_A: the rms of the answers without the
-    A largest), or s_i = ``noise_sd[i]`` with
+    s_i = hypot(rms_f y_if, rms / 2) (rms over the answers up to 1000 times their
+    median), or s_i = ``noise_sd[i]`` with
     sigma_w = 1 when given; the residuals and leverages without a set come from
     the fit of every answer by the deletion formulas, exact up to rounding); a set
     is consistent when every kept
