@@ -5,13 +5,12 @@ over-determined; a corrupted answer shows up as a residual far beyond the worker
 rounding level. :func:`chebyls_decode_robust`:
 
 1. fits every answer once: its residuals r and residual projector P = I - H;
-2. excludes in turn every set of at most two responders, and the sets of three to
-   A = ``max_corrupted`` among candidates (the A + 2 responders with the largest
-   studentised residuals |r_i| / (sigma_i sqrt(1 - h_i)), h_i the leverage, sigma_i
-   the noise level of answer i, and two more from the fit without the worst of
-   them), each by the deletion formulas of the mean-shift outlier model (one small
-   Cholesky factor of P_SS per set, no refit); a set is consistent when every kept
-   answer is within tau of its fit and N >= D + 2|set| (unique decoding);
+2. excludes in turn every set of at most two responders, and for each size a from
+   three to A = ``max_corrupted`` the sets made of one of the 16 sets of a - 1 that
+   lower the residual sum of squares the most and one more worker (a beam), each by
+   the deletion formulas of the mean-shift outlier model (one small Cholesky factor
+   of P_SS per set, no refit); a set is consistent when every kept answer is within
+   tau of its fit and N >= D + 2|set| (unique decoding);
 3. excludes the smallest consistent set (the fewest corruptions that explain the
    answers, as Berlekamp-Welch decoding does; ties by the smaller residual) and
    returns the weighted ChebyLS decode of the rest. No consistent set: the status
@@ -372,14 +371,15 @@ def chebyls_decode_robust(
 ) -> RobustDecodeResult:
     r"""ChebyLS that locates and excludes up to A corrupted workers.
 
-    Every set of at most two responders, and the sets of three to A among
-    candidates (the A + 2 responders with the largest studentised residual
-    |r_i| / (sigma_w sqrt(1 - h_i)) and two more from the fit without the worst of
-    them), is excluded in turn (weighted least squares, rows scaled by 1 / s_i,
-    s_i = hypot(rms_f y_if, rms / 2) (rms over the answers up to 1000 times their
-    median), or s_i = ``noise_sd[i]`` with
-    sigma_w = 1 when given; the residuals and leverages without a set come from
-    the fit of every answer by the deletion formulas, exact up to rounding); a set
+    Every set of at most two responders, and for sets of three to A a beam (the 16
+    sets of a - 1 that lower the residual sum of squares the most, each extended
+    by every worker), is excluded in turn (weighted least squares, rows scaled by
+    1 / s_i, s_i = hypot(rms_f y_if, rms / 2), rms over the answers up to 1000
+    times their median, or s_i = ``noise_sd[i]`` with sigma_w = 1 when given; the
+    residuals and leverages without a set come from the fit of every answer by the
+    deletion formulas, exact up to rounding; magnitudes pass through powers of two,
+    so answers up to the float range, a flipped exponent bit included, are
+    handled); a set
     is consistent when every kept
     answer's studentised residual is at most
 
