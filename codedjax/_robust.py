@@ -78,8 +78,10 @@ def outlier_threshold(num_tests: int, false_alarm: float) -> float:
 def _fit(t, tb, flat, active, acc):
     """SVD least-squares fit on the active rows (already weighted).
 
-    Returns residuals, leverages, the value at beta, the noise gain and the
-    prediction-variance factor 1 + x^T (T_S^T T_S)^+ x at every worker point.
+    Returns the coefficients, residuals and their sum of squares, the orthonormal
+    basis u of the active rows (for the residual projector I - u u^T), the map
+    ``proj`` from u^T y to the values at beta (its row norms: the noise gain) and
+    the condition number.
     """
     d = t.shape[1]
     w = jnp.where(active[:, None], t, jnp.zeros((), acc))
@@ -89,21 +91,14 @@ def _fit(t, tb, flat, active, acc):
     u = jnp.where(keep[None, :], u, jnp.zeros((), acc))
     yw = jnp.where(active[:, None], flat, jnp.zeros((), acc))
     coef = vh.T @ (sinv[:, None] * (u.T @ yw))  # [D, F]
-    pred = t @ coef
-    resid = jnp.where(active[:, None], flat - pred, jnp.zeros((), acc))
-    lev = jnp.where(active, jnp.sum(u * u, axis=1), jnp.zeros((), acc))
-    q = (t @ vh.T) * sinv[None, :]  # [M, D]
-    full = jnp.all(keep)
+    resid = jnp.where(active[:, None], flat - t @ coef, jnp.zeros((), acc))
     return dict(
         coef=coef,
-        pred=pred,
         resid=resid,
-        lev=lev,
-        pvar=1.0 + jnp.sum(q * q, axis=1),
         rss=jnp.sum(resid * resid, axis=0),
         proj=(tb @ vh.T) * sinv[None, :],  # [K, D]: value = proj @ u^T y
         u=u,
-        cond=jnp.where(full, s[0] / s[-1], jnp.asarray(jnp.inf, acc)),
+        cond=jnp.where(jnp.all(keep), s[0] / s[-1], jnp.asarray(jnp.inf, acc)),
     )
 
 
