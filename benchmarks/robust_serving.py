@@ -213,7 +213,7 @@ def run_scheme(cfg, name, code, policy, xs, inj, *, show_progress=True,
         flagged = r.suspect_ids.tolist()
         if bad.size:
             corrupted += 1
-            if flagged == bad.tolist():
+            if flagged == bad.tolist() and r.ok:  # decoded, exactly that worker
                 located += 1
             elif not flagged and r.ok:
                 missed += 1
