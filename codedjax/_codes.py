@@ -21,7 +21,13 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from ._berrut import berrut_decode, berrut_decoding_matrix, berrut_encode
-from ._dtypes import accumulation_dtype, check_floating, check_int, check_mask
+from ._dtypes import (
+    accumulation_dtype,
+    check_floating,
+    check_int,
+    check_mask,
+    check_worker_dtype,
+)
 from ._graceful import graceful_decode
 from ._nercc import nercc_decode, nercc_decoding_matrix, nercc_encode
 from ._polynomial import (
@@ -568,15 +574,7 @@ def lagrange_code(
         fname, decoder, max_corrupted, false_alarm, noise_scale
     )
     if worker_dtype is not None:
-        try:
-            wdt = jnp.dtype(worker_dtype)
-        except TypeError as err:
-            raise TypeError(
-                f"{fname}: worker_dtype must be a floating dtype, got {worker_dtype!r}"
-            ) from err
-        if not jnp.issubdtype(wdt, jnp.floating):
-            raise TypeError(f"{fname}: worker_dtype must be floating, got {wdt}")
-        worker_dtype = wdt.name
+        worker_dtype = check_worker_dtype(fname, worker_dtype).name
     if points not in _POINT_KINDS:
         raise ValueError(f"{fname}: points must be 'first' or 'second', got {points!r}")
     if points == "second" and m < 2:

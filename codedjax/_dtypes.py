@@ -168,6 +168,19 @@ def check_int(fname: str, name: str, value: Any, minimum: int | None = None) -> 
     return value
 
 
+def check_worker_dtype(fname: str, worker_dtype: Any) -> jnp.dtype:
+    """The workers' dtype as a floating ``jnp.dtype``; raise naming the function."""
+    try:
+        wdt = jnp.dtype(worker_dtype)
+    except TypeError as err:
+        raise TypeError(
+            f"{fname}: worker_dtype must be a floating dtype, got {worker_dtype!r}"
+        ) from err
+    if not jnp.issubdtype(wdt, jnp.floating):
+        raise TypeError(f"{fname}: worker_dtype must be a floating dtype, got {wdt}")
+    return wdt
+
+
 def check_floating(fname: str, name: str, x: Any) -> jax.Array:
     """Convert to a jax array and require a floating dtype."""
     try:

@@ -25,6 +25,7 @@ from jax.typing import ArrayLike
 from ._chebyshev import chebyshev_vandermonde, orthonormal_column_scale
 from ._dtypes import (
     check_chebyshev_decode,
+    check_worker_dtype,
     finite_rows,
     points_valid,
 )
@@ -47,15 +48,7 @@ def check_smooth_args(
     y, mask, alpha, beta, d, acc = check_chebyshev_decode(
         fname, y, mask, alpha, beta, num_coeffs, accum_dtype
     )
-    wdt = y.dtype if worker_dtype is None else worker_dtype
-    try:
-        wdt = jnp.dtype(wdt)
-    except TypeError as err:
-        raise TypeError(
-            f"{fname}: worker_dtype must be a floating dtype, got {worker_dtype!r}"
-        ) from err
-    if not jnp.issubdtype(wdt, jnp.floating):
-        raise TypeError(f"{fname}: worker_dtype must be a floating dtype, got {wdt}")
+    wdt = check_worker_dtype(fname, y.dtype if worker_dtype is None else worker_dtype)
     return y, mask, alpha, beta, d, acc, wdt
 
 

@@ -250,6 +250,19 @@ def _rates(sus, bad, ok, err, err_clean, status, lev=None, cut=0.9) -> dict:
 # ------------------------------------------------------------------ Lagrange
 
 
+def _robust_decoder(cfg: RobustConfig, alpha, beta, d: int, *, per_answer: bool):
+    """jit(vmap) of the robust decoder of bf16 answers over requests: called as
+    ``f(y, masks, noise_sd)`` with a level per answer, else ``f(y, masks)``."""
+
+    def one(yy, mk, sd=None):
+        return cj.chebyls_decode_robust(
+            yy, mk, alpha, beta, num_coeffs=d, max_corrupted=cfg.max_corrupted,
+            worker_dtype=jnp.bfloat16, false_alarm=cfg.false_alarm, noise_sd=sd,
+        )  # fmt: skip
+
+    return jax.jit(jax.vmap(one if per_answer else (lambda yy, mk: one(yy, mk))))
+
+
 def run_lagrange(cfg: RobustConfig, bar=None) -> dict:
     k, m, n = cfg.num_inputs, cfg.num_workers, cfg.num_responses
     d = cj.recovery_threshold(k, cfg.cross_layers + 1)
@@ -260,22 +273,8 @@ def run_lagrange(cfg: RobustConfig, bar=None) -> dict:
             num_workers=m, num_responses=n, shape=(cfg.num_requests,),
         )
     )  # fmt: skip
-    robust = jax.jit(
-        jax.vmap(
-            lambda yy, mk, sd: cj.chebyls_decode_robust(
-                yy, mk, alpha, beta, num_coeffs=d, max_corrupted=cfg.max_corrupted,
-                worker_dtype=jnp.bfloat16, false_alarm=cfg.false_alarm, noise_sd=sd,
-            )
-        )
-    )  # fmt: skip
-    dtype_only = jax.jit(
-        jax.vmap(
-            lambda yy, mk: cj.chebyls_decode_robust(
-                yy, mk, alpha, beta, num_coeffs=d, max_corrupted=cfg.max_corrupted,
-                worker_dtype=jnp.bfloat16, false_alarm=cfg.false_alarm,
-            )
-        )
-    )  # fmt: skip
+    robust = _robust_decoder(cfg, alpha, beta, d, per_answer=True)
+    dtype_only = _robust_decoder(cfg, alpha, beta, d, per_answer=False)
     plain = jax.jit(
         jax.vmap(lambda yy, mk: cj.chebyls_decode(yy, mk, alpha, beta, num_coeffs=d))
     )
@@ -408,14 +407,7 @@ def run_berrut(cfg: RobustConfig, bar=None) -> dict:
     d = cj.recovery_threshold(cfg.num_inputs, deg)
     bz = berrut_denominator(beta, alpha) ** deg
     bb = berrut_denominator(beta, beta) ** deg
-    rational = jax.jit(
-        jax.vmap(
-            lambda yy, mk, s: cj.chebyls_decode_robust(
-                yy, mk, alpha, beta, num_coeffs=d, max_corrupted=cfg.max_corrupted,
-                worker_dtype=jnp.bfloat16, false_alarm=cfg.false_alarm, noise_sd=s,
-            )
-        )
-    )  # fmt: skip
+    rational = _robust_decoder(cfg, alpha, beta, d, per_answer=True)
     sd_t = (sd * np.abs(bz)[None, :]).astype(np.float32)
     a64 = np.asarray(alpha, np.float64)
     masks = np.asarray(
