@@ -67,6 +67,35 @@ def _equilibrated(x: np.ndarray, d: int) -> np.ndarray:
 # batched ChebyLS decoding
 
 
+def chebyls_flops_per_mask(m: int, d: int, k: int, f: int) -> dict[str, float]:
+    """Operations the float32 batched ChebyLS decode performs per mask, by stage.
+
+    The stages are the named scopes of ``codedjax._lsq.ne_decoding_matrices`` and of
+    the result (``benchmarks.profile_decode`` times the same stages):
+    packed Gram (2 M P, P = D(D+1)/2), sweep (3 P D), Z = T_b H^-1 and A = Z U^T
+    (2 K D^2 + 2 K D M), the refinement (A U, dZ = R H^-1, dZ U^T: 2 K D M + 2 K D^2
+    + 2 K D M), the cond estimate on H^-1 (a start vector of two products, 8
+    Lanczos products: 20 D^2) and on H = U^T W U (6 Lanczos products and a start
+    vector through the shared U: 13 x 2 M D), the residual of the fit for the
+    predicted error (two refined solves of 4 sketch columns through the rows:
+    32 M D + 16 D^2), the noise level (2 M F) and the payload A y (2 K M F).
+    Transpositions, the bisection on the small tridiagonal matrices and the QR tier
+    (about 1% of the masks) count nothing.
+    """
+    p = d * (d + 1) // 2
+    return {
+        "gram": 2.0 * m * p,
+        "sweep": 3.0 * p * d,
+        "decoding_matrix": 2.0 * k * d * d + 2.0 * k * d * m,
+        "refinement": 4.0 * k * d * m + 2.0 * k * d * d,
+        "cond_inverse": 20.0 * d * d,
+        "cond_gram": 26.0 * m * d,
+        "residual": 32.0 * m * d + 16.0 * d * d,
+        "error": 2.0 * m * f,
+        "payload": 2.0 * k * m * f,
+    }
+
+
 def _chebyls(p: dict) -> Built:
     m, n, d, k, f, b = p["M"], p["N"], p["D"], p["K"], p["F"], p["B"]
     dt = jnp.dtype(p["dtype"])
@@ -120,8 +149,8 @@ def _chebyls(p: dict) -> Built:
             "ok": bool(np.median(err) <= 1e-5 and backward.max() <= 100),
         }
 
-    def fn(yy, ms):
-        return cj.chebyls_decode_batched(yy, ms, alpha, beta, num_coeffs=d).value
+    def fn(yy, ms):  # the whole result (value, ok, cond, error, ...), as a caller
+        return cj.chebyls_decode_batched(yy, ms, alpha, beta, num_coeffs=d)  # gets it
 
     # the reported condition numbers (an estimate in float32) against numpy's exact
     res = cj.chebyls_decode_batched(y, masks, alpha, beta, num_coeffs=d)
@@ -135,26 +164,7 @@ def _chebyls(p: dict) -> Built:
         "ok_agrees_with_exact": float(np.mean(okm == (cond * EPS32 < 1))),
     }
 
-    # what the float32 kernel computes per mask (codedjax._lsq.ne_decoding_matrices):
-    # packed Gram (2 M P, P = D(D+1)/2), sweep (3 P D), Z = T_b H^-1 (2 K D^2),
-    # A = Z U^T, A U and the correction (3 x 2 K D M), dZ = R H^-1 (2 K D^2),
-    # the cond estimate: 8 Lanczos products with H^-1 (16 D^2) and 6 with
-    # H = U^T W U plus the start vector (13 x 2 M D), the residual of the fit for
-    # the predicted error (two refined solves of 4 sketch columns through the rows:
-    # 32 M D + 16 D^2), the noise level (2 M F) and the payload A y (2 K M F)
-    p_ = d * (d + 1) // 2
-    flops = b * (
-        2 * m * p_
-        + 3 * p_ * d
-        + 4 * k * d * d
-        + 6 * k * d * m
-        + 16 * d * d
-        + 26 * m * d
-        + 32 * m * d
-        + 16 * d * d
-        + 2 * m * f
-        + 2 * k * m * f
-    )
+    flops = b * sum(chebyls_flops_per_mask(m, d, k, f).values())
     return Built(
         fn,
         (y, masks),

@@ -39,18 +39,16 @@ def _vmap_chebyls(p: dict) -> Built:
     m, d, k = p["M"], p["D"], p["K"]
     alpha, beta = cj.chebyshev_points(m), cj.chebyshev_points(k)
 
-    def fn(yy, ms):
+    def fn(yy, ms):  # the whole result, as the batched case
         dec = lambda y1, m1: cj.chebyls_decode(y1, m1, alpha, beta, num_coeffs=d)  # noqa: E731
-        return jax.vmap(dec, in_axes=(None, 0))(yy, ms).value
+        return jax.vmap(dec, in_axes=(None, 0))(yy, ms)
 
     batched = jax.jit(
-        lambda yy, ms: (
-            cj.chebyls_decode_batched(yy, ms, alpha, beta, num_coeffs=d).value
-        )
+        lambda yy, ms: cj.chebyls_decode_batched(yy, ms, alpha, beta, num_coeffs=d)
     )
 
     def chebyls_decode_batched():
-        return jax.block_until_ready(batched(y, masks))
+        return jax.block_until_ready(batched(y, masks)).value
 
     return Built(
         fn,
@@ -112,7 +110,7 @@ def _vmap_threshold(p: dict) -> Built:
         dec = lambda y1, m1, o1: cj.threshold_decode(  # noqa: E731
             y1, m1, alpha, beta, num_coeffs=d, order=o1
         )
-        return jax.vmap(dec, in_axes=(None, 0, 0))(yy, ms, os_).value
+        return jax.vmap(dec, in_axes=(None, 0, 0))(yy, ms, os_)  # the whole result
 
     # per mask (codedjax._lsq.square_decoding_matrices, float32): the barycentric
     # log-weights and signs (two products with the selection, 4 M^2), the node

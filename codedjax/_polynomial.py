@@ -256,10 +256,14 @@ def _ls_result(
     m = a.shape[-1]
     lead = y.shape[:1] if per_mask else ()
     flat = y.reshape(lead + (m, math.prod(y.shape[len(lead) + 1 :])))
-    value = apply_decoding(a, y, acc, per_mask=per_mask)
-    if a_fit is not None:
-        rss = _residual_sq_from_fit(a_fit, flat, sel, alpha, acc, per_mask=per_mask)
-    error = predicted_error(a, flat, sel, y.dtype, residual_sq=rss, dof=n - num_coeffs)
+    with jax.named_scope("payload"):
+        value = apply_decoding(a, y, acc, per_mask=per_mask)
+    with jax.named_scope("error"):
+        if a_fit is not None:
+            rss = _residual_sq_from_fit(a_fit, flat, sel, alpha, acc, per_mask=per_mask)
+        error = predicted_error(
+            a, flat, sel, y.dtype, residual_sq=rss, dof=n - num_coeffs
+        )
     status = status_of(
         points_ok=points_valid(alpha) & points_valid(beta),
         enough=n >= num_coeffs,

@@ -100,3 +100,54 @@ def test_floor_fraction_is_per_round_so_a_load_change_cancels():
     r = floor_fraction(1e9, [0.01, 0.04], [0.001, 0.001], 1e8)
     assert r["fraction_of_floor_min"] == pytest.approx(0.25)
     assert r["fraction_of_floor_max"] == pytest.approx(1.0)
+
+
+def test_profile_charges_nested_spans_once():
+    from benchmarks.profile_decode import _self_times
+
+    # a loop (0-100 us) holding two operations, and one more on another thread
+    events = [
+        {"name": "while.1", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
+        {"name": "geqrf", "ts": 10, "dur": 30, "pid": 1, "tid": 1},
+        {"name": "geqrf", "ts": 50, "dur": 20, "pid": 1, "tid": 1},
+        {"name": "dot.2", "ts": 120, "dur": 5, "pid": 1, "tid": 1},
+        {"name": "dot.2", "ts": 20, "dur": 7, "pid": 1, "tid": 2},
+    ]
+    own = _self_times(events)
+    assert own == {"while.1": 50.0, "geqrf": 50.0, "dot.2": 12.0}
+
+
+def test_profile_stages_are_the_kernels_named_scopes():
+    # every stage the profiler reports is a named scope of the compiled decode (a
+    # renamed scope would silently move its time to "other")
+    import jax
+    import jax.numpy as jnp
+
+    import codedjax as cj
+    from benchmarks.profile_decode import STAGES, _op_scopes
+
+    m, d = 12, 5
+    alpha, beta = cj.chebyshev_points(m), cj.chebyshev_points(2)
+    masks = cj.sample_masks(
+        jax.random.key(0), num_workers=m, num_responses=10, shape=(4,)
+    )
+    y = jnp.ones((m, 8), jnp.float32)
+    hlo = (
+        jax.jit(
+            lambda yy, ms: cj.chebyls_decode_batched(yy, ms, alpha, beta, num_coeffs=d)
+        )
+        .lower(y, masks)
+        .compile()
+        .as_text()
+    )
+    found = set(_op_scopes(hlo).values())
+    assert set(STAGES) <= found, set(STAGES) - found
+    # the stages' operation counts are the harness's floor, stage by stage
+    per_stage = bc.chebyls_flops_per_mask(40, 22, 8, 64)
+    assert set(per_stage) <= set(STAGES)
+    m, d, k, f, p = 40, 22, 8, 64, 22 * 23 // 2
+    whole = (  # the kernel's count written out in one sum (cases.py)
+        2 * m * p + 3 * p * d + 4 * k * d * d + 6 * k * d * m + 20 * d * d
+        + 26 * m * d + 32 * m * d + 16 * d * d + 2 * m * f + 2 * k * m * f
+    )  # fmt: skip
+    assert sum(per_stage.values()) == whole
