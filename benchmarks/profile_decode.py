@@ -159,7 +159,8 @@ def profile(calls: int = 20) -> dict:
     total_flops = float(sum(flops.values()))
     wall_s = float(np.median(wall))
     return {
-        "case": "chebyls_decode_batched[" + ",".join(f"{a}={v}" for a, v in p.items())
+        "case": "chebyls_decode_batched["
+        + ",".join(f"{a}={v}" for a, v in p.items())
         + ",dtype=float32]",
         "calls": calls,
         "wall_ms": 1e3 * wall_s,
