@@ -137,6 +137,12 @@ def profile(calls: int = 20) -> dict:
         for e in trace.get("traceEvents", [])
         if e.get("ph") == "X" and e.get("name") in scopes
     ]
+    if not events:
+        raise RuntimeError(
+            "benchmarks.profile_decode: no event of the trace names an instruction "
+            f"of the compiled decode (backend {jax.default_backend()}); the profiler "
+            "names operations differently here"
+        )
     own = _self_times(events)
     stage_us: dict[str, float] = collections.defaultdict(float)
     for name, us in own.items():
