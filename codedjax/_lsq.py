@@ -941,38 +941,32 @@ def ls_residual_sq(
     # non-positive pivot): its weights are zero below and its RSS is zeroed.
     _, hinv = _ne_inverses(u, sel.astype(acc), d)  # [B, D, D]
     with jax.named_scope("residual"):
-        return _residual_sq(u, hinv, sel, usable, y, per_mask, prec, acc)
+        w = (sel & usable[:, None]).astype(acc)  # [B, M]
+        y = y.reshape((b, m, -1) if per_mask else (m, -1))
+        yy = jnp.where(jnp.isfinite(y), y.astype(acc), jnp.zeros((), acc))
+        f = yy.shape[-1]
+        if f > _SKETCH:
+            # wide payloads: the fit of _SKETCH random +-1/sqrt(F) combinations of the
+            # columns, whose RSS has the mean column RSS as its expectation (the cost
+            # of the fit then does not grow with F)
+            g = np.random.default_rng(0).choice([-1.0, 1.0], size=(f, _SKETCH))
+            yy = jnp.matmul(yy, jnp.asarray(g / np.sqrt(f), acc), precision=prec)
+        # columns first ([..., F, M]): every product below is then a plain product of
+        # rows with U, U^T or H^{-1} (symmetric); the same products on [B, D, F]
+        # columns made XLA:CPU transpose and ran its slow narrow batched product
+        yw = jnp.swapaxes(yy if per_mask else yy[None], 1, 2) * w[:, None, :]
 
+        def resid(c):  # W (y - U c): [B, F, D] -> [B, F, M]
+            return yw - jnp.matmul(c, u.T, precision=prec) * w[:, None, :]
 
-def _residual_sq(u, hinv, sel, usable, y, per_mask, prec, acc):
-    """The body of :func:`ls_residual_sq` after the inverses."""
-    b, m = sel.shape
-    w = (sel & usable[:, None]).astype(acc)  # [B, M]
-    y = y.reshape((b, m, -1) if per_mask else (m, -1))
-    yy = jnp.where(jnp.isfinite(y), y.astype(acc), jnp.zeros((), acc))
-    f = yy.shape[-1]
-    if f > _SKETCH:
-        # wide payloads: the fit of _SKETCH random +-1/sqrt(F) combinations of the
-        # columns, whose RSS has the mean column RSS as its expectation (the cost
-        # of the fit then does not grow with F)
-        g = np.random.default_rng(0).choice([-1.0, 1.0], size=(f, _SKETCH))
-        yy = jnp.matmul(yy, jnp.asarray(g / np.sqrt(f), acc), precision=prec)
-    # columns first ([..., F, M]): every product below is then a plain product of
-    # rows with U, U^T or H^{-1} (symmetric); the same products on [B, D, F]
-    # columns made XLA:CPU transpose and ran its slow narrow batched product
-    yw = jnp.swapaxes(yy if per_mask else yy[None], 1, 2) * w[:, None, :]
+        def solve(r):  # (H^{-1} U^T r)^T = r^T U H^{-1}
+            return jnp.matmul(jnp.matmul(r, u, precision=prec), hinv, precision=prec)
 
-    def resid(c):  # W (y - U c): [B, F, D] -> [B, F, M]
-        return yw - jnp.matmul(c, u.T, precision=prec) * w[:, None, :]
-
-    def solve(r):  # (H^{-1} U^T r)^T = r^T U H^{-1}
-        return jnp.matmul(jnp.matmul(r, u, precision=prec), hinv, precision=prec)
-
-    c = solve(yw)
-    c = c + solve(resid(c))
-    r = resid(c)
-    rss = jnp.sum(r * r, axis=2)
-    if f > _SKETCH:
-        rss = jnp.broadcast_to(jnp.mean(rss, axis=1, keepdims=True), (b, f))
-    ok = usable[:, None] & jnp.isfinite(rss)
-    return jnp.where(ok, rss, jnp.zeros((), acc))
+        c = solve(yw)
+        c = c + solve(resid(c))
+        r = resid(c)
+        rss = jnp.sum(r * r, axis=2)
+        if f > _SKETCH:
+            rss = jnp.broadcast_to(jnp.mean(rss, axis=1, keepdims=True), (b, f))
+        ok = usable[:, None] & jnp.isfinite(rss)
+        return jnp.where(ok, rss, jnp.zeros((), acc))
