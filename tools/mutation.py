@@ -42,12 +42,29 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = {
     "codedjax/_chebyshev.py": ["tests/test_chebyshev.py"],
     "codedjax/bounds.py": ["tests/test_bounds.py", "tests/test_bounds_edges.py"],
-    "codedjax/_polynomial.py": ["tests/test_polynomial.py"],
+    # the decoders and codes: their own tests plus the Code contract (test_codes,
+    # test_properties) and the edge-input table, which exercise them through the
+    # public API
+    "codedjax/_polynomial.py": [
+        "tests/test_polynomial.py",
+        "tests/test_properties.py",
+        "tests/test_edge_inputs.py",
+    ],
+    "codedjax/_codes.py": [
+        "tests/test_codes.py",
+        "tests/test_properties.py",
+        "tests/test_edge_inputs.py",
+    ],
     "codedjax/_berrut.py": ["tests/test_berrut.py"],
     "codedjax/_nercc.py": ["tests/test_nercc.py"],
     "codedjax/_repapprox.py": ["tests/test_repapprox.py"],
     "codedjax/_sampling.py": ["tests/test_sampling.py"],
-    "codedjax/_lsq.py": ["tests/test_lsq.py"],
+    "codedjax/_lsq.py": [
+        "tests/test_lsq.py",
+        "tests/test_polynomial.py",
+        "tests/test_properties.py",
+        "tests/test_edge_inputs.py",
+    ],
 }
 DEFAULT = ["codedjax/_chebyshev.py", "codedjax/bounds.py"]
 
