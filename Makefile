@@ -36,8 +36,8 @@ mutation: $(STAMP)
 	$(PY) tools/mutation.py $(MUTATE) $(MUTATION_ARGS) --out $(OUT)/mutation
 
 lint: $(STAMP)
-	$(PY) -m ruff check codedjax theory models benchmarks tests tools
-	$(PY) -m ruff format --check codedjax theory models benchmarks tests tools
+	$(PY) -m ruff check codedjax runkit theory models benchmarks tests tools
+	$(PY) -m ruff format --check codedjax runkit theory models benchmarks tests tools
 
 clean:
 	rm -rf $(VENV) $(OUT)

@@ -1,0 +1,30 @@
+"""The run kit: what every command line of ``theory/``, ``models/`` and ``benchmarks/``
+shares, at the bottom of the application layer.
+
+- :func:`progress`: the one progress bar (tqdm, to stderr), off with
+  ``--no-progress`` or ``CODEDJAX_NO_PROGRESS=1``;
+- :func:`add_run_arguments`: ``--out``, ``--quick``, ``--seed`` and ``--no-progress``,
+  added to a parser by one call; :func:`add_config_arguments` and
+  :func:`config_overrides` map the fields of a frozen config dataclass to flags;
+- :func:`write_summary`: strict JSON (``summary.json``): NaN, inf and -inf are
+  written as ``null``, never as the non-standard ``NaN``/``Infinity`` tokens;
+- :func:`environment`: the record of where a run ran (jax version, backend, devices,
+  git revision, thread settings).
+
+Imports run one way: ``codedjax`` <- ``runkit`` <- {``theory``, ``models``,
+``benchmarks``}. The run kit imports the standard library, numpy, tqdm and jax (the
+environment record) only, and nothing of the applications above it.
+"""
+
+from .arguments import add_config_arguments as add_config_arguments
+from .arguments import add_run_arguments as add_run_arguments
+from .arguments import config_overrides as config_overrides
+from .cache import CachedFn as CachedFn
+from .environment import environment as environment
+from .progress import NO_PROGRESS_ENV as NO_PROGRESS_ENV
+from .progress import disable_progress as disable_progress
+from .progress import progress as progress
+from .progress import progress_disabled as progress_disabled
+from .summary import fmt as fmt
+from .summary import json_clean as json_clean
+from .summary import write_summary as write_summary

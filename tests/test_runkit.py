@@ -1,0 +1,151 @@
+"""The run kit: one progress switch, the shared arguments, strict-JSON summaries, the
+environment record and the config-to-flags mapping."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+import runkit
+
+
+def test_progress_respects_the_switch(monkeypatch):
+    monkeypatch.setenv(runkit.NO_PROGRESS_ENV, "1")
+    bar = runkit.progress(range(3), desc="x", disable=False)
+    assert bar.disable and list(bar) == [0, 1, 2]
+    monkeypatch.setenv(runkit.NO_PROGRESS_ENV, "0")
+    assert runkit.progress_disabled(False) is False
+    assert runkit.progress_disabled(None) is None
+    with runkit.progress(total=2, desc="manual", disable=True) as bar:
+        bar.update(2)  # a hidden manual bar takes its updates (no-ops)
+        bar.set_postfix_str("done")
+
+
+def test_run_arguments_and_no_progress_sets_the_switch(monkeypatch):
+    monkeypatch.delenv(runkit.NO_PROGRESS_ENV, raising=False)
+    p = runkit.add_run_arguments(argparse.ArgumentParser(), out="results/x")
+    a = p.parse_args([])
+    assert (a.out, a.quick, a.seed, a.no_progress) == ("results/x", False, 0, False)
+    assert runkit.progress_disabled(None) is None
+    a = p.parse_args(["--quick", "--seed", "3", "--no-progress", "--out", "d"])
+    assert (a.out, a.quick, a.seed, a.no_progress) == ("d", True, 3, True)
+    assert runkit.progress_disabled(False) is True  # every bar of the run is off
+    bare = runkit.add_run_arguments(argparse.ArgumentParser(), quick=False, seed=False)
+    with pytest.raises(SystemExit):  # --out is required without a default
+        bare.parse_args([])
+    a = bare.parse_args(["--out", "o"])
+    assert not hasattr(a, "quick") and not hasattr(a, "seed")
+    a = runkit.add_run_arguments(argparse.ArgumentParser(), seed=None).parse_args(
+        ["--out", "o"]
+    )
+    assert a.seed is None  # the config's own seed applies
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cfg:
+    count: int = 3
+    scale: float = 1.5
+    name: str = "a"
+    sizes: tuple[int, ...] = (4, 2)
+    ns: tuple[int, ...] = (1, 2)
+    limit: int | None = None
+    plots: bool = True
+    seed: int = 0
+
+
+def test_config_arguments_override_only_what_is_given(capsys):
+    p = argparse.ArgumentParser()
+    runkit.add_run_arguments(p, out="o")
+    flags = {
+        "count": "--count",
+        "scale": "--scale",
+        "name": ("--name", {"choices": ("a", "b")}),
+        "sizes": "--sizes",
+        "ns": ("--ns", {"nargs": "+"}),
+        "limit": "--limit",
+        "plots": "--no-plots",
+    }
+    runkit.add_config_arguments(p, _Cfg, flags)
+    assert runkit.config_overrides(p.parse_args([]), _Cfg) == {"seed": 0}
+    a = p.parse_args(
+        "--count 5 --scale 0.5 --name b --sizes 8,16 --ns 3 4 --limit 7 --no-plots "
+        "--seed 2".split()
+    )
+    got = runkit.config_overrides(a, _Cfg)
+    assert got == dict(
+        count=5, scale=0.5, name="b", sizes=(8, 16), ns=(3, 4), limit=7,
+        plots=False, seed=2,
+    )  # fmt: skip
+    assert _Cfg(**got) == _Cfg(5, 0.5, "b", (8, 16), (3, 4), 7, False, 2)
+    with pytest.raises(SystemExit):
+        p.parse_args(["--name", "c"])
+    assert "--name" in capsys.readouterr().err
+    with pytest.raises(TypeError, match="add_config_arguments: _Cfg has no field"):
+        runkit.add_config_arguments(argparse.ArgumentParser(), _Cfg, {"nope": "--x"})
+
+
+class _Kind:
+    pass
+
+
+def test_write_summary_is_strict_json(tmp_path):
+    obj = {
+        "nan": math.nan,
+        "inf": math.inf,
+        "neg": -np.inf,
+        "np": np.float32(0.5),
+        "arr": np.array([1.0, np.nan]),
+        "tuple": (1, 2),
+        "keys": {99.9: 1, 50: 2, True: 3, None: 4},
+        "cfg": _Cfg(),
+        "path": tmp_path,
+    }
+    path = runkit.write_summary(tmp_path / "deep" / "summary.json", obj)
+    text = path.read_text()
+
+    def reject(token):
+        raise AssertionError(f"non-standard JSON token {token}")
+
+    back = json.loads(text, parse_constant=reject)
+    assert back["nan"] is None and back["inf"] is None and back["neg"] is None
+    assert back["np"] == 0.5 and back["arr"] == [1.0, None] and back["tuple"] == [1, 2]
+    # keys as json itself writes them
+    assert list(back["keys"]) == ["99.9", "50", "true", "null"]
+    assert back["cfg"]["sizes"] == [4, 2] and back["path"] == str(tmp_path)
+    with pytest.raises(TypeError, match="json_clean: cannot write a _Kind"):
+        runkit.write_summary(tmp_path / "x.json", {"bad": _Kind()})
+    assert runkit.fmt(math.nan) == "n/a" and runkit.fmt(0.12345) == "0.123"
+
+
+def test_environment_record():
+    env = runkit.environment()
+    for key in (
+        "backend", "device_kind", "num_devices", "jax_version", "git_revision",
+        "cpu_count", "XLA_FLAGS",
+    ):  # fmt: skip
+        assert key in env
+    import jax
+
+    assert env["jax_version"] == jax.__version__
+    assert env["backend"] == jax.default_backend()
+    json.dumps(env, allow_nan=False)
+
+
+def test_cached_fn_runs_each_distinct_input_once():
+    calls = []
+
+    def double(x):
+        calls.append(x.shape[0])
+        return 2 * x
+
+    f = runkit.CachedFn(double)
+    x = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_array_equal(f(x), 2 * x)
+    np.testing.assert_array_equal(f(x.copy()), 2 * x)  # equal bytes: served
+    f(x.astype(np.float32))  # another dtype: run again
+    assert calls == [3, 3] and f.images_run == 6
