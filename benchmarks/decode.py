@@ -24,6 +24,7 @@ import numpy as np
 from numpy.polynomial import chebyshev as npcheb
 
 import codedjax as cj
+import runkit
 
 from .cases import _chebyls, _equilibrated, _name
 from .harness import Built, Case
@@ -148,7 +149,9 @@ def cases(dtype: str = "float32") -> list[Case]:
 
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="results/benchmarks_decode")
+    runkit.add_run_arguments(
+        parser, out="results/benchmarks_decode", quick=False, seed=False
+    )
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--only", default=None, help="a case name or substring")
     parser.add_argument("--repeats", type=int, default=BenchConfig.repeats)

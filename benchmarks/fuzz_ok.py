@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
+import runkit
 
 M, K, DEG, F = 10, 3, 1, 2
 D = cj.recovery_threshold(K, DEG)  # 3
@@ -138,15 +140,18 @@ PATHS = ("chebyls_batched", "chebyls_vmap", "threshold", "berrut", "nercc")
 
 def main(argv=None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    runkit.add_run_arguments(p, out="results/fuzz_ok", quick=False)
     p.add_argument("--num-masks", type=int, default=100_000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     out = []
-    for path in PATHS:
+    for path in runkit.progress(PATHS, desc="decoder paths"):
         res = check_path(path, args.num_masks, args.seed)
         print(res, flush=True)
         out.append(res)
+    runkit.write_summary(
+        os.path.join(args.out, "summary.json"),
+        {"paths": out, "environment": runkit.environment()},
+    )
     return out
 
 

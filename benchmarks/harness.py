@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import platform
 import statistics
-import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +21,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+import runkit
+from runkit import environment as environment  # every record carries it
 
 
 @dataclasses.dataclass
@@ -165,53 +165,6 @@ def floor_fraction(
     }
 
 
-def _device_name(dev) -> str:
-    """The accelerator's name, or the CPU model on the CPU backend."""
-    if dev.platform != "cpu":
-        return str(dev.device_kind)
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
-
-
-def environment() -> dict:
-    """Backend, device kind, versions and git revision for every record."""
-    try:
-        rev = (
-            subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"],
-                capture_output=True,
-                text=True,
-                timeout=5,
-                cwd=os.path.dirname(os.path.abspath(__file__)),
-            ).stdout.strip()
-            or "unknown"
-        )
-    except (OSError, subprocess.SubprocessError):
-        rev = "unknown"
-    dev = jax.devices()[0]
-    return {
-        "backend": jax.default_backend(),
-        "device_kind": dev.device_kind,
-        "device_name": _device_name(dev),
-        "num_devices": jax.device_count(),
-        "jax_version": jax.__version__,
-        "numpy_version": np.__version__,
-        "python": platform.python_version(),
-        "git_revision": rev,
-        "cpu_count": os.cpu_count(),
-        # thread settings change the timings of both sides (BLAS busy-waiting under
-        # load; XLA's intra-op pool): recorded so that runs can be compared
-        "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", ""),
-        "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
-    }
-
-
 _PROBE = "matmul_probe"
 
 
@@ -285,9 +238,11 @@ def run_case(
 
 
 def write_jsonl(records: list[dict], path: str) -> None:
+    """One strict-JSON record per line (NaN and inf as null, as
+    :func:`runkit.write_summary` writes them)."""
     with open(path, "w") as f:
         for r in records:
-            f.write(json.dumps(r, default=float) + "\n")
+            f.write(json.dumps(runkit.json_clean(r), allow_nan=False) + "\n")
 
 
 def _fmt(v, spec=".3g"):

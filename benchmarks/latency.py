@@ -24,7 +24,6 @@ Records the device, like every benchmark here (runs unchanged on GPU/TPU).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 
@@ -34,8 +33,8 @@ import numpy as np
 from numpy.polynomial import chebyshev as npcheb
 
 import codedjax as cj
-
-from .harness import environment
+import runkit
+from runkit import environment
 
 K, M, N, D, F = 8, 40, 30, 22, 64
 
@@ -136,14 +135,15 @@ def measure(calls: int = 2000, seed: int = 0) -> dict:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    runkit.add_run_arguments(parser, out="results/benchmarks_latency", quick=False)
     parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--out", default="results/benchmarks_latency")
     args = parser.parse_args(argv)
-    res = measure(args.calls)
+    res = measure(args.calls, seed=args.seed)
     env = environment()
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"case": f"latency[K={K},M={M},N={N},D={D},F={F}]", **res, **env}, f)
+    case = f"latency[K={K},M={M},N={N},D={D},F={F}]"
+    runkit.write_summary(
+        os.path.join(args.out, "results.json"), {"case": case, **res, **env}
+    )
     lines = [
         f"# Per-request latency, K={K} M={M} N={N} D={D} F={F}",
         "",

@@ -5,21 +5,23 @@
 Times the sharded JAX kernel behind ``theory.verify`` (cond(T_S) and cond(U_S) for
 every N of the verification grid, batched SVDs in float64) against numpy's stacked
 SVD on the *same* responding sets, after checking that both agree. Prints one JSON
-record; ``--out FILE`` also writes it.
+record and writes it to ``--out DIR`` (``summary.json``, default
+results/mc_speed).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 import time
 
 import jax
 import numpy as np
 
-from theory import _mc
-from theory.verify import EPS, _key, response_grid
+import runkit
+from theory import montecarlo as mc
+from theory.verify import EPS, key, response_grid
 
 
 def cond_trials_per_second(
@@ -51,26 +53,26 @@ def cond_trials_per_second(
 
     m, d = num_workers, num_coeffs
     resp = response_grid(m, d) if responses is None else tuple(responses)
-    mesh = _mc.make_mesh() if mesh is None else mesh
+    mesh = mc.make_mesh() if mesh is None else mesh
     ndev = mesh.devices.size
     t = -(-num_trials // ndev) * ndev
-    key = _key(seed, 4, m, d)
+    run_key = key(seed, 4, m, d)
     with jax.enable_x64(True):
-        v, u = _mc.bases(m, d)
+        v, u = mc.bases(m, d)
         orders_prog = jax.jit(
             jax.shard_map(
-                jax.vmap(lambda lat: _mc._arrival_order(lat, m)),
+                jax.vmap(lambda lat: mc.arrival_order(lat, m)),
                 mesh=mesh,
-                in_specs=P(_mc.AXIS),
-                out_specs=P(_mc.AXIS),
+                in_specs=P(mc.AXIS),
+                out_specs=P(mc.AXIS),
             )
         )
 
-        seq = _mc.sequential_linalg(mesh)
+        seq = mc.sequential_linalg(mesh)
 
         def kernel(orders, v, u):
-            return _mc._over_trials(
-                lambda o: _mc.cond_from_order(
+            return mc.over_trials(
+                lambda o: mc.cond_from_order(
                     o,
                     v,
                     u,
@@ -83,10 +85,10 @@ def cond_trials_per_second(
                 seq,
             )(orders)
 
-        kern = _mc._shard(kernel, mesh, 2)
-        sampler = _mc._sampler_program(m, mesh)
-        idx = _mc._indices(0, t, mesh)
-        orders = jax.block_until_ready(orders_prog(sampler(key, idx)))
+        kern = mc.shard(kernel, mesh, 2)
+        sampler = mc.sampler_program(m, mesh)
+        idx = mc.trial_indices(0, t, mesh)
+        orders = jax.block_until_ready(orders_prog(sampler(run_key, idx)))
         t0 = time.perf_counter()
         raw, eq = jax.block_until_ready(kern(orders, v, u))
         compile_s = time.perf_counter() - t0
@@ -108,17 +110,17 @@ def cond_trials_per_second(
         rel = np.abs(got[ok] / ref[ok] - 1.0) / (EPS * ref[ok])
         max_rel = float(rel.max()) if rel.size else 0.0
 
-        mc = _mc._cond_program(
+        full = mc.cond_program(
             m,
             d,
             resp,
             mesh,
-            _mc.vmap_batch(_mc.cond_bytes_per_trial(m, d, resp), 128 << 20),
+            mc.vmap_batch(mc.cond_bytes_per_trial(m, d, resp), 128 << 20),
         )
-        jax.block_until_ready(mc(sampler(key, idx), v, u))
+        jax.block_until_ready(full(sampler(run_key, idx), v, u))
         runs = {
             "jax": lambda: jax.block_until_ready(kern(orders, v, u)),
-            "mc": lambda: jax.block_until_ready(mc(sampler(key, idx), v, u)),
+            "mc": lambda: jax.block_until_ready(full(sampler(run_key, idx), v, u)),
             "numpy": numpy_run,
         }
         times: dict[str, list[float]] = {k: [] for k in runs}
@@ -148,12 +150,11 @@ def cond_trials_per_second(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.mc_speed")
+    runkit.add_run_arguments(p, out="results/mc_speed", quick=False)
     p.add_argument("--workers", type=int, default=100)
     p.add_argument("--coeffs", type=int, default=25)
     p.add_argument("--trials", type=int, default=2000)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None, help="also write the JSON record here")
     a = p.parse_args(argv)
     rec = cond_trials_per_second(
         num_workers=a.workers,
@@ -162,11 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         seed=a.seed,
         repeats=a.repeats,
     )
-    text = json.dumps(rec, indent=1)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+    rec["environment"] = runkit.environment()
+    path = runkit.write_summary(os.path.join(a.out, "summary.json"), rec, indent=1)
+    print(path.read_text(), end="")
     return 0
 
 

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
+import runkit
 
 from .cases import chebyls_flops_per_mask
 from .harness import environment, matmul_probe
@@ -204,15 +205,15 @@ def report(r: dict) -> str:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    runkit.add_run_arguments(
+        parser, out="results/profile_decode", quick=False, seed=False
+    )
     parser.add_argument("--calls", type=int, default=20)
-    parser.add_argument("--out", default="results/profile_decode")
     args = parser.parse_args(argv)
     if args.calls < 1:
         parser.error(f"--calls must be at least 1, got {args.calls}")
     r = profile(args.calls)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "profile.json"), "w") as fh:
-        json.dump(r, fh, indent=1, default=float)
+    runkit.write_summary(os.path.join(args.out, "profile.json"), r, indent=1)
     text = report(r)
     with open(os.path.join(args.out, "report.md"), "w") as fh:
         fh.write(text)

@@ -35,17 +35,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 import time
 from pathlib import Path
+from typing import Any, TypedDict
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
+import runkit
 from codedjax.serving import (
     FirstDecodable,
     FixedN,
@@ -54,9 +55,9 @@ from codedjax.serving import (
     ShiftedExponential,
     SimulatedCluster,
 )
+from runkit import environment, progress
 
-from .harness import environment
-from .serving import NO_PROGRESS_ENV, _pct, _progress, _rel_err, worker_fn
+from .serving.workload import inputs, pct, rel_err, worker_fn
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,14 +171,12 @@ def noise_levels(xs: np.ndarray, code, gamma: float, rms: float) -> dict:
     size = np.sqrt(np.mean(y**2, axis=2) + np.mean(y**2, axis=(1, 2))[:, None] / 4)
     glob = gamma * BF16_UNIT * size
     q = (10, 50, 90)
-    return dict(per_answer=[_pct(per / rms, p) for p in q],
-                global_gamma=[_pct(glob / rms, p) for p in q])  # fmt: skip
+    return dict(per_answer=[pct(per / rms, p) for p in q],
+                global_gamma=[pct(glob / rms, p) for p in q])  # fmt: skip
 
 
 def _inputs(cfg: RobustServingConfig) -> np.ndarray:
-    rng = np.random.default_rng([cfg.seed, 1])
-    shape = (cfg.num_requests, cfg.num_inputs, cfg.num_features)
-    return rng.uniform(-1, 1, shape).astype(np.float32)
+    return inputs(cfg.seed, cfg.num_requests, cfg.num_inputs, cfg.num_features)
 
 
 def answer_rms(cfg: RobustServingConfig, xs: np.ndarray, code) -> float:
@@ -205,7 +204,7 @@ def run_scheme(cfg, name, code, policy, xs, inj, *, show_progress=True,
     _, faults = inj.plan(np.arange(len(xs)), m)
     with Server(code, worker_fn, backend=SimulatedCluster(injector=inj),
                 policy=policy, noise_fn=noise_fn) as server:  # fmt: skip
-        it = _progress(xs, len(xs), name, not show_progress)
+        it = progress(xs, desc=name, disable=None if show_progress else True)
         rs = [server.infer(x) for x in it]
     located = missed = other = corrupted = clean = alarms = 0
     for r, f in zip(rs, faults, strict=True):
@@ -222,7 +221,7 @@ def run_scheme(cfg, name, code, policy, xs, inj, *, show_progress=True,
         else:
             clean += 1
             alarms += bool(flagged) or not r.ok
-    err = _rel_err(np.stack([r.value for r in rs]), xs)
+    err = rel_err(np.stack([r.value for r in rs]), xs)
     lat = np.array([r.decided_at for r in rs])
     last = rs[-1]
     sd = None if noise_fn is None else noise_fn(np.asarray(code.encode(xs[-1])))
@@ -238,17 +237,35 @@ def run_scheme(cfg, name, code, policy, xs, inj, *, show_progress=True,
         clean=clean,
         false_alarm=alarms / max(clean, 1),
         ok=float(np.mean([r.ok for r in rs])),
-        err_p50=_pct(err, 50),
-        err_p99=_pct(err, 99),
+        err_p50=pct(err, 50),
+        err_p99=pct(err, 99),
         used=float(np.mean([r.num_used for r in rs])),
         answers=float(np.mean([r.mask.sum() for r in rs])),
-        latency_p50_ms=1e3 * _pct(lat, 50),
-        latency_p99_ms=1e3 * _pct(lat, 99),
+        latency_p50_ms=1e3 * pct(lat, 50),
+        latency_p99_ms=1e3 * pct(lat, 99),
         decode_ms=1e3 * dt,
     )
 
 
-def run(cfg: RobustServingConfig, *, show_progress: bool = True) -> dict:
+class RobustServingSummary(TypedDict):
+    """What :func:`run` returns (``summary.json``): the configuration, the answers'
+    rms and noise levels, and one row per (corruption size, scheme) with the share
+    of requests located, missed and falsely alarmed, the decoded error, latency and
+    decode time."""
+
+    config: dict[str, Any]
+    answer_rms: float
+    gamma: float
+    noise_levels: dict[str, list[float]]
+    rows: list[dict[str, Any]]
+    environment: dict[str, Any]
+    load: tuple[float, float, float]
+    seconds: float
+
+
+def run(
+    cfg: RobustServingConfig, *, show_progress: bool = True
+) -> RobustServingSummary:
     t0 = time.perf_counter()
     xs = _inputs(cfg)
     cheb = cj.lagrange_code(num_inputs=cfg.num_inputs, num_workers=cfg.num_workers,
@@ -275,7 +292,7 @@ def run(cfg: RobustServingConfig, *, show_progress: bool = True) -> dict:
     base = {r["factor"]: r["decode_ms"] for r in rows if r["scheme"] == table[0][0]}
     for r in rows:
         r["decode_ratio"] = r["decode_ms"] / base[r["factor"]]
-    return dict(
+    return RobustServingSummary(
         config=dataclasses.asdict(cfg),
         answer_rms=rms,
         gamma=gamma,
@@ -301,23 +318,21 @@ def format_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.robust_serving",
-                                description=__doc__.split("\n")[0])  # fmt: skip
-    p.add_argument("--out", default="results/robust_serving")
-    p.add_argument("--requests", type=int, default=None)
-    p.add_argument("--no-progress", action="store_true")
+def main(argv: list[str] | None = None) -> RobustServingSummary:
+    """Command-line entry point; returns the summary."""
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.robust_serving",
+        description="Corrupted workers in serving: what the robust code reports and "
+        "what it costs.",
+    )
+    runkit.add_run_arguments(p, out="results/robust_serving", quick=False)
+    runkit.add_config_arguments(p, RobustServingConfig, {"num_requests": "--requests"})
     a = p.parse_args(argv)
-    if a.no_progress:
-        os.environ[NO_PROGRESS_ENV] = "1"
-    over = {} if a.requests is None else dict(num_requests=a.requests)
-    cfg = RobustServingConfig(**over)
+    cfg = RobustServingConfig(**runkit.config_overrides(a, RobustServingConfig))
     summary = run(cfg, show_progress=not a.no_progress)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    path = runkit.write_summary(Path(a.out) / "summary.json", summary)
     print(format_table(summary))
-    print(f"wrote {out}/summary.json ({summary['seconds']:.0f} s)", file=sys.stderr)
+    print(f"wrote {path} ({summary['seconds']:.0f} s)", file=sys.stderr)
     return summary
 
 

@@ -14,6 +14,8 @@ import fnmatch
 import os
 import sys
 
+import runkit
+
 from .cases import cases
 from .harness import environment, matmul_rate, report_markdown, run_case, write_jsonl
 
@@ -74,14 +76,15 @@ def run(config: BenchConfig, *, case_list=None) -> list[dict]:
 def main(argv=None) -> dict[str, list[dict]]:
     """Command-line entry point; returns the summary (``records``: one per case)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer, smaller cases")
+    runkit.add_run_arguments(
+        parser, out=BenchConfig.out, quick="fewer, smaller cases", seed=False
+    )
     parser.add_argument(
         "--only",
         default=None,
         help="run the cases whose name matches (substring or glob)",
     )
     parser.add_argument("--repeats", type=int, default=BenchConfig.repeats)
-    parser.add_argument("--out", default=BenchConfig.out)
     args = parser.parse_args(argv)
     over = dict(only=args.only, repeats=args.repeats, out=args.out)
     config = BenchConfig.quick(**over) if args.quick else BenchConfig(**over)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import progress
+from runkit import progress
 
 __all__ = [
     "NUM_CATEGORICAL",

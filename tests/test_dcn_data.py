@@ -1,4 +1,4 @@
-"""Tests for models.common (metrics, checkpoints), models.adult and models.criteo."""
+"""Tests for models.metrics (AUC, logloss), models.adult and models.criteo."""
 
 import gzip
 import itertools
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models import adult, common, criteo
+from models import adult, checkpoint, criteo, metrics
 
 # --------------------------------------------------------------------------- metrics
 
@@ -28,17 +28,17 @@ def test_binary_auc_matches_pairwise_count_with_ties(seed):
     y = rng.integers(0, 2, size=200)
     y[:2] = [0, 1]
     s = rng.integers(0, 15, size=200).astype(np.float64)  # many ties
-    assert common.binary_auc(y, s) == pytest.approx(_auc_bruteforce(y, s), abs=1e-14)
+    assert metrics.binary_auc(y, s) == pytest.approx(_auc_bruteforce(y, s), abs=1e-14)
 
 
 def test_binary_auc_known_values():
-    assert common.binary_auc([0, 0, 1, 1], [0.1, 0.2, 0.3, 0.4]) == 1.0
-    assert common.binary_auc([1, 1, 0, 0], [0.1, 0.2, 0.3, 0.4]) == 0.0
-    assert common.binary_auc([0, 1], [0.5, 0.5]) == 0.5
+    assert metrics.binary_auc([0, 0, 1, 1], [0.1, 0.2, 0.3, 0.4]) == 1.0
+    assert metrics.binary_auc([1, 1, 0, 0], [0.1, 0.2, 0.3, 0.4]) == 0.0
+    assert metrics.binary_auc([0, 1], [0.5, 0.5]) == 0.5
     # invariant under a monotone transform of the scores
     rng = np.random.default_rng(3)
     y, s = rng.integers(0, 2, 50), rng.normal(size=50)
-    assert common.binary_auc(y, s) == common.binary_auc(y, np.exp(s))
+    assert metrics.binary_auc(y, s) == metrics.binary_auc(y, np.exp(s))
 
 
 def test_binary_logloss_matches_direct_formula_and_is_stable():
@@ -47,14 +47,14 @@ def test_binary_logloss_matches_direct_formula_and_is_stable():
     z = rng.normal(scale=3.0, size=300)
     p = 1.0 / (1.0 + np.exp(-z))
     direct = -np.mean(y * np.log(p) + (1 - y) * np.log1p(-p))
-    assert common.binary_logloss(y, z) == pytest.approx(direct, rel=1e-12)
+    assert metrics.binary_logloss(y, z) == pytest.approx(direct, rel=1e-12)
     # known truth: z = 0 gives log 2; huge logits stay finite and exact
-    assert common.binary_logloss([0, 1], [0.0, 0.0]) == pytest.approx(np.log(2.0))
-    assert common.binary_logloss([1, 0], [-1000.0, 1000.0]) == pytest.approx(1000.0)
-    assert common.binary_logloss([1, 0], [1000.0, -1000.0]) == 0.0
+    assert metrics.binary_logloss([0, 1], [0.0, 0.0]) == pytest.approx(np.log(2.0))
+    assert metrics.binary_logloss([1, 0], [-1000.0, 1000.0]) == pytest.approx(1000.0)
+    assert metrics.binary_logloss([1, 0], [1000.0, -1000.0]) == 0.0
 
 
-@pytest.mark.parametrize("fn", [common.binary_auc, common.binary_logloss])
+@pytest.mark.parametrize("fn", [metrics.binary_auc, metrics.binary_logloss])
 def test_metrics_reject_bad_input(fn):
     with pytest.raises(ValueError, match=fn.__name__):
         fn([0, 1, 2], [0.1, 0.2, 0.3])
@@ -66,14 +66,7 @@ def test_metrics_reject_bad_input(fn):
 
 def test_binary_auc_needs_both_classes():
     with pytest.raises(ValueError, match="both classes"):
-        common.binary_auc([1, 1], [0.1, 0.2])
-
-
-def test_progress_respects_env(monkeypatch):
-    monkeypatch.setenv("CODEDJAX_NO_PROGRESS", "1")
-    bar = common.progress(range(3), desc="x", disable=False)
-    assert bar.disable
-    assert list(bar) == [0, 1, 2]
+        metrics.binary_auc([1, 1], [0.1, 0.2])
 
 
 # --------------------------------------------------------------------------- adult
@@ -314,6 +307,8 @@ def test_checkpoint_metadata_sidecar_is_json(tmp_path):
     from flax import nnx
 
     model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
-    common.save_checkpoint(tmp_path / "sub" / "m.ckpt", model, metadata={"x": [1, 2]})
+    checkpoint.save_checkpoint(
+        tmp_path / "sub" / "m.ckpt", model, metadata={"x": [1, 2]}
+    )
     side = json.loads((tmp_path / "sub" / "m.ckpt.json").read_text())
     assert side == {"x": [1, 2]}

@@ -1,4 +1,4 @@
-"""Tests for models.dcn (DCNv2), models.common checkpoints and models.train_dcn."""
+"""Tests for models.dcn (DCNv2), models.checkpoint and models.train_dcn."""
 
 import dataclasses
 import json
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from models import common, criteo, train_dcn
+from models import checkpoint, criteo, train_dcn
 from models.dcn import DCNConfig, DCNv2, cast_floating
 
 U_BF16 = 2.0**-8  # unit roundoff of bfloat16
@@ -282,11 +282,13 @@ def test_checkpoint_round_trip_gives_identical_outputs(tmp_path):
     model = DCNv2(cfg, rngs=nnx.Rngs(5))
     ids, num = _inputs(16, cfg)
     path = tmp_path / "ck" / "dcn.msgpack"
-    common.save_checkpoint(path, model, metadata={"config": cfg.to_dict(), "auc": 0.5})
+    checkpoint.save_checkpoint(
+        path, model, metadata={"config": cfg.to_dict(), "auc": 0.5}
+    )
     other = DCNv2(cfg, rngs=nnx.Rngs(6))
     z = np.asarray(_logits(model, ids, num))
     assert not np.array_equal(np.asarray(_logits(other, ids, num)), z)
-    meta = common.load_checkpoint(path, other)
+    meta = checkpoint.load_checkpoint(path, other)
     assert meta == {"config": cfg.to_dict(), "auc": 0.5}
     assert DCNConfig.from_dict(meta["config"]) == cfg
     np.testing.assert_array_equal(np.asarray(_logits(other, ids, num)), z)
@@ -297,39 +299,39 @@ def test_checkpoint_errors_name_the_file(tmp_path):
     model = DCNv2(cfg, rngs=nnx.Rngs(0))
     missing = tmp_path / "none.msgpack"
     with pytest.raises(ValueError, match=r"none\.msgpack.*does not exist"):
-        common.load_checkpoint(missing, model)
+        checkpoint.load_checkpoint(missing, model)
     garbage = tmp_path / "garbage.msgpack"
     garbage.write_bytes(b"\xc1\xff not a checkpoint")
     with pytest.raises(ValueError, match=r"garbage\.msgpack.*unreadable"):
-        common.load_checkpoint(garbage, model)
+        checkpoint.load_checkpoint(garbage, model)
     truncated = tmp_path / "trunc.msgpack"
-    common.save_checkpoint(truncated, model, metadata={})
+    checkpoint.save_checkpoint(truncated, model, metadata={})
     truncated.write_bytes(truncated.read_bytes()[:100])
     with pytest.raises(ValueError, match=r"trunc\.msgpack"):
-        common.load_checkpoint(truncated, model)
+        checkpoint.load_checkpoint(truncated, model)
     # a checkpoint of another architecture
     wide = tmp_path / "wide.msgpack"
     bigger_vocab = DCNv2(_config(vocab_sizes=(12, 7, 5)), rngs=nnx.Rngs(0))
-    common.save_checkpoint(wide, bigger_vocab, metadata={})
+    checkpoint.save_checkpoint(wide, bigger_vocab, metadata={})
     with pytest.raises(ValueError, match=r"wide\.msgpack.*embeddings/0.*shape"):
-        common.load_checkpoint(wide, model)
+        checkpoint.load_checkpoint(wide, model)
     shallow = tmp_path / "shallow.msgpack"
     one_layer = DCNv2(_config(num_cross_layers=1), rngs=nnx.Rngs(0))
-    common.save_checkpoint(shallow, one_layer, metadata={})
+    checkpoint.save_checkpoint(shallow, one_layer, metadata={})
     with pytest.raises(ValueError, match=r"shallow\.msgpack.*missing variables"):
-        common.load_checkpoint(shallow, model)
+        checkpoint.load_checkpoint(shallow, model)
     # and the other way round: more variables in the file than in the model
     with pytest.raises(ValueError, match=r"trunc2\.msgpack.*unexpected variables"):
-        common.save_checkpoint(tmp_path / "trunc2.msgpack", model, metadata={})
-        common.load_checkpoint(tmp_path / "trunc2.msgpack", one_layer)
+        checkpoint.save_checkpoint(tmp_path / "trunc2.msgpack", model, metadata={})
+        checkpoint.load_checkpoint(tmp_path / "trunc2.msgpack", one_layer)
 
 
 def test_checkpoint_loads_into_bfloat16_model(tmp_path):
     cfg = _config()
     model = DCNv2(cfg, rngs=nnx.Rngs(0))
-    common.save_checkpoint(tmp_path / "m.msgpack", model, metadata={})
+    checkpoint.save_checkpoint(tmp_path / "m.msgpack", model, metadata={})
     m16 = cast_floating(DCNv2(cfg, rngs=nnx.Rngs(1)), jnp.bfloat16)
-    common.load_checkpoint(tmp_path / "m.msgpack", m16)
+    checkpoint.load_checkpoint(tmp_path / "m.msgpack", m16)
     ref = cast_floating(model, jnp.bfloat16)
     for a, b in zip(
         jax.tree.leaves(nnx.state(m16)), jax.tree.leaves(nnx.state(ref)), strict=True
@@ -417,19 +419,28 @@ def test_load_or_train_reuses_the_checkpoint(tmp_path):
     )
     # a different configuration gets its own file
     assert train_dcn.checkpoint_path(dataclasses.replace(cfg, seed=1), tmp_path) != path
-    # an interrupted run (no test metrics yet) is retrained
-    common.save_checkpoint(
-        path, model, metadata={"train_config": cfg.to_dict(), "metrics": {"step": 1}}
-    )
-    stamp = path.stat().st_mtime_ns
-    _, metrics3 = train_dcn.load_or_train(cfg, tmp_path, data=data, show_progress=False)
-    assert (
-        path.stat().st_mtime_ns != stamp and metrics3["test_auc"] == metrics["test_auc"]
-    )
-    # a corrupt checkpoint is an error naming the file, not a silent retrain
+    # the one policy of models.checkpoint: an interrupted run (no "complete"), a
+    # file written for another configuration and an unreadable file are each
+    # retrained (the same deterministic model), with a line saying why
+    meta = checkpoint.read_metadata(path)
+    interrupted = {"kind": "dcnv2", "config": cfg.to_dict(), "metrics": {"step": 1}}
+    other = {**meta, "config": {**cfg.to_dict(), "seed": 1}}
+    for bad, why in ((interrupted, "interrupted"), (other, "another configuration")):
+        checkpoint.save_checkpoint(path, model, metadata=bad)
+        said = []
+        _, metrics3 = train_dcn.load_or_train(
+            cfg, tmp_path, data=data, show_progress=False, log=said.append
+        )
+        assert metrics3["test_auc"] == metrics["test_auc"]
+        assert len(said) == 1 and why in said[0] and path.name in said[0]
+        assert checkpoint.read_metadata(path)["complete"] is True
     path.write_bytes(b"junk")
-    with pytest.raises(ValueError, match=path.name):
-        train_dcn.load_or_train(cfg, tmp_path, data=data, show_progress=False)
+    said = []
+    _, metrics4 = train_dcn.load_or_train(
+        cfg, tmp_path, data=data, show_progress=False, log=said.append
+    )
+    assert metrics4["test_auc"] == metrics["test_auc"]
+    assert "unusable" in said[0] and path.name in said[0]
 
 
 def _write_criteo(path, n, seed):
@@ -493,7 +504,7 @@ def test_cli_trains_on_a_criteo_file_and_writes_outputs(tmp_path, capsys):
     assert metrics["val_auc"] > 0.9
     # the checkpoint reproduces the reported test metrics
     model = DCNv2(DCNConfig.from_dict(summary["model_config"]), rngs=nnx.Rngs(0))
-    common.load_checkpoint(summary["checkpoint"], model)
+    checkpoint.load_checkpoint(summary["checkpoint"], model)
     data = train_dcn.criteo_dataset(path, min_count=2, show_progress=False)
     again = train_dcn.evaluate(model, data, "test")
     assert again["auc"] == pytest.approx(summary["test_auc"], abs=1e-12)

@@ -31,11 +31,11 @@ def compute() -> dict[str, np.ndarray]:
     """A small run of every kernel (odd trial counts: the last chunk is padded)."""
     import jax
 
-    from theory import _mc
+    from theory import montecarlo as mc
 
     key = jax.random.key(20240517)
-    mesh = _mc.make_mesh()
-    s = _mc.cond_monte_carlo(
+    mesh = mc.make_mesh()
+    s = mc.cond_monte_carlo(
         jax.random.fold_in(key, 1),
         num_workers=16,
         num_coeffs=5,
@@ -46,8 +46,8 @@ def compute() -> dict[str, np.ndarray]:
         mesh=mesh,
         keep_orders=20,
     )
-    v, _ = _mc.bases(16, 5)
-    q = _mc.square_cond_monte_carlo(
+    v, _ = mc.bases(16, 5)
+    q = mc.square_cond_monte_carlo(
         jax.random.fold_in(key, 2),
         np.stack([np.asarray(v), np.asarray(v)[::-1]]),
         num_coeffs=5,
@@ -56,7 +56,7 @@ def compute() -> dict[str, np.ndarray]:
         width=20,
         mesh=mesh,
     )
-    r = _mc.recovery_monte_carlo(
+    r = mc.recovery_monte_carlo(
         jax.random.fold_in(key, 3),
         num_tasks=3,
         replication=2,
@@ -75,7 +75,7 @@ def compute() -> dict[str, np.ndarray]:
         square=q,
         recovery=r,
         num_devices=np.array(mesh.devices.size),
-        writer=np.array(_mc.is_writer()),
+        writer=np.array(mc.is_writer()),
     )
 
 
@@ -83,9 +83,9 @@ def _worker(out: str, port: int, num_processes: int, process_id: int) -> None:
     import jax
 
     jax.config.update("jax_num_cpu_devices", 1)
-    from theory import _mc
+    from theory import montecarlo as mc
 
-    _mc.initialize_distributed(f"127.0.0.1:{port}", num_processes, process_id)
+    mc.initialize_distributed(f"127.0.0.1:{port}", num_processes, process_id)
     np.savez(out, **compute())
 
 

@@ -211,7 +211,7 @@ def test_brief_training_learns_and_checkpoint_is_reused(tmp_path, split):
     )
     assert meta["loaded"] is False and meta["steps"] == 40
     assert meta["val_accuracy"] > 0.5, meta
-    assert checkpoint_path(tmp_path, "lenet5").is_file()
+    assert checkpoint_path(tmp_path, config).is_file()
     again, meta2 = load_or_train(
         "lenet5", tmp_path, config=config, split=split, show_progress=False, log=None
     )

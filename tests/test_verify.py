@@ -21,7 +21,7 @@ import pytest
 
 import codedjax as cj
 import codedjax.bounds as cb
-from theory import _mc
+from theory import montecarlo as mc
 from theory import verify as V
 from theory.verify.__main__ import main as verify_main
 from theory.verify.__main__ import parser as verify_parser
@@ -31,21 +31,21 @@ EPS = np.finfo(np.float64).eps
 
 TINY_COMPUTE = r"""
 import jax, numpy as np
-from theory import _mc
+from theory import montecarlo as mc
 
 def compute(chunk):
     key = jax.random.key(11)
-    s = _mc.cond_monte_carlo(key, num_workers=16, num_coeffs=5,
+    s = mc.cond_monte_carlo(key, num_workers=16, num_coeffs=5,
                              responses=(5, 6, 9, 15, 16), num_trials=90, chunk=chunk,
                              width=20, memory_bytes=1 << 16)
-    r = _mc.recovery_monte_carlo(key, num_tasks=3, replication=2, num_workers=9,
+    r = mc.recovery_monte_carlo(key, num_tasks=3, replication=2, num_workers=9,
                                  num_trials=300, chunk=chunk, width=20)
-    v, _ = _mc.bases(16, 5)
-    q = _mc.square_cond_monte_carlo(key, np.stack([np.asarray(v)] * 2),
+    v, _ = mc.bases(16, 5)
+    q = mc.square_cond_monte_carlo(key, np.stack([np.asarray(v)] * 2),
                                     num_coeffs=5, num_trials=90, chunk=chunk, width=20)
     return dict(raw=s.raw, eq=s.eq, gap=s.gap, wratio=s.wratio, orders=s.orders,
                 r=r, q=q, ndev=len(jax.devices()),
-                seq=_mc.sequential_linalg(_mc.make_mesh()))
+                seq=mc.sequential_linalg(mc.make_mesh()))
 """
 SUBPROCESS = (
     TINY_COMPUTE
@@ -84,7 +84,7 @@ def test_sharded_run_equals_unsharded(tmp_path):
 def samples():
     key = jax.random.key(3)
     resp = (6, 7, 10, 19, 20)
-    s = _mc.cond_monte_carlo(
+    s = mc.cond_monte_carlo(
         key,
         num_workers=20,
         num_coeffs=6,
@@ -139,7 +139,7 @@ def test_arrival_orders_are_uniform(samples):
 
 def test_recovery_counts_match_exact_formula():
     k, c, m, t = 4, 3, 12, 6000
-    counts = _mc.recovery_monte_carlo(
+    counts = mc.recovery_monte_carlo(
         jax.random.key(5),
         num_tasks=k,
         replication=c,
@@ -168,7 +168,7 @@ def test_row_buckets_are_optimal():
     import itertools
 
     ns = (13, 14, 15, 16, 18, 21, 26, 34, 37, 38, 39, 40)
-    got = _mc.row_buckets(ns)
+    got = mc.row_buckets(ns)
     assert [n for g in got for n in g] == list(ns) and len(got) <= 3
     cost = sum(len(g) * max(g) for g in got)
     best = min(
@@ -177,7 +177,7 @@ def test_row_buckets_are_optimal():
     )
     assert cost == best
     with pytest.raises(ValueError, match="row_buckets"):
-        _mc.row_buckets((5, 4))
+        mc.row_buckets((5, 4))
 
 
 def test_grids():
@@ -185,7 +185,7 @@ def test_grids():
     assert all(13 <= n <= 40 for n in V.response_grid(40, 13))
     assert V.recovery_rows(8, 4, 40)[0] == 0 and V.recovery_rows(8, 4, 40)[-1] == 40
     with pytest.raises(ValueError, match="responses"):
-        _mc.cond_monte_carlo(
+        mc.cond_monte_carlo(
             jax.random.key(0),
             num_workers=10,
             num_coeffs=4,
@@ -359,7 +359,7 @@ def test_equilibration_claim_skips_trials_float64_cannot_resolve():
     t, n = 4, 1
     raw = np.array([[2.0], [3.0], [1e17], [5.0]])
     eq = np.array([[2.1], [np.inf], [1e19], [5.0]])
-    samples = _mc.CondSamples(
+    samples = mc.CondSamples(
         raw=raw,
         eq=eq,
         gap=np.ones((t, n), np.int32),

@@ -39,7 +39,7 @@ import numpy as np
 
 import codedjax as cj
 import codedjax.bounds as cb
-from models import common
+import runkit
 
 POINT_KINDS = ("first", "second")
 EPS = float(np.finfo(np.float64).eps)
@@ -257,7 +257,7 @@ def fmt(x, digits: int = 3) -> str:
         return "yes" if x else "no"
     if isinstance(x, int):
         return str(x)
-    return common.fmt(x, f".{digits}g", missing="inf")
+    return runkit.fmt(x, f".{digits}g", missing="inf")
 
 
 def fmt_cond(x, digits: int = 3) -> str:

@@ -31,12 +31,17 @@ import argparse
 import dataclasses
 import itertools
 import math
+import os
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+import codedjax as cj
 import codedjax.bounds as cb
+import runkit
 
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -63,13 +68,17 @@ class BeyondSummary(TypedDict):
 
     config: dict[str, Any]
     rows: list[dict[str, Any]]
+    environment: dict[str, Any]
 
 
 def _u(m: int, d: int) -> np.ndarray:
-    th = (2.0 * np.arange(m) + 1.0) * np.pi / (2.0 * m)
+    """U = T Lambda^{-1/2} at M first-kind points: orthonormal columns (float64)."""
+    with jax.enable_x64(True):
+        alpha = cj.chebyshev_points(m, kind=1, dtype=jnp.float64)
+        t = np.asarray(cj.chebyshev_vandermonde(alpha, num_coeffs=d), np.float64)
     scale = np.full(d, math.sqrt(2.0 / m))
     scale[0] = math.sqrt(1.0 / m)
-    return np.cos(th[:, None] * np.arange(d)[None, :]) * scale
+    return t * scale
 
 
 def _from_lam(lam: float) -> float:
@@ -131,7 +140,11 @@ def expected_trace_power(m: int, d: int, s: int, p: int) -> float:
 def run(cfg: BeyondConfig) -> BeyondSummary:
     """Every candidate at every N from max(D, M/2) to M (asserted to hold per set)."""
     rows = candidate_rows(cfg.workers, cfg.coeffs, cfg.eta, cfg.trials, cfg.seed)
-    return {"config": dataclasses.asdict(cfg), "rows": rows}
+    return {
+        "config": dataclasses.asdict(cfg),
+        "rows": rows,
+        "environment": runkit.environment(),
+    }
 
 
 def candidate_rows(m: int, d: int, eta: float, trials: int, seed: int) -> list[dict]:
@@ -204,21 +217,34 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+FLAGS = {
+    "workers": ("--workers", {"help": "M (default 40)"}),
+    "coeffs": ("--coeffs", {"help": "D (default 13)"}),
+    "eta": "--eta",
+    "trials": ("--trials", {"help": "default 4000 (--quick: 500)"}),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> BeyondSummary:
     """Command-line entry point; prints the table and returns the summary."""
-    p = argparse.ArgumentParser(prog="python -m theory.beyond", description=__doc__)
-    p.add_argument("--workers", type=int, default=None, help="M (default 40)")
-    p.add_argument("--coeffs", type=int, default=None, help="D (default 13)")
-    p.add_argument("--eta", type=float, default=None, help="default 0.05")
-    p.add_argument("--trials", type=int, default=None, help="default 4000")
-    p.add_argument("--seed", type=int, default=None, help="default 0")
-    p.add_argument("--quick", action="store_true", help="BeyondConfig.quick()")
-    a = vars(p.parse_args(argv))
-    quick = a.pop("quick")
-    over = {k: v for k, v in a.items() if v is not None}
-    cfg = BeyondConfig.quick(**over) if quick else BeyondConfig(**over)
+    p = argparse.ArgumentParser(
+        prog="python -m theory.beyond",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    runkit.add_run_arguments(
+        p, out="results/beyond", quick="BeyondConfig.quick(): 500 trials"
+    )
+    runkit.add_config_arguments(p, BeyondConfig, FLAGS)
+    a = p.parse_args(argv)
+    over = runkit.config_overrides(a, BeyondConfig)
+    cfg = BeyondConfig.quick(**over) if a.quick else BeyondConfig(**over)
     summary = run(cfg)
-    print(table(summary["rows"]))
+    text = table(summary["rows"])
+    runkit.write_summary(os.path.join(a.out, "summary.json"), summary)
+    with open(os.path.join(a.out, "report.md"), "w") as f:
+        f.write("# Candidate bounds beyond N = M / 2\n\n" + text + "\n")
+    print(text)
     return summary
 
 

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import time
+from typing import Any, TypedDict
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
+import runkit
 
 from .demo import cross_params, cross_tower
 
@@ -82,20 +83,32 @@ def _decoder(name: str, alpha, beta, d: int):
     return run
 
 
-def run_calibration(cfg: CalibrationConfig) -> dict:
-    """Measure the calibration; returns the summary (JSON-able) with the raw pairs."""
+class CalibrationSummary(TypedDict, total=False):
+    """What :func:`run_calibration` returns: per N and decoder the share of
+    requests whose predicted error covers the actual one and the median ratio
+    (``rows``), the targets, and the raw (actual, predicted) ``pairs`` (not written
+    to ``summary.json``)."""
+
+    config: dict[str, Any]
+    D: int
+    rows: list[dict[str, Any]]
+    targets: dict[str, bool]
+    pairs: dict[str, tuple[list[float], list[float]]]
+    environment: dict[str, Any]
+    seconds: float
+
+
+def run_calibration(cfg: CalibrationConfig) -> CalibrationSummary:
+    """Measure the calibration; returns the summary with the raw pairs."""
     k, m = cfg.num_inputs, cfg.num_workers
     d = cj.recovery_threshold(k, cfg.cross_layers + 1)
     alpha, beta, y, truth = _problem(cfg)
     km = jax.random.fold_in(jax.random.key(cfg.seed), 7)
     rows, pairs = [], {}
-    quiet = (not cfg.progress) or os.environ.get("CODEDJAX_NO_PROGRESS") == "1"
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm ships with the plots extra
-        tqdm = None
     steps = [(n, name) for n in cfg.responses for name in cfg.decoders]
-    bar = None if quiet or tqdm is None else tqdm(total=len(steps), desc="calibration")
+    bar = runkit.progress(
+        total=len(steps), desc="calibration", disable=None if cfg.progress else True
+    )
     for n in cfg.responses:
         if not d <= n <= m:
             raise ValueError(f"run_calibration: responses must lie in [D={d}, M={m}]")
@@ -123,21 +136,20 @@ def run_calibration(cfg: CalibrationConfig) -> dict:
                 }
             )
             pairs[f"{name}/{n}"] = (act.tolist(), pred.tolist())
-            if bar is not None:
-                bar.update(1)
-    if bar is not None:
-        bar.close()
+            bar.update(1)
+    bar.close()
     targets = {
         "covered>=0.95": all(r["covered"] >= 0.95 for r in rows),
         "median_ratio<=10": all(r["median_ratio"] <= 10 for r in rows),
     }
-    return {
-        "config": dataclasses.asdict(cfg),
-        "D": d,
-        "rows": rows,
-        "targets": targets,
-        "pairs": pairs,
-    }
+    return CalibrationSummary(
+        config=dataclasses.asdict(cfg),
+        D=d,
+        rows=rows,
+        targets=targets,
+        pairs=pairs,
+        environment=runkit.environment(),
+    )
 
 
 def format_table(summary: dict) -> str:
@@ -191,42 +203,43 @@ def plot(summary: dict, path: str) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> dict:
+def write_outputs(summary: CalibrationSummary, out: str) -> str:
+    """``summary.json`` (without the raw pairs), ``report.md`` and
+    ``calibration.png`` in ``out``; returns the table."""
+    os.makedirs(out, exist_ok=True)
+    table = format_table(summary)
+    plot(summary, os.path.join(out, "calibration.png"))
+    slim = {key: val for key, val in summary.items() if key != "pairs"}
+    runkit.write_summary(os.path.join(out, "summary.json"), slim)
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(
+            "# Calibration of the predicted error\n\n" + table + "\n\n"
+            f"Targets met: {summary['targets']}\n\n![scatter](calibration.png)\n"
+        )
+    return table
+
+
+FLAGS = {
+    "num_masks": "--masks",
+    "responses": ("--responses", {"nargs": "+"}),
+    "decoders": ("--decoders", {"nargs": "+", "choices": DECODERS}),
+}
+
+
+def main(argv=None) -> CalibrationSummary:
+    """Command-line entry point; returns the summary."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="results/calibration")
-    parser.add_argument("--masks", type=int, default=CalibrationConfig.num_masks)
-    parser.add_argument("--seed", type=int, default=CalibrationConfig.seed)
-    parser.add_argument(
-        "--responses", type=int, nargs="+",
-        default=list(CalibrationConfig.responses),
-    )  # fmt: skip
-    parser.add_argument(
-        "--decoders", nargs="+", default=list(DECODERS), choices=DECODERS
-    )
-    parser.add_argument("--no-progress", action="store_true")
+    runkit.add_run_arguments(parser, out="results/calibration", quick=False)
+    runkit.add_config_arguments(parser, CalibrationConfig, FLAGS)
     args = parser.parse_args(argv)
     cfg = CalibrationConfig(
-        num_masks=args.masks,
-        seed=args.seed,
-        responses=tuple(args.responses),
-        decoders=tuple(args.decoders),
+        **runkit.config_overrides(args, CalibrationConfig),
         progress=not args.no_progress,
     )
     t0 = time.perf_counter()
     summary = run_calibration(cfg)
     summary["seconds"] = time.perf_counter() - t0
-    os.makedirs(args.out, exist_ok=True)
-    table = format_table(summary)
-    plot(summary, os.path.join(args.out, "calibration.png"))
-    slim = {key: val for key, val in summary.items() if key != "pairs"}
-    with open(os.path.join(args.out, "summary.json"), "w") as f:
-        json.dump(slim, f, indent=2)
-    with open(os.path.join(args.out, "report.md"), "w") as f:
-        f.write(
-            "# Calibration of the predicted error\n\n" + table + "\n\n"
-            f"Targets met: {summary['targets']}\n\n![scatter](calibration.png)\n"
-        )
-    print(table)
+    print(write_outputs(summary, args.out))
     print(f"targets: {summary['targets']} ({summary['seconds']:.1f} s)")
     return summary
 

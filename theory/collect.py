@@ -2,9 +2,9 @@
 
     python -m theory.collect --out results
 
-Reads `demo/`, `theory/` and `coded_dcn/` under ``--out`` (whichever exist), and writes
-``--out/report.md`` with each part's report, a one-line verdict per part, and links
-to the plots.
+Reads `demo/`, `theory/`, `coded_dcn/` and `serve_dcn/` under ``--out`` (whichever
+exist), and writes ``--out/report.md`` with each part's report, a one-line verdict
+per part, and links to the plots.
 """
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ import argparse
 import json
 import os
 
+import runkit
+
 PARTS = (
     ("demo", "Demo: ChebyLS against the threshold decoder (bf16 and float32 workers)"),
     ("theory", "Theory verification: condition-number and recovery bounds"),
     ("coded_dcn", "Coded DCNv2 inference on Adult (bf16 workers)"),
+    ("serve_dcn", "Serving the coded DCNv2 (thread cluster, bf16 workers)"),
 )
 
 
@@ -34,6 +37,12 @@ def _verdict(part: str, summary: dict) -> str:
     if part == "coded_dcn" and "uncoded" in summary:
         u = summary["uncoded"]
         return f"uncoded float32 test AUC {u['auc']:.4f}, logloss {u['logloss']:.4f}."
+    if part == "serve_dcn" and "float32_model" in summary:
+        f32 = summary["float32_model"]
+        return (
+            f"{summary['queries']} test queries; float32 model AUC {f32['auc']:.4f}, "
+            f"logloss {f32['logloss']:.4f}."
+        )
     if part == "demo" and "rows" in summary:
         last = summary["rows"][-1]
         return (
@@ -77,7 +86,7 @@ def collect(out: str) -> str:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description="Gather make run's reports.")
-    parser.add_argument("--out", default="results")
+    runkit.add_run_arguments(parser, out="results", quick=False, seed=False)
     args = parser.parse_args(argv)
     collect(args.out)
     print(f"wrote {os.path.join(args.out, 'report.md')}")

@@ -15,13 +15,14 @@ import argparse
 import dataclasses
 import os
 import time
+from typing import Any, TypedDict
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
-from models.common import add_run_arguments, apply_run_arguments, write_json
+import runkit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,12 +73,25 @@ def cross_tower(params, x0):
     return xl @ params["head"]
 
 
+class DemoSummary(TypedDict, total=False):
+    """What :func:`run_demo` returns (``summary.json``): the configuration, D, the
+    uncoded bf16 worker's relative error, and per N the median / p95 relative error
+    of each decoder with bf16 and float32 workers, cond and the ok fraction."""
+
+    config: dict[str, Any]
+    D: int
+    uncoded_bf16_rel_err: float
+    rows: list[dict[str, Any]]
+    environment: dict[str, Any]
+    seconds: float
+
+
 def _quantiles(e):
     return {"median": float(np.median(e)), "p95": float(np.quantile(e, 0.95))}
 
 
-def run_demo(cfg: DemoConfig) -> dict:
-    """Run the demo and return the summary (a JSON-able dict)."""
+def run_demo(cfg: DemoConfig) -> DemoSummary:
+    """Run the demo and return the summary."""
     k, m = cfg.num_inputs, cfg.num_workers
     codes = cfg.codes()
     d = codes["chebyls"].threshold
@@ -123,12 +137,13 @@ def run_demo(cfg: DemoConfig) -> dict:
                     row[f"{name}_ok_fraction"] = float(np.mean(np.asarray(r.ok)))
         rows.append(row)
     floor = float(np.linalg.norm(uncoded - truth) / np.linalg.norm(truth))
-    return {
-        "config": dataclasses.asdict(cfg),
-        "D": d,
-        "uncoded_bf16_rel_err": floor,
-        "rows": rows,
-    }
+    return DemoSummary(
+        config=dataclasses.asdict(cfg),
+        D=d,
+        uncoded_bf16_rel_err=floor,
+        rows=rows,
+        environment=runkit.environment(),
+    )
 
 
 def format_table(summary: dict) -> str:
@@ -156,31 +171,33 @@ def format_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> dict:
+def write_outputs(summary: DemoSummary, out: str) -> str:
+    """``summary.json`` and ``report.md`` in ``out``; returns the table."""
+    table = format_table(summary)
+    runkit.write_summary(os.path.join(out, "summary.json"), summary)
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write("# Demo: ChebyLS against the threshold decoder\n\n" + table + "\n")
+    return table
+
+
+FLAGS = {
+    "num_masks": "--masks",
+    "responses": ("--responses", {"nargs": "+", "help": "values of N (D to M)"}),
+}
+
+
+def main(argv=None) -> DemoSummary:
     """Command-line entry point; returns the summary."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_run_arguments(parser, out="results/demo")
-    parser.add_argument("--masks", type=int, default=DemoConfig.num_masks)
-    parser.add_argument(
-        "--responses",
-        type=int,
-        nargs="+",
-        default=list(DemoConfig.responses),
-        help="values of N (from D to M)",
-    )
+    runkit.add_run_arguments(parser, out="results/demo")
+    runkit.add_config_arguments(parser, DemoConfig, FLAGS)
     args = parser.parse_args(argv)
-    apply_run_arguments(args)
-    cfg = DemoConfig.quick if args.quick else DemoConfig
-    cfg = cfg(num_masks=args.masks, seed=args.seed, responses=tuple(args.responses))
+    over = runkit.config_overrides(args, DemoConfig)
+    cfg = DemoConfig.quick(**over) if args.quick else DemoConfig(**over)
     t0 = time.perf_counter()
     summary = run_demo(cfg)
     summary["seconds"] = time.perf_counter() - t0
-    os.makedirs(args.out, exist_ok=True)
-    table = format_table(summary)
-    write_json(os.path.join(args.out, "summary.json"), summary)
-    with open(os.path.join(args.out, "report.md"), "w") as f:
-        f.write("# Demo: ChebyLS against the threshold decoder\n\n" + table + "\n")
-    print(table)
+    print(write_outputs(summary, args.out))
     return summary
 
 

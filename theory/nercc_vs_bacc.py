@@ -29,14 +29,14 @@ import argparse
 import dataclasses
 import os
 import time
+from typing import Any, TypedDict
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
-from models.common import add_run_arguments, apply_run_arguments, write_json
-from models.common import progress as bar
+import runkit
 
 PAPER_RATIO = 0.77  # "up to 23% lower MSE than BACC"
 
@@ -197,8 +197,20 @@ def run_cell(cfg: Config, model: str, m: int, s: int, key: jax.Array) -> dict:
     }
 
 
-def run(cfg: Config, progress: bool = True) -> dict:
-    """Every cell of the grid; returns the summary (JSON-able)."""
+class NerccVsBaccSummary(TypedDict, total=False):
+    """What :func:`run` returns (``summary.json``): the configuration, one row per
+    cell (model, M, S) with each scheme's MSE and the NeRCC / BACC ratio with its
+    bootstrap interval, and the verdict against the published claim."""
+
+    config: dict[str, Any]
+    rows: list[dict[str, Any]]
+    verdict: dict[str, Any]
+    environment: dict[str, Any]
+    seconds: float
+
+
+def run(cfg: Config, progress: bool = True) -> NerccVsBaccSummary:
+    """Every cell of the grid; returns the summary."""
     cells = []
     for model in cfg.models:
         for m in cfg.workers:
@@ -209,13 +221,20 @@ def run(cfg: Config, progress: bool = True) -> dict:
                         f"run: M={m} with S={s} leaves fewer than 2 responders"
                     )
                 cells.append((model, m, s))
-    it = bar(cells, desc="nercc_vs_bacc cells", disable=None if progress else True)
+    it = runkit.progress(
+        cells, desc="nercc_vs_bacc cells", disable=None if progress else True
+    )
     root = jax.random.key(cfg.seed)
     rows = [
         run_cell(cfg, model, m, s, jax.random.fold_in(jax.random.fold_in(root, m), s))
         for model, m, s in it
     ]
-    return {"config": dataclasses.asdict(cfg), "rows": rows, "verdict": verdict(rows)}
+    return NerccVsBaccSummary(
+        config=dataclasses.asdict(cfg),
+        rows=rows,
+        verdict=verdict(rows),
+        environment=runkit.environment(),
+    )
 
 
 def verdict(rows: list[dict]) -> dict:
@@ -309,7 +328,7 @@ def plot(summary: dict, path: str) -> None:
 def write_outputs(summary: dict, out: str) -> str:
     os.makedirs(out, exist_ok=True)
     table = format_table(summary)
-    write_json(os.path.join(out, "summary.json"), summary)
+    runkit.write_summary(os.path.join(out, "summary.json"), summary)
     cfg = summary["config"]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(
@@ -329,9 +348,8 @@ def write_outputs(summary: dict, out: str) -> str:
 def main(argv=None) -> dict:
     """Command-line entry point; returns the summary."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_run_arguments(parser, out="results/nercc_vs_bacc")
+    runkit.add_run_arguments(parser, out="results/nercc_vs_bacc")
     args = parser.parse_args(argv)
-    apply_run_arguments(args)
     cfg = Config.quick(seed=args.seed) if args.quick else Config(seed=args.seed)
     t0 = time.perf_counter()
     summary = run(cfg)

@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..common import add_run_arguments, apply_run_arguments
+import runkit
+
 from .config import CodedDCNConfig
 from .pipeline import CodedDCNSummary, run_coded_dcn
 from .report import format_table, target_lines
@@ -21,7 +22,7 @@ def main(argv: list[str] | None = None) -> CodedDCNSummary:
         description="Coded DCNv2 inference on Adult: ChebyLS + RepApprox against "
         "the baselines.",
     )
-    add_run_arguments(p)
+    runkit.add_run_arguments(p)
     p.add_argument("--ckpt-dir", default="checkpoints")
     p.add_argument(
         "--repetitions",
@@ -31,7 +32,6 @@ def main(argv: list[str] | None = None) -> CodedDCNSummary:
     )
     p.add_argument("--schemes", default=",".join(SCHEMES))
     a = p.parse_args(argv)
-    apply_run_arguments(a)
     over: dict[str, Any] = {
         "ckpt_dir": a.ckpt_dir,
         "seed": a.seed,

@@ -26,17 +26,10 @@ _INT_FIELDS = (
 
 # The models the two modes train when no checkpoint is present (load_or_train hashes
 # the TrainConfig into the checkpoint name). Full: the training module's defaults
-# with the experiment's architecture pinned; quick: a narrower Deep MLP and a few
-# epochs, so that training fits in the quick run's budget.
-FULL_TRAIN = TrainConfig(data="adult", num_cross_layers=2, structure="parallel")
-QUICK_TRAIN = TrainConfig(
-    data="adult",
-    num_cross_layers=2,
-    structure="parallel",
-    deep_sizes=(64, 32),
-    max_epochs=4,
-    patience=2,
-)
+# (Adult, a parallel DCNv2 with L = 2); quick: TrainConfig.quick(), a narrower Deep
+# MLP and a few epochs, so that training fits in the quick run's budget.
+FULL_TRAIN = TrainConfig()
+QUICK_TRAIN = TrainConfig.quick()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ import numpy as np
 import codedjax as cj
 import codedjax.bounds as cb
 
-from ..common import binary_auc, binary_logloss
+from ..metrics import binary_auc, binary_logloss
 from .schemes import exact_tasks
 from .served import ServedDCN
 

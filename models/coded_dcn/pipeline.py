@@ -31,10 +31,11 @@ import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
+from runkit import CachedFn, environment, progress
 
-from ..common import CachedFn, progress
 from ..dcn import DCNv2
-from ..train_dcn import load_dataset, load_or_train
+from ..tabular import load_dataset
+from ..train_dcn import load_or_train
 from .config import CodedDCNConfig
 from .metrics import (
     decoded_metrics,
@@ -77,6 +78,7 @@ class CodedDCNSummary(TypedDict):
     timing: dict[str, float]
     backend: str
     jax_version: str
+    environment: dict[str, Any]
     targets: dict[str, Any]
 
 
@@ -258,7 +260,7 @@ def run_coded_dcn(
         model: a parallel DCNv2 to serve (default: ``load_or_train(config.train,
             config.ckpt_dir)``, which trains when no checkpoint is present).
         data: the splits (``val`` and ``test`` tuples ``(categorical, numeric,
-            labels)``, e.g. an :class:`models.train_dcn.ArrayData`); default: the
+            labels)``, e.g. an :class:`models.tabular.ArrayData`); default: the
             data set named by ``config.train``.
         out: if given, ``summary.json``, ``report.md`` and the PNG plots are
             written there.
@@ -343,6 +345,7 @@ def run_coded_dcn(
         timing=timing,
         backend=jax.default_backend(),
         jax_version=jax.__version__,
+        environment=environment(),
         targets={},
     )
     summary["targets"] = targets(summary)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..common import fmt, write_json
+from runkit import fmt, write_summary
 
 __all__ = ["format_table", "targets", "write_outputs"]
 
@@ -372,5 +372,5 @@ def write_outputs(summary, out: str | Path) -> None:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     plots = _plots(summary, out)
-    write_json(out / "summary.json", summary)
+    write_summary(out / "summary.json", summary)
     (out / "report.md").write_text(_report(summary, plots))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..common import add_run_arguments, apply_run_arguments
+import runkit
+
 from ..train_mnist import MODEL_NAMES
 from .config import ExperimentConfig
 from .pipeline import NerccSummary, run_experiment
@@ -18,7 +19,7 @@ def main(argv: list[str] | None = None) -> NerccSummary:
         prog="python -m models.nercc_experiment",
         description="BACC vs NeRCC vs RepApprox on MNIST (LeNet5 and a small ViT).",
     )
-    add_run_arguments(p)
+    runkit.add_run_arguments(p)
     p.add_argument("--models", nargs="+", choices=MODEL_NAMES, default=None)
     p.add_argument(
         "--ckpt-dir",
@@ -27,7 +28,6 @@ def main(argv: list[str] | None = None) -> NerccSummary:
     )
     p.add_argument("--replication", type=int, default=2, help="RepApprox c")
     args = p.parse_args(argv)
-    apply_run_arguments(args)
     over = dict(ckpt_dir=args.ckpt_dir, replication=args.replication, seed=args.seed)
     if args.models:
         over["models"] = tuple(args.models)

@@ -23,10 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
+from runkit import CachedFn, environment, progress
 
-from ..common import CachedFn, progress
 from ..mnist import MnistSplit, check_images, load_mnist
-from ..train_mnist import load_or_train, logits_fn
+from ..train_mnist import deployed, load_or_train, logits_fn
 from .config import SCHEMES, ExperimentConfig
 from .metrics import compare_schemes, decoded_metrics
 from .report import PAPER_CLAIM, PROTOTYPE_NOTE, table, write_outputs
@@ -53,6 +53,7 @@ class NerccSummary(TypedDict):
     seconds: float
     jax_version: str
     backend: str
+    environment: dict[str, Any]
 
 
 def cell_codes(
@@ -172,7 +173,7 @@ def run_cell(
 
     Args:
         fn: the model, batched: images [B, 28, 28, 1] -> logits [B, F]. Wrap it in
-            :class:`models.common.CachedFn` to reuse model runs across cells.
+            :class:`runkit.CachedFn` to reuse model runs across cells.
         test_x: [n, 28, 28, 1] test images.
         test_y: [n] labels of ``test_x``.
         val_x: [v, 28, 28, 1] validation images for tuning NeRCC.
@@ -263,7 +264,9 @@ def _load_models(config, split, say) -> dict[str, tuple[Callable, dict]]:
         model, meta = load_or_train(
             name, config.ckpt_dir, config.quick_train, split=split, log=say
         )
-        out[name] = (logits_fn(model, chunk=1024), meta)
+        # the coded workers run the deployed network (the trained one unless the
+        # model's registry entry says otherwise)
+        out[name] = (logits_fn(deployed(name, model), chunk=1024), meta)
     return out
 
 
@@ -335,6 +338,7 @@ def run_experiment(
         seconds=time.perf_counter() - t0,
         jax_version=jax.__version__,
         backend=jax.default_backend(),
+        environment=environment(),
     )
     write_outputs(summary, Path(out_dir))
     say(table(rows, comparison))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..common import fmt, write_json
+from runkit import fmt, write_summary
+
 from .config import SCHEMES
 
 __all__ = ["PAPER_CLAIM", "PROTOTYPE_NOTE", "table", "write_outputs"]
@@ -194,6 +195,6 @@ def _plot(rows, out: Path) -> list[str]:
 def write_outputs(summary: Mapping, out: Path) -> None:
     """Writes ``summary.json`` (strict JSON), the plots and ``report.md``."""
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "summary.json", summary)
+    write_summary(out / "summary.json", summary)
     plots = _plot(summary["rows"], out)
     (out / "report.md").write_text(_report(summary, plots))

@@ -2,7 +2,8 @@ r"""Choose N: the fewest responses that meet an error target with a failure budg
 
     python -m theory.plan --workers 40 --inputs 8 --degree 3 \
         --worker-dtype bfloat16 --target-error 1e-2 --failure 1e-3 \
-        --latency shifted-exp:5ms,5ms --out results/plan
+        --latency shifted-exp:5ms,5ms [--error-model decoder|cond|rowsum] \
+        --out results/plan
 
 Given M workers, K inputs, a polynomial of degree d (so D = d (K - 1) + 1 Chebyshev
 coefficients), the dtype the workers compute in, a target relative error and a failure
@@ -26,16 +27,20 @@ probability, it reports, for a uniformly random set of N responders:
    missing workers (all C(M, s) sets), and how far the greedy search of
    :func:`codedjax.worst_case_mask` falls below it, and its value at larger s.
 
-The decode error. ``--error-model cond`` (default): the relative error of the decoded
-outputs is taken as cond(U_S) x u_w, the condition number of the equilibrated
-Chebyshev-Vandermonde rows ChebyLS factorises times the unit roundoff of the worker
-dtype (bfloat16: 2^-8 = 3.9e-3), the first-order model of docs/theory.md section 9;
-the proven bounds bound exactly this cond. ``--error-model decoder``: u_w x
-||A_S||_inf with A_S = T_beta T_S^+ the decoding matrix, which is the error that the
-decoders report in ``DecodeResult.error`` divided by max_i |y_i| (every response
-off by up to u_w relative, row k of A_S adding them up); no proven bound is given for
-it. Both are per unit of the largest response magnitude; neither counts the error of
-the worker's own computation beyond the rounding of its output.
+The decode error, per unit of the largest answer among the responders
+(:mod:`theory.plan.errors`). ``--error-model decoder`` (default): the error the
+ChebyLS decoder itself predicts, ``DecodeResult.error``, computed by the library's
+decoder on each responding set for one request (a random polynomial of degree < D
+answered in the worker dtype), so the planner and a served decode agree about the
+same decode; the actual error of that decode against the float64 polynomial is
+reported next to it. ``--error-model cond``: cond(U_S) x u_w, the condition number
+of the equilibrated Chebyshev-Vandermonde rows ChebyLS factorises times the unit
+roundoff of the worker dtype (bfloat16: 2^-8 = 3.9e-3), the first-order model of
+docs/theory.md section 9; the proven bounds bound exactly this cond, so the
+"proven N" is a guarantee for this model. ``--error-model rowsum``: u_w x
+||A_S||_inf with A_S = T_beta T_S^+ the decoding matrix (every response off by up
+to u_w relative, row k of A_S adding them up), no proven bound. None counts the
+error of the worker's own computation beyond the rounding of its output.
 
 Outputs in ``--out``: ``summary.json`` and ``report.md``; the table is also printed.
 """
@@ -43,11 +48,15 @@ Outputs in ``--out``: ``summary.json`` and ``report.md``; the table is also prin
 from __future__ import annotations
 
 from .config import DTYPES as DTYPES
+from .config import ERROR_MODELS as ERROR_MODELS
 from .config import PlanConfig as PlanConfig
 from .config import replication as replication
 from .config import unit_roundoff as unit_roundoff
 from .config import validate as validate
+from .errors import all_masks as all_masks
 from .errors import decode_errors as decode_errors
+from .errors import decoder_errors as decoder_errors
+from .errors import request_answers as request_answers
 from .latency import latency_percentiles as latency_percentiles
 from .latency import parse_latency as parse_latency
 from .pipeline import PlanSummary as PlanSummary

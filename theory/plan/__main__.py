@@ -5,41 +5,54 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+import runkit
+
 from . import __doc__ as _DOC
-from .config import DTYPES, PlanConfig, validate
+from .config import DTYPES, ERROR_MODELS, PlanConfig, validate
 from .pipeline import PlanSummary, plan
 from .report import report, write_outputs
+
+FLAGS = {
+    "workers": ("--workers", {"required": True, "help": "M"}),
+    "inputs": ("--inputs", {"required": True, "help": "K"}),
+    "degree": ("--degree", {"required": True, "help": "d"}),
+    "worker_dtype": ("--worker-dtype", {"choices": DTYPES}),
+    "target_error": "--target-error",
+    "failure": "--failure",
+    "points": ("--points", {"choices": ("first", "second")}),
+    "error_model": (
+        "--error-model",
+        {
+            "choices": ERROR_MODELS,
+            "help": "decoder: DecodeResult.error (default); cond: cond(U_S) u_w, "
+            "what the proven bounds bound; rowsum: ||A_S||_inf u_w",
+        },
+    ),
+    "replication": ("--replication", {"help": "c (default M // K)"}),
+    "trials": ("--trials", {"help": "default 20,000 (--quick: 2,000)"}),
+    "exhaustive_limit": ("--exhaustive-limit", {"help": "default 1e5"}),
+    "confidence": "--confidence",
+    "latency": ("--latency", {"help": "e.g. shifted-exp:5ms,5ms"}),
+    "worst_exact": "--worst-exact",
+    "worst_greedy": "--worst-greedy",
+}
 
 
 def main(argv: Sequence[str] | None = None) -> PlanSummary:
     """Command-line entry point; returns the summary."""
-    p = argparse.ArgumentParser(prog="python -m theory.plan", description=_DOC)
-    p.add_argument("--workers", type=int, required=True, help="M")
-    p.add_argument("--inputs", type=int, required=True, help="K")
-    p.add_argument("--degree", type=int, required=True, help="d")
-    p.add_argument("--worker-dtype", default="bfloat16", choices=DTYPES)
-    p.add_argument("--target-error", type=float, default=1e-2)
-    p.add_argument("--failure", type=float, default=1e-3)
-    p.add_argument("--points", default="first", choices=("first", "second"))
-    p.add_argument("--error-model", default="cond", choices=("cond", "decoder"))
-    p.add_argument("--replication", type=int, default=None, help="c (default M//K)")
-    p.add_argument("--trials", type=int, default=None, help="default 20,000")
-    p.add_argument("--exhaustive-limit", type=int, default=None, help="default 1e5")
-    p.add_argument("--confidence", type=float, default=0.95)
-    p.add_argument("--latency", default=None, help="e.g. shifted-exp:5ms,5ms")
-    p.add_argument("--worst-exact", type=int, default=3)
-    p.add_argument("--worst-greedy", type=int, default=6)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None)
-    p.add_argument(
-        "--quick", action="store_true", help="PlanConfig.quick(): 2,000 trials per N"
+    p = argparse.ArgumentParser(
+        prog="python -m theory.plan",
+        description=_DOC,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--no-progress", action="store_true")
-    a = vars(p.parse_args(argv))
-    out, quick = a.pop("out"), a.pop("quick")
-    a["progress"] = not a.pop("no_progress")
-    over = {k: v for k, v in a.items() if v is not None}
-    cfg = PlanConfig.quick(**over) if quick else PlanConfig(**over)
+    runkit.add_run_arguments(
+        p, out="results/plan", quick="PlanConfig.quick(): 2,000 trials per N"
+    )
+    runkit.add_config_arguments(p, PlanConfig, FLAGS)
+    a = p.parse_args(argv)
+    over = runkit.config_overrides(a, PlanConfig)
+    over["progress"] = not a.no_progress
+    cfg = PlanConfig.quick(**over) if a.quick else PlanConfig(**over)
     try:
         validate(cfg)
     except ValueError as err:
@@ -48,8 +61,7 @@ def main(argv: Sequence[str] | None = None) -> PlanSummary:
     summary = plan(cfg)
     text = report(summary)
     print(text)
-    if out:
-        write_outputs(out, summary, text)
+    write_outputs(a.out, summary, text)
     return summary
 
 

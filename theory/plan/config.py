@@ -5,9 +5,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import jax.numpy as jnp
+
+import codedjax as cj
+
 from .latency import parse_latency
 
 DTYPES = ("bfloat16", "float16", "float32", "float64")
+ERROR_MODELS = ("decoder", "cond", "rowsum")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,7 +25,9 @@ class PlanConfig:
         target_error: the relative decode error that must not be exceeded.
         failure: the probability allowed to exceed it, in (0, 1).
         points: "first" or "second" kind Chebyshev worker points.
-        error_model: "cond" (cond(U_S) u_w) or "decoder" (||A_S||_inf u_w).
+        error_model: "decoder" (default: the decoder's own predicted error,
+            ``DecodeResult.error``), "cond" (cond(U_S) u_w, which the proven bounds
+            bound) or "rowsum" (||A_S||_inf u_w); see :mod:`theory.plan.errors`.
         replication: c for RepApprox (default M // K).
         trials: Monte Carlo trials per N (nested: trial t's responders for N are the
             first N of one random arrival order, so each N sees a uniform N-subset).
@@ -40,7 +47,7 @@ class PlanConfig:
     target_error: float = 1e-2
     failure: float = 1e-3
     points: str = "first"
-    error_model: str = "cond"
+    error_model: str = "decoder"
     replication: int | None = None
     trials: int = 20_000
     exhaustive_limit: int = 100_000
@@ -90,8 +97,13 @@ def validate(cfg: PlanConfig) -> None:
         _fail("--confidence", f"must lie in (0, 1), got {cfg.confidence}")
     if cfg.points not in ("first", "second"):
         _fail("--points", f"must be 'first' or 'second', got {cfg.points!r}")
-    if cfg.error_model not in ("cond", "decoder"):
-        _fail("--error-model", f"must be 'cond' or 'decoder', got {cfg.error_model!r}")
+    if cfg.points == "second" and cfg.workers < 2:
+        _fail("--points", f"second-kind points need --workers >= 2, got {cfg.workers}")
+    if cfg.error_model not in ERROR_MODELS:
+        _fail(
+            "--error-model",
+            f"must be one of {ERROR_MODELS}, got {cfg.error_model!r}",
+        )
     if cfg.trials < 1:
         _fail("--trials", f"must be >= 1, got {cfg.trials}")
     c = replication(cfg)
@@ -106,7 +118,6 @@ def replication(cfg: PlanConfig) -> int:
 
 
 def unit_roundoff(name: str) -> float:
-    """u_w = 2^-p for a p-bit significand: bfloat16 2^-8, float16 2^-11, ..."""
-    return {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-24}.get(
-        name, 2.0**-53
-    )
+    """u_w of the worker dtype named ``name`` (:func:`codedjax.unit_roundoff`:
+    bfloat16 2^-8, float16 2^-11, float32 2^-24, float64 2^-53)."""
+    return float(cj.unit_roundoff(jnp.dtype(name)))

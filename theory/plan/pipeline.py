@@ -10,10 +10,16 @@ import numpy as np
 
 import codedjax as cj
 import codedjax.bounds as cb
-from models.common import progress
+from runkit import environment, progress
 
 from .config import PlanConfig, replication, unit_roundoff, validate
-from .errors import all_masks, arrival_ranks, decode_errors, worker_points
+from .errors import (
+    all_masks,
+    arrival_ranks,
+    decode_errors,
+    decoder_errors,
+    worker_points,
+)
 from .latency import latency_percentiles
 
 
@@ -70,28 +76,36 @@ def chebyls_table(cfg: PlanConfig) -> dict[str, Any]:
     bar = progress(range(d, m + 1), desc="ChebyLS N", disable=not cfg.progress or None)
     for n in bar:
         masks, exhaustive = _masks(cfg, n, ranks)
-        err = decode_errors(cfg, masks)
+        actual = None
+        if cfg.error_model == "decoder":
+            err, actual = decoder_errors(cfg, masks)
+        else:
+            err = decode_errors(cfg, masks)
         k = int(np.sum(~(err <= cfg.target_error)))
         trials = masks.shape[0]
         rate = k / trials
         bound, bname = _proven(cfg, n)
-        proven_err = bound * uw if cfg.error_model == "cond" else math.inf
-        rows.append(
-            {
-                "N": n,
-                "exhaustive": exhaustive,
-                "trials": trials,
-                "failures": k,
-                "rate": rate,
-                "upper": rate if exhaustive else _cp_upper(k, trials, cfg.confidence),
-                "median_error": float(np.median(err)),
-                "p95_error": float(np.quantile(err, 0.95)),
-                "max_error": float(np.max(err)),
-                "proven_cond": bound if math.isfinite(bound) else None,
-                "proven_by": bname,
-                "proven_error": proven_err if math.isfinite(proven_err) else None,
-            }
-        )
+        proven_err = bound * uw  # a bound on the cond model's error
+        row = {
+            "N": n,
+            "exhaustive": exhaustive,
+            "trials": trials,
+            "failures": k,
+            "rate": rate,
+            "upper": rate if exhaustive else _cp_upper(k, trials, cfg.confidence),
+            "median_error": float(np.median(err)),
+            "p95_error": float(np.quantile(err, 0.95)),
+            "max_error": float(np.max(err)),
+            "proven_cond": bound if math.isfinite(bound) else None,
+            "proven_by": bname,
+            "proven_error": proven_err if math.isfinite(proven_err) else None,
+        }
+        if actual is not None:  # the same decodes' error against the truth
+            row["actual_median"] = float(np.median(actual))
+            row["actual_max"] = float(np.max(actual))
+            row["actual_failures"] = int(np.sum(~(actual <= cfg.target_error)))
+            row["covered"] = float(np.mean(err >= actual))
+        rows.append(row)
     chosen = _smallest(rows, "upper", cfg.failure)
     proven = _smallest(
         [
@@ -171,6 +185,17 @@ def worst_case_table(cfg: PlanConfig) -> list[dict[str, Any]]:
     return out
 
 
+_MODEL_TEXT = {
+    "decoder": "relative decode error = the ChebyLS decoder's own prediction "
+    "(DecodeResult.error) per unit of max |y_S|, on one random polynomial request "
+    "per responding set answered in the worker dtype",
+    "cond": "relative decode error = cond(U_S) x u_w (equilibrated rows; the "
+    "model the proven bounds bound)",
+    "rowsum": "relative decode error = ||T_beta T_S^+||_inf x u_w (every answer off "
+    "by u_w relative, summed by each row of the decoding matrix)",
+}
+
+
 class PlanSummary(TypedDict, total=False):
     """What :func:`plan` returns; ``summary.json`` holds it with non-finite numbers
     as ``null`` (and the latency percentiles keyed by str(N)).
@@ -179,6 +204,7 @@ class PlanSummary(TypedDict, total=False):
     """
 
     config: dict[str, Any]
+    environment: dict[str, Any]
     D: int
     unit_roundoff: float
     error_model: str
@@ -194,14 +220,10 @@ def plan(cfg: PlanConfig) -> PlanSummary:
     uw = unit_roundoff(cfg.worker_dtype)
     summary: PlanSummary = {
         "config": dataclasses.asdict(cfg),
+        "environment": environment(),
         "D": cfg.num_coeffs,
         "unit_roundoff": uw,
-        "error_model": (
-            "relative decode error = cond(U_S) x u_w (equilibrated rows)"
-            if cfg.error_model == "cond"
-            else "relative decode error = ||T_beta T_S^+||_inf x u_w "
-            "(DecodeResult.error per unit of max |y|)"
-        ),
+        "error_model": _MODEL_TEXT[cfg.error_model],
         "chebyls": chebyls_table(cfg),
         "repapprox": repapprox_table(cfg),
     }

@@ -11,9 +11,9 @@ import sys
 
 import jax
 
-from models.common import NO_PROGRESS_ENV
+import runkit
 
-from .. import _mc
+from .. import montecarlo as mc
 from . import __doc__ as _DOC
 from .config import build_config
 from .pipeline import VerifySummary, run
@@ -26,11 +26,10 @@ def parser() -> argparse.ArgumentParser:
         description=_DOC,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--out", required=True, help="output folder")
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="2,000 trials per configuration (about a minute on 2 cores)",
+    runkit.add_run_arguments(
+        p,
+        quick="2,000 trials per configuration (about a minute on 2 cores)",
+        seed=None,
     )
     p.add_argument("--workers", type=int, nargs="+", metavar="M", help="M workers")
     p.add_argument("--inputs", type=int, nargs="+", metavar="K", help="K inputs")
@@ -59,13 +58,7 @@ def parser() -> argparse.ArgumentParser:
         "2,000; with --workers 10,000)",
     )
     p.add_argument("--config", metavar="FILE", help="TOML or JSON run settings")
-    p.add_argument("--seed", type=int)
     p.add_argument("--no-plots", action="store_true")
-    p.add_argument(
-        "--no-progress",
-        action="store_true",
-        help=f"no progress bars (the same as {NO_PROGRESS_ENV}=1)",
-    )
     p.add_argument(
         "--distributed",
         action="store_true",
@@ -98,7 +91,7 @@ def main(argv: list[str] | None = None) -> VerifySummary:
         # must precede backend initialisation; affects the CPU platform only
         jax.config.update("jax_num_cpu_devices", a.cpu_devices or os.cpu_count() or 1)
     if a.distributed:
-        _mc.initialize_distributed(a.coordinator, a.num_processes, a.process_id)
+        mc.initialize_distributed(a.coordinator, a.num_processes, a.process_id)
     for line in lines:
         print(line)
     summary = run(cfg, a.out)

@@ -17,7 +17,7 @@ import numpy as np
 import codedjax.bounds as cb
 
 from .. import _common as C
-from .. import _mc
+from .. import montecarlo as mc
 
 EPS = C.EPS
 
@@ -79,7 +79,7 @@ class _At(NamedTuple):
 
 
 def analyse_cond(
-    samples: _mc.CondSamples,
+    samples: mc.CondSamples,
     *,
     m: int,
     d: int,
@@ -97,7 +97,7 @@ def analyse_cond(
     u_full = None
     if points != "first":
         with jax.enable_x64(True):
-            u_full = np.asarray(_mc.bases(m, d, points)[1])
+            u_full = np.asarray(mc.bases(m, d, points)[1])
     for j, n in enumerate(responses):
         raw, eq = samples.raw[:, j], samples.eq[:, j]
         # cond computed by a backward-stable SVD: relative error <~ sqrt(N D) eps cond
@@ -145,7 +145,7 @@ def _prop_b_check(at: _At, row: dict, eq: np.ndarray) -> dict:
 
 
 def _gap_check(
-    at: _At, row: dict, eq: np.ndarray, samples: _mc.CondSamples, j: int
+    at: _At, row: dict, eq: np.ndarray, samples: mc.CondSamples, j: int
 ) -> dict:
     """Prop. D's gap bound evaluated on each trial's own responding set."""
     g, wr = samples.gap[:, j].astype(np.float64), samples.wratio[:, j]
@@ -272,7 +272,7 @@ def _identity_check(
 def orthogonality_checks(m: int, d: int) -> list[dict]:
     """T^T T = diag(M, M/2, ...) at first-kind points: cond(T) = sqrt 2, cond(U) = 1."""
     with jax.enable_x64(True):
-        v, u = (np.asarray(a) for a in _mc.bases(m, d))
+        v, u = (np.asarray(a) for a in mc.bases(m, d))
     tol = 8.0 * m * d * EPS
     c_raw, c_eq = np.linalg.cond(v), np.linalg.cond(u)
     want = math.sqrt(2.0) if d > 1 else 1.0

@@ -7,20 +7,18 @@ of a multi-process run writes the outputs.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
-import sys
 import time
 from collections.abc import Callable
 from typing import Any, TypedDict
 
 import jax
 
-from models.common import json_clean, progress_disabled
+import runkit
 
 from .. import _common as C
-from .. import _mc
+from .. import montecarlo as mc
 from . import report as _report
 from .conditions import analyse_cond, informative_ranges, key, orthogonality_checks
 from .config import VerifyConfig, cond_blocks, recovery_rows, response_grid, validate
@@ -36,6 +34,7 @@ class VerifySummary(TypedDict, total=False):
 
     config: dict[str, Any]
     devices: list[str]
+    environment: dict[str, Any]
     backend: str
     interval_confidence: float
     family_confidence: float
@@ -79,8 +78,8 @@ def dispatch_plan(cfg: VerifyConfig, mesh) -> tuple[int, int]:
         ms += [m for _, _, m in cfg.recovery_grid]
         trials.append(cfg.recovery_trials)
     if not ms:
-        return 1, _mc.fit_chunk(cfg.chunk, 1, mesh)
-    return max(ms), _mc.fit_chunk(cfg.chunk, min(trials), mesh)
+        return 1, mc.fit_chunk(cfg.chunk, 1, mesh)
+    return max(ms), mc.fit_chunk(cfg.chunk, min(trials), mesh)
 
 
 def num_intervals(cfg: VerifyConfig) -> int:
@@ -111,15 +110,12 @@ class _Run:
 
     def bar(self, total: int, desc: str):
         """One progress bar per section: their trials cost very different amounts."""
-        from tqdm.auto import tqdm
-
-        return tqdm(
+        return runkit.progress(
             total=total,
+            desc=desc,
+            disable=None if self.cfg.progress else True,
             unit="trial",
             unit_scale=True,
-            disable=progress_disabled(not self.cfg.progress),
-            desc=desc,
-            file=sys.stderr,
         )
 
     @property
@@ -133,7 +129,7 @@ def run(cfg: VerifyConfig, out: str) -> VerifySummary:
     os.makedirs(out, exist_ok=True)
     t_start = time.perf_counter()
     level = 1.0 - (1.0 - cfg.family_confidence) / num_intervals(cfg)
-    mesh = _mc.make_mesh()
+    mesh = mc.make_mesh()
     width, chunk = dispatch_plan(cfg, mesh)
     r = _Run(cfg, level, mesh, width, chunk)
     cond_rows, speed, blocks = _timed(r, "condition numbers", _cond_section)
@@ -156,7 +152,7 @@ def run(cfg: VerifyConfig, out: str) -> VerifySummary:
             speed=speed,
         ),
     )
-    if _mc.is_writer():
+    if mc.is_writer():
         write_outputs(out, summary, curves, plots=cfg.plots)
     return summary
 
@@ -177,7 +173,7 @@ def _cond_section(r: _Run) -> tuple[list[dict], list[dict], list[dict]]:
     for points, m, d in todo:
         resp = response_grid(m, d)
         bar.set_postfix_str(f"cond {points} M={m} D={d}")
-        smp = _mc.cond_monte_carlo(
+        smp = mc.cond_monte_carlo(
             key(cfg.seed, 1, m, d) if points == "first" else key(cfg.seed, 5, m, d),
             num_workers=m,
             num_coeffs=d,
@@ -265,6 +261,7 @@ def _summary(
     summary = {
         "config": dataclasses.asdict(cfg),
         "devices": [str(dv) for dv in jax.devices()],
+        "environment": runkit.environment(),
         "backend": jax.default_backend(),
         "interval_confidence": r.level,
         "family_confidence": cfg.family_confidence,
@@ -283,15 +280,14 @@ def _summary(
         "checks": checks,
         **tables,
     }
-    return json_clean(summary)
+    return runkit.json_clean(summary)
 
 
 def write_outputs(
     out: str, summary: VerifySummary, curves: list[dict], *, plots: bool = True
 ) -> None:
     """``summary.json``, the PNG plots (``plots``) and ``report.md`` in ``out``."""
-    with open(os.path.join(out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1, allow_nan=False)
+    runkit.write_summary(os.path.join(out, "summary.json"), summary, indent=1)
     written = []
     if plots:
         from . import plots as _plots

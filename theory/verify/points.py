@@ -12,7 +12,7 @@ import numpy as np
 import codedjax as cj
 
 from .. import _common as C
-from .. import _mc
+from .. import montecarlo as mc
 from .conditions import key, stats
 from .config import VerifyConfig
 
@@ -40,7 +40,7 @@ def points_comparison(
     for d in cfg.points_coeffs:
         with jax.enable_x64(True):
             mats = jnp.asarray(basis_matrices(m, d))
-        conds = _mc.square_cond_monte_carlo(
+        conds = mc.square_cond_monte_carlo(
             key(cfg.seed, 2, m, d),
             mats,
             num_coeffs=d,

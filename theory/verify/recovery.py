@@ -15,7 +15,7 @@ import numpy as np
 
 import codedjax.bounds as cb
 
-from .. import _mc
+from .. import montecarlo as mc
 from .conditions import key
 from .config import VerifyConfig, recovery_rows
 
@@ -40,7 +40,7 @@ def recovery_section(
     """(table rows, checks, plot curves) of every (K, c, M) and enumeration check."""
     rows, checks, curves = [], [], []
     for k, c, m in cfg.recovery_grid:
-        counts = _mc.recovery_monte_carlo(
+        counts = mc.recovery_monte_carlo(
             key(cfg.seed, 3, k, c, m),
             num_tasks=k,
             replication=c,

@@ -1,0 +1,108 @@
+"""What fixes a serving benchmark run, its schemes and its straggler injector."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import codedjax as cj
+from codedjax.serving import (
+    Adaptive,
+    FirstDecodable,
+    FixedN,
+    Injector,
+    ShiftedExponential,
+)
+
+from .workload import inputs, worker_fn
+
+__all__ = ["ServingConfig", "injector", "request_inputs", "schemes"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingConfig:
+    """Everything that fixes a serving benchmark run.
+
+    Attributes:
+        num_inputs: K. num_workers: M. num_features: F. degree: d of f = x^3 - x.
+        responses: the N of the ChebyLS rows.
+        shift, mean: the service time shift + Exp(mean), seconds.
+        slow_prob, slow_factor: the straggler model.
+        rack_size: workers slowed together in the correlated scenario.
+        num_requests: requests per scheme on the thread cluster.
+        sim_requests: requests per scheme on the simulator.
+        adaptive_requests: requests of the adaptive policy on the simulator (it
+            decodes every prefix, so fewer).
+        error_requests: requests whose decoded error the simulator table reports.
+        budget_factor: the adaptive budget (an absolute predicted error) in units
+            of one bf16 rounding at the scale of the coded answers (unit roundoff
+            of bf16 times max |y| of a representative request).
+        deadline: the adaptive policy's deadline, seconds.
+        seed: the seed of the delay draws and the inputs.
+    """
+
+    num_inputs: int = 8
+    num_workers: int = 40
+    num_features: int = 64
+    degree: int = 3
+    responses: tuple[int, ...] = (26, 30, 34)
+    shift: float = 0.005
+    mean: float = 0.005
+    slow_prob: float = 0.1
+    slow_factor: float = 10.0
+    rack_size: int = 5
+    num_requests: int = 1000
+    sim_requests: int = 100_000
+    adaptive_requests: int = 10_000
+    error_requests: int = 2048
+    budget_factor: float = 4.0
+    deadline: float = 0.25
+    seed: int = 0
+
+    @classmethod
+    def quick(cls, **overrides) -> ServingConfig:
+        return cls(**{**dict(num_requests=300, adaptive_requests=4000), **overrides})
+
+    @property
+    def num_coeffs(self) -> int:
+        return cj.recovery_threshold(self.num_inputs, self.degree)
+
+
+def schemes(cfg: ServingConfig) -> list[tuple[str, Any, Any]]:
+    """(name, code, policy) of every scheme of the tables."""
+    k, m, d = cfg.num_inputs, cfg.num_workers, cfg.degree
+    cheb = cj.lagrange_code(num_inputs=k, num_workers=m, degree=d)
+    thr = cj.lagrange_code(num_inputs=k, num_workers=m, degree=d, decoder="threshold")
+    # a few roundings of a bf16 worker at the scale of the coded answers
+    x0 = request_inputs(cfg, 1)[0]
+    scale = float(np.abs(np.asarray(jax.vmap(worker_fn)(cheb.encode(x0)),
+                                    np.float32)).max())  # fmt: skip
+    budget = cfg.budget_factor * cj.unit_roundoff(jnp.bfloat16) * scale
+    out = [
+        ("uncoded", cj.uncoded_code(num_inputs=k), FixedN(k)),
+        ("replication", cj.replication_code(num_inputs=k, num_workers=m),
+         FirstDecodable()),
+        ("threshold", thr, FixedN(cfg.num_coeffs)),
+    ]  # fmt: skip
+    out += [(f"chebyls-{n}", cheb, FixedN(n)) for n in cfg.responses]
+    out.append(("adaptive", cheb, Adaptive(budget, cfg.deadline)))
+    return out
+
+
+def injector(cfg: ServingConfig, *, rack: bool = False) -> Injector:
+    return Injector(
+        latency=ShiftedExponential(cfg.shift, cfg.mean),
+        slow_prob=cfg.slow_prob,
+        slow_factor=cfg.slow_factor,
+        group_size=cfg.rack_size if rack else 1,
+        seed=cfg.seed,
+    )
+
+
+def request_inputs(cfg: ServingConfig, count: int) -> np.ndarray:
+    """The first ``count`` requests of the run ([count, K, F] float32)."""
+    return inputs(cfg.seed, count, cfg.num_inputs, cfg.num_features)

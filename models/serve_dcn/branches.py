@@ -1,0 +1,125 @@
+"""The served schemes: two codes over the same workers, one per DCNv2 branch.
+
+Worker i receives one Cross input and one Deep input and answers (cross logit, deep
+logit); :class:`BranchCode` encodes and decodes both branches from the same mask.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+import codedjax as cj
+from codedjax.serving import Adaptive, FirstDecodable, FixedN
+
+from ..dcn import DCNv2, cast_floating
+from .config import ServeDCNConfig
+
+__all__ = ["BranchCode", "make_worker", "schemes"]
+
+
+@dataclasses.dataclass(frozen=True)
+class BranchCode:
+    """Two codes over the same workers: worker i gets a Cross and a Deep input.
+
+    ``encode`` stacks the two encodings ([M, 2, d0]); a worker answers (cross logit,
+    deep logit) [2]; ``decode`` decodes each branch with its code from the same
+    mask and returns value [K, 2]. It follows the ``Code`` interface the server
+    needs (a user-written code: the server knows nothing about branches).
+    """
+
+    cross: Any
+    deep: Any
+
+    @property
+    def num_inputs(self) -> int:
+        return self.cross.num_inputs
+
+    @property
+    def num_workers(self) -> int:
+        return self.cross.num_workers
+
+    @property
+    def threshold(self) -> int:
+        return max(self.cross.threshold, self.deep.threshold)
+
+    @property
+    def name(self) -> str:
+        return f"{self.cross.name}+{self.deep.name}"
+
+    @property
+    def task(self):
+        """The replication layout, when both branches are replicated."""
+        if getattr(self.cross, "task", None) is None or self.cross != self.deep:
+            return None
+        return self.cross.task
+
+    def encode(self, x):
+        return _branch_encode(self, jnp.asarray(x))
+
+    def decode(self, y, mask, *, order=None):
+        m = self.num_workers
+        order = jnp.arange(m, dtype=jnp.int32) if order is None else order
+        return _branch_decode(
+            self, jnp.asarray(y), jnp.asarray(mask), jnp.asarray(order)
+        )
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _branch_encode(code: BranchCode, x):
+    return jnp.stack([code.cross.encode(x), code.deep.encode(x)], axis=1)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _branch_decode(code: BranchCode, y, mask, order):
+    rc = code.cross.decode(y[:, 0], mask, order=order)
+    rd = code.deep.decode(y[:, 1], mask, order=order)
+    ok = rc.ok & rd.ok
+    return cj.DecodeResult(
+        value=jnp.stack([rc.value, rd.value], axis=-1),
+        ok=ok,
+        cond=jnp.maximum(rc.cond, rd.cond),
+        num_used=jnp.maximum(rc.num_used, rd.num_used),
+        status=jnp.where(rc.ok, rd.status, rc.status),
+        error=jnp.where(ok, rc.error + rd.error, jnp.inf),
+    )
+
+
+def make_worker(model: DCNv2, dtype) -> Any:
+    """A worker: row [2, d0] -> (cross logit of row 0, deep logit of row 1) [2], with
+    parameters, inputs and arithmetic in ``dtype``."""
+    gw, sw = nnx.split(cast_floating(model, dtype))
+
+    def worker(row):
+        m = nnx.merge(gw, sw)
+        r = row.astype(dtype)
+        return jnp.stack([m.cross_logit(r[0:1])[0], m.deep_logit(r[1:2])[0]])
+
+    return worker
+
+
+def schemes(cfg: ServeDCNConfig, budget: float) -> list[tuple[str, Any, Any]]:
+    """(name, code, policy) of every scheme; ``budget`` is the adaptive policy's."""
+    k, m, c, d = cfg.num_inputs, cfg.num_workers, cfg.replication, cfg.train
+    deg = d.num_cross_layers + 1
+    rep = cj.repapprox_code(num_inputs=k, num_workers=m, replication=c)
+    cheb = BranchCode(cj.lagrange_code(num_inputs=k, num_workers=m, degree=deg), rep)
+    thr = BranchCode(
+        cj.lagrange_code(num_inputs=k, num_workers=m, degree=deg, decoder="threshold"),
+        rep,
+    )
+    repl = cj.replication_code(num_inputs=k, num_workers=m)
+    unc = cj.uncoded_code(num_inputs=k)
+    out = [
+        ("uncoded", BranchCode(unc, unc), FixedN(k)),
+        ("replication", BranchCode(repl, repl), FirstDecodable()),
+        ("threshold+repapprox", thr, FixedN(cfg.num_coeffs)),
+    ]
+    out += [(f"chebyls+repapprox N={n}", cheb, FixedN(n)) for n in cfg.responses]
+    out.append(("adaptive", cheb, Adaptive(budget, cfg.deadline)))
+    return out

@@ -1,0 +1,61 @@
+"""``python -m models.train_mnist --model NAME [NAME ...] --out DIR [--quick]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import runkit
+
+from ..mnist import load_mnist
+from .config import MODEL_NAMES, TrainConfig
+from .loop import load_or_train
+from .report import summary_row, write_outputs
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point: trains (or loads) each model, writes the report."""
+    p = argparse.ArgumentParser(
+        prog="python -m models.train_mnist",
+        description="Train MNIST models (LeNet5, a small ViT, ...) on the vendored "
+        "subset, with checkpoints.",
+    )
+    runkit.add_run_arguments(
+        p, quick="the short training schedule (TrainConfig.quick())"
+    )
+    p.add_argument("--model", nargs="+", choices=MODEL_NAMES, required=True)
+    p.add_argument("--retrain", action="store_true", help="ignore existing checkpoints")
+    p.add_argument("--epochs", type=int, default=None, help="override the preset")
+    args = p.parse_args(argv)
+    split = load_mnist()
+    command = "python -m models.train_mnist " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    rows = {}
+    for name in args.model:
+        over = {"seed": args.seed}
+        if args.epochs is not None:
+            over["epochs"] = args.epochs
+        try:
+            config = TrainConfig.preset(name, quick=args.quick, **over)
+        except ValueError as err:
+            p.error(str(err))
+        _, meta = load_or_train(
+            name,
+            args.out,
+            args.quick,
+            config=config,
+            split=split,
+            retrain=args.retrain,
+            show_progress=False if args.no_progress else None,
+        )
+        rows[f"{name}{'-quick' if args.quick else ''}"] = summary_row(
+            name, args.quick, meta, command
+        )
+    _, text = write_outputs(args.out, rows)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,269 @@
+"""Training an MNIST model (AdamW, cosine decay, optional shifts) and its checkpoint.
+
+Training uses optax AdamW with a cosine learning-rate decay on the fixed 3,500-image
+training split of :mod:`models.mnist`; the 500 validation images choose nothing here
+(they are kept for tuning the NeRCC codes) and the 1,000 test images are only
+evaluated. :func:`load_or_train` reuses a checkpoint by the policy of
+:mod:`models.checkpoint`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from runkit import progress
+
+from .. import checkpoint as ckpt
+from ..mnist import MnistSplit, check_images, load_mnist
+from .config import MODELS, TrainConfig, build_model
+
+__all__ = [
+    "accuracy",
+    "checkpoint_path",
+    "fingerprint",
+    "load_or_train",
+    "logits_fn",
+    "train",
+]
+
+
+def logits_fn(
+    model: nnx.Module, *, chunk: int = 512
+) -> Callable[[np.ndarray], jax.Array]:
+    """A function images [B, 28, 28, 1] -> float32 logits [B, 10], jitted once.
+
+    Batches are processed in chunks of ``chunk`` images (the last one padded), so any B
+    reuses one compiled program. The model's variables are passed as arguments, not
+    baked in as constants.
+
+    Raises:
+        ValueError: (from the returned function) on images of the wrong shape.
+    """
+    graphdef, state = nnx.split(model)
+
+    @jax.jit
+    def apply(state, x):
+        return nnx.merge(graphdef, state)(x).astype(jnp.float32)
+
+    def f(images) -> jax.Array:
+        check_images(images, func="logits_fn")
+        x = jnp.asarray(images, dtype=jnp.float32)
+        b = x.shape[0]
+        # pad small batches to a power of two so that few programs get compiled
+        size = chunk if b >= chunk else 1 << max(b - 1, 0).bit_length()
+        outs = []
+        for start in range(0, b, size):
+            part = x[start : start + size]
+            pad = size - part.shape[0]
+            if pad:
+                part = jnp.concatenate(
+                    [part, jnp.zeros((pad, *part.shape[1:]), x.dtype)]
+                )
+            outs.append(apply(state, part)[: size - pad])
+        return jnp.concatenate(outs) if len(outs) > 1 else outs[0]
+
+    return f
+
+
+def accuracy(model: nnx.Module, images, labels) -> float:
+    """Top-1 accuracy of ``model`` on images [n, 28, 28, 1] with labels [n]."""
+    pred = np.asarray(jnp.argmax(logits_fn(model)(images), axis=-1))
+    return float(np.mean(pred == np.asarray(labels)))
+
+
+def _shift_batch(key, x, max_shift: int):
+    """Translate each image by an integer offset in [-max_shift, max_shift]^2 (zero
+    fill), by padding and a per-image dynamic slice."""
+    b = x.shape[0]
+    pad = jnp.pad(x, ((0, 0), (max_shift, max_shift), (max_shift, max_shift), (0, 0)))
+    offs = jax.random.randint(key, (b, 2), 0, 2 * max_shift + 1)
+
+    def one(img, off):
+        return jax.lax.dynamic_slice(img, (off[0], off[1], 0), (28, 28, 1))
+
+    return jax.vmap(one)(pad, offs)
+
+
+def train(
+    config: TrainConfig, split: MnistSplit, *, show_progress: bool | None = None
+) -> tuple[nnx.Module, dict]:
+    """Train a fresh model on ``split.train_*`` and evaluate it.
+
+    Args:
+        config: the training configuration.
+        split: the data (see :func:`models.mnist.load_mnist`).
+        show_progress: progress bar (None: tqdm's default, on for terminals).
+
+    Returns:
+        ``(model, metrics)`` with ``metrics`` holding ``train_loss`` (mean over the
+        last epoch), ``val_accuracy``, ``test_accuracy``, ``train_seconds``,
+        ``steps`` and ``num_train``.
+    """
+    x_train = np.asarray(split.train_x)
+    y_train = np.asarray(split.train_y)
+    if config.max_train is not None:
+        x_train, y_train = x_train[: config.max_train], y_train[: config.max_train]
+    check_images(x_train, name="split.train_x", func="train")
+    n = x_train.shape[0]
+    bs = min(config.batch_size, n)
+    steps_per_epoch = n // bs
+    total = steps_per_epoch * config.epochs
+    warmup = steps_per_epoch if config.epochs > 1 else 0
+    if warmup:
+        schedule = optax.warmup_cosine_decay_schedule(
+            0.0, config.learning_rate, warmup, total, end_value=0.0
+        )
+    else:
+        schedule = optax.cosine_decay_schedule(config.learning_rate, total)
+    tx = optax.adamw(schedule, weight_decay=config.weight_decay)
+
+    model = build_model(config.model, seed=config.seed)
+    graphdef, params = nnx.split(model)
+    opt_state = tx.init(params)
+
+    @jax.jit
+    def step(params, opt_state, key, x, y):
+        if config.shift:
+            x = _shift_batch(key, x, config.shift)
+
+        def loss_fn(p):
+            logits = nnx.merge(graphdef, p)(x)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    rng = np.random.default_rng(config.seed)
+    key = jax.random.key(config.seed)
+    xj, yj = jnp.asarray(x_train), jnp.asarray(y_train)
+    t0 = time.perf_counter()
+    losses: list[jax.Array] = []
+    hide = None if show_progress is None else not show_progress
+    bar = progress(total=total, desc=f"train {config.model}", disable=hide)
+    with bar:
+        for _ in range(config.epochs):
+            perm = rng.permutation(n)
+            losses = []
+            for s in range(steps_per_epoch):
+                idx = jnp.asarray(perm[s * bs : (s + 1) * bs])
+                key, sub = jax.random.split(key)
+                params, opt_state, loss = step(params, opt_state, sub, xj[idx], yj[idx])
+                losses.append(loss)
+                bar.update(1)
+            bar.set_postfix(loss=f"{float(jnp.mean(jnp.stack(losses))):.4f}")
+    model = nnx.merge(graphdef, params)
+    seconds = time.perf_counter() - t0
+    metrics = {
+        "train_loss": float(jnp.mean(jnp.stack(losses))),
+        "val_accuracy": accuracy(model, split.val_x, split.val_y),
+        "test_accuracy": accuracy(model, split.test_x, split.test_y),
+        "train_seconds": seconds,
+        "steps": total,
+        "num_train": n,
+    }
+    return model, metrics
+
+
+def fingerprint(split: MnistSplit) -> str:
+    """A hash of the data (every array of the split), stored with a checkpoint."""
+    h = hashlib.sha256()
+    for arr in split:
+        a = np.ascontiguousarray(arr)
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+def checkpoint_path(ckpt_dir, config: TrainConfig) -> Path:
+    """``<ckpt_dir>/<model>-<hash of the config>.msgpack`` (one file per config)."""
+    return ckpt.checkpoint_path(ckpt_dir, config.model, dataclasses.asdict(config))
+
+
+def load_or_train(
+    model_name: str,
+    ckpt_dir,
+    quick: bool = False,
+    *,
+    config: TrainConfig | None = None,
+    split: MnistSplit | None = None,
+    retrain: bool = False,
+    show_progress: bool | None = None,
+    log: Callable[[str], None] | None = print,
+) -> tuple[nnx.Module, dict]:
+    """Load a trained model from ``ckpt_dir`` or train it and save the checkpoint.
+
+    The policy of :func:`models.checkpoint.load_or_train` (the same for every
+    model): the file named by the configuration's hash is reused only when its
+    stored configuration and data fingerprint equal the requested ones (otherwise,
+    or when it cannot be read, the model is retrained and the file overwritten).
+
+    Args:
+        model_name: a name of :data:`MODELS` (``"lenet5"``, ``"vit"``, ...).
+        ckpt_dir: directory of the checkpoints.
+        quick: use the short training preset (a separate checkpoint file).
+        config: training configuration; default :meth:`TrainConfig.preset`.
+        split: the data; default :func:`models.mnist.load_mnist`.
+        retrain: train even when a matching checkpoint exists.
+        show_progress: progress bar during training.
+        log: where the one-line status goes (None: silent).
+
+    Returns:
+        ``(model, metadata)``; metadata holds ``config``, ``data``, the metrics of
+        :func:`train`, and ``loaded`` (True when read from the checkpoint).
+
+    Raises:
+        ValueError: for an unknown ``model_name``.
+    """
+    if model_name not in MODELS:
+        raise ValueError(
+            f"load_or_train: model_name must be one of {tuple(MODELS)}, "
+            f"got {model_name!r}"
+        )
+    config = config or TrainConfig.preset(model_name, quick=quick)
+    if config.model != model_name:
+        raise ValueError(
+            f"load_or_train: config.model must equal model_name {model_name!r}, "
+            f"got {config.model!r}"
+        )
+    split = split if split is not None else load_mnist()
+    path = checkpoint_path(ckpt_dir, config)
+    want = {
+        "kind": model_name,
+        "config": dataclasses.asdict(config),
+        "data": fingerprint(split),
+    }
+    say = log or (lambda _msg: None)
+
+    def train_it():
+        return train(config, split, show_progress=show_progress)
+
+    model, meta, loaded = ckpt.load_or_train(
+        path,
+        want,
+        build=lambda _meta: build_model(model_name, seed=config.seed),
+        train=train_it,
+        retrain=retrain,
+        log=lambda msg: say(f"[train_mnist] {msg}"),
+    )
+    if loaded:
+        say(
+            f"[train_mnist] loaded {model_name} from {path} (test accuracy "
+            f"{meta['test_accuracy']:.4f})"
+        )
+    else:
+        say(
+            f"[train_mnist] trained {model_name} in {meta['train_seconds']:.1f} s: "
+            f"test accuracy {meta['test_accuracy']:.4f}, saved {path}"
+        )
+    return model, {**meta, "loaded": loaded, "checkpoint": str(path)}
