@@ -160,7 +160,7 @@ def _imported_names(path):
 
 
 def test_consumers_use_public_names_only():
-    for folder in ("theory", "models", "benchmarks", "tests"):
+    for folder in ("runkit", "theory", "models", "benchmarks", "tests"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             for level, mod in _imports(path):
                 if level == 0 and mod.startswith("codedjax."):
@@ -168,7 +168,7 @@ def test_consumers_use_public_names_only():
                         f"{path} imports {mod}"
                     )
     # `from codedjax import _private` too; tests of private kernels may do it
-    for folder in ("theory", "models", "benchmarks"):
+    for folder in ("runkit", "theory", "models", "benchmarks"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             for level, mod, name in _imported_names(path):
                 if level == 0 and mod.split(".")[0] == "codedjax":
@@ -182,3 +182,83 @@ def test_no_private_name_imported_across_library_modules():
                 assert not name.startswith("_"), (
                     f"{path.name} imports the private name {name} from .{mod}"
                 )
+
+
+# The application layer: codedjax <- runkit <- {theory, models, benchmarks}.
+APPS = ("runkit", "theory", "models", "benchmarks")
+# which application packages each may import (their public modules and names)
+MAY_IMPORT = {
+    "runkit": set(),
+    "theory": {"runkit"},  # theory and models are siblings
+    "models": {"runkit"},
+    "benchmarks": {"runkit", "theory", "models"},
+}
+RUNKIT_THIRD_PARTY = {"numpy", "tqdm", "jax"}  # jax: the environment record only
+
+
+def _absolute_imports(path):
+    """(absolute module, imported names) of every import of an application file."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    package = parts[:-1]  # a module's package; an __init__'s is its own
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, ()
+        elif isinstance(node, ast.ImportFrom):
+            names = tuple(a.name for a in node.names)
+            if node.level == 0:
+                yield node.module, names
+                continue
+            base = package[: len(package) - (node.level - 1)]
+            mod = ".".join(base + ((node.module,) if node.module else ()))
+            if node.module:
+                yield mod, names
+            else:  # from . import name: each name is a module
+                for n in names:
+                    yield f"{mod}.{n}", ()
+
+
+def _app_files():
+    for top in APPS:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            yield top, path
+
+
+def test_application_layering():
+    for top, path in _app_files():
+        for mod, _ in _absolute_imports(path):
+            first = mod.split(".")[0]
+            if first in APPS and first != top:
+                assert first in MAY_IMPORT[top], f"{path} imports {mod} (layering)"
+            if top == "runkit" and first not in APPS:
+                assert (
+                    first in RUNKIT_THIRD_PARTY
+                    or first in sys.stdlib_module_names
+                    or first in ("__future__", "codedjax")
+                ), f"{path} imports {mod}: the run kit needs only numpy, tqdm, jax"
+
+
+def test_applications_import_no_private_module_of_another_package():
+    for top, path in _app_files():
+        for mod, names in _absolute_imports(path):
+            first = mod.split(".")[0]
+            if first == top or first not in APPS + ("codedjax",):
+                continue  # a package's own private modules are its business
+            private = [p for p in mod.split(".") if p.startswith("_")]
+            assert not private, f"{path} imports the private module {mod}"
+            bad = [n for n in names if n.startswith("_")]
+            assert not bad, f"{path} imports the private names {bad} from {mod}"
+
+
+def test_every_command_line_uses_the_run_kit():
+    """One way to add --out/--quick/--seed/--no-progress: every ``main`` that
+    builds a parser calls runkit.add_run_arguments, and no file defines the flag
+    --no-progress itself."""
+    for top, path in _app_files():
+        text = path.read_text()
+        if top == "runkit":
+            continue
+        assert '"--no-progress"' not in text, f"{path} defines --no-progress itself"
+        if "ArgumentParser(" in text:
+            assert "add_run_arguments(" in text, f"{path}: a parser without the run kit"
+        assert "json.dump(" not in text, f"{path} writes JSON without the run kit"
