@@ -1,4 +1,4 @@
-"""Berrut interpolation and BACC encode/decode (issue 4).
+"""Berrut interpolation and BACC encode/decode against scipy's Floater-Hormann (d = 0).
 
 Oracle: scipy.interpolate.FloaterHormannInterpolator(d=0) in float64 (its weights are
 (-1)^i in the order the nodes are given, so it is fed the sorted distinct nodes).

@@ -1,4 +1,4 @@
-"""NeRCC smoothing-spline encoder/decoder and the joint tuning (issue 4).
+"""NeRCC smoothing-spline encoder/decoder and their joint tuning against scipy splines.
 
 Oracle: scipy.interpolate.make_smoothing_spline (same objective: unnormalised sum of
 squares + lam * int g''^2; it needs >= 5 knots) and CubicSpline(bc_type="natural")

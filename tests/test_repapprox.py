@@ -1,4 +1,4 @@
-"""RepApprox: layout, encode, decode, and the recovery probabilities (issue 4).
+"""RepApprox: replica layout, encode, decode and the exact recovery probabilities.
 
 Oracles: brute-force enumeration of every responding set (probabilities); for lost
 tasks, scipy's FloaterHormannInterpolator(d=0) (Berrut) and make_smoothing_spline
