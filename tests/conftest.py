@@ -28,6 +28,25 @@ def _strict_promotion(request):
         yield
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _application_compile(request):
+    """Application tests (a module with ``APPLICATION_TEST = True``: the experiments
+    of theory/, models/, benchmarks/ and the run kit, end to end) compile without
+    XLA's expensive optimisation passes (``jax_disable_most_optimizations``). Their
+    programs are many and run a few times each, so compiling them dominates their
+    time; the assertions, tolerances and oracles are the same, and the library's
+    own tests compile as users do."""
+    if not getattr(request.module, "APPLICATION_TEST", False):
+        yield
+        return
+    before = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
+
+
 @pytest.fixture
 def x64():
     """Run the test body with float64 enabled (references and oracles)."""

@@ -1,11 +1,15 @@
-"""The sharded Monte Carlo across processes: two processes on localhost.
+"""The sharded Monte Carlo across devices and processes: two processes on localhost.
 
 Two Python processes join one JAX run (``jax.distributed``, CPU gloo collectives, a
-free port on 127.0.0.1), each with one CPU device, so the mesh spans two processes
-and no process can address the other's device. Both run the three Monte Carlo
-kernels of ``theory._mc`` and must return, each of them, exactly (bit for bit) the
-numbers of a one-process run with the same keys and trial counts: a trial's result
-depends only on (key, trial index), and every reduction sees every trial.
+free port on 127.0.0.1), each with two CPU devices, so the mesh spans four devices
+of two processes, no process can address the other's devices, and within a process
+the LAPACK calls go one matrix at a time (several CPU devices share one thread
+pool). Both run the three Monte Carlo kernels of ``theory.montecarlo`` with another
+chunk size than this process, which has one device, and must return, each of them,
+exactly (bit for bit) the numbers of this one-device run with the same keys and
+trial counts: a trial's result depends only on (key, trial index), not on the chunk
+size, the number of devices or of processes, and every reduction sees every
+trial.
 
 Each subprocess runs under a timeout, so a hang (a process that never joins, a
 collective that never completes) fails the test instead of blocking the suite.
@@ -23,12 +27,15 @@ import sys
 
 import numpy as np
 
+APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TIMEOUT_S = 120  # per subprocess; the pair normally finishes in a few seconds
 
 
-def compute() -> dict[str, np.ndarray]:
-    """A small run of every kernel (odd trial counts: the last chunk is padded)."""
+def compute(chunk: int, memory_bytes: int = 128 << 20) -> dict[str, np.ndarray]:
+    """A small run of every kernel (odd trial counts: the last chunk is padded;
+    a small ``memory_bytes`` vmaps the cond trials in several steps)."""
     import jax
 
     from theory import montecarlo as mc
@@ -41,10 +48,11 @@ def compute() -> dict[str, np.ndarray]:
         num_coeffs=5,
         responses=(5, 6, 9, 15, 16),
         num_trials=45,
-        chunk=16,
+        chunk=chunk,
         width=20,
         mesh=mesh,
         keep_orders=20,
+        memory_bytes=memory_bytes,
     )
     v, _ = mc.bases(16, 5)
     q = mc.square_cond_monte_carlo(
@@ -52,7 +60,7 @@ def compute() -> dict[str, np.ndarray]:
         np.stack([np.asarray(v), np.asarray(v)[::-1]]),
         num_coeffs=5,
         num_trials=37,
-        chunk=16,
+        chunk=chunk,
         width=20,
         mesh=mesh,
     )
@@ -62,7 +70,7 @@ def compute() -> dict[str, np.ndarray]:
         replication=2,
         num_workers=9,
         num_trials=101,
-        chunk=16,
+        chunk=chunk,
         width=20,
         mesh=mesh,
     )
@@ -76,17 +84,18 @@ def compute() -> dict[str, np.ndarray]:
         recovery=r,
         num_devices=np.array(mesh.devices.size),
         writer=np.array(mc.is_writer()),
+        sequential=np.array(mc.sequential_linalg(mesh)),
     )
 
 
 def _worker(out: str, port: int, num_processes: int, process_id: int) -> None:
     import jax
 
-    jax.config.update("jax_num_cpu_devices", 1)
+    jax.config.update("jax_num_cpu_devices", 2)
     from theory import montecarlo as mc
 
     mc.initialize_distributed(f"127.0.0.1:{port}", num_processes, process_id)
-    np.savez(out, **compute())
+    np.savez(out, **compute(chunk=16))
 
 
 def _free_port() -> int:
@@ -97,8 +106,14 @@ def _free_port() -> int:
 
 def _run_pair(tmp_path: pathlib.Path) -> list[dict[str, np.ndarray]]:
     port = _free_port()
-    env = dict(os.environ, CODEDJAX_NO_PROGRESS="1", PYTHONPATH=str(ROOT))
-    env.pop("XLA_FLAGS", None)  # one CPU device per process
+    # the workers compile as this process does (conftest: APPLICATION_TEST)
+    env = dict(
+        os.environ,
+        CODEDJAX_NO_PROGRESS="1",
+        PYTHONPATH=str(ROOT),
+        JAX_DISABLE_MOST_OPTIMIZATIONS="1",
+    )
+    env.pop("XLA_FLAGS", None)  # jax_num_cpu_devices sets two per process
     outs = [tmp_path / f"process{i}.npz" for i in range(2)]
     procs = [
         subprocess.Popen(
@@ -126,12 +141,15 @@ def _run_pair(tmp_path: pathlib.Path) -> list[dict[str, np.ndarray]]:
     return [dict(np.load(o)) for o in outs]
 
 
-def test_two_processes_equal_one(tmp_path):
+def test_four_devices_in_two_processes_equal_one_device(tmp_path):
     results = _run_pair(tmp_path)
-    ref = compute()  # this process: one process, its own devices
-    assert int(ref["num_devices"]) >= 1 and bool(ref["writer"])
+    # this process: its own devices (one, unless XLA_FLAGS says otherwise), another
+    # chunk size, the trials vmapped in memory-bounded steps
+    ref = compute(chunk=40, memory_bytes=1 << 16)
+    assert int(ref["num_devices"]) != 4 and bool(ref["writer"])
     for i, got in enumerate(results):
-        assert int(got["num_devices"]) == 2  # the mesh spans both processes
+        assert int(got["num_devices"]) == 4  # the mesh spans both processes
+        assert bool(got["sequential"])  # two local CPU devices: one matrix per call
         assert bool(got["writer"]) == (i == 0)  # only process 0 writes
         for name in ("raw", "eq", "gap", "wratio", "orders", "square", "recovery"):
             assert got[name].shape == ref[name].shape, name

@@ -11,6 +11,8 @@ import pytest
 
 import codedjax as cj
 
+APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
+
 M, K, DEG = 20, 3, 2
 D = DEG * (K - 1) + 1  # 5
 
@@ -96,7 +98,7 @@ def test_theory_robust_runs_and_reports(tmp_path):
     from theory.robust import RobustConfig, format_tables, run_robust
 
     cfg = RobustConfig(
-        num_inputs=4, num_workers=16, num_responses=14, features=4, max_corrupted=2,
+        num_inputs=4, num_workers=16, num_responses=14, features=4, max_corrupted=1,
         num_requests=12, counts=(1, 2), sizes=(3.0,), berrut=False,
         dtype_model=False, progress=False,
     )  # fmt: skip

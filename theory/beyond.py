@@ -74,11 +74,10 @@ class BeyondSummary(TypedDict):
 def _u(m: int, d: int) -> np.ndarray:
     """U = T Lambda^{-1/2} at M first-kind points: orthonormal columns (float64)."""
     with jax.enable_x64(True):
-        alpha = cj.chebyshev_points(m, kind=1, dtype=jnp.float64)
-        t = np.asarray(cj.chebyshev_vandermonde(alpha, num_coeffs=d), np.float64)
+        alpha = np.asarray(cj.chebyshev_points(m, kind=1, dtype=jnp.float64))
     scale = np.full(d, math.sqrt(2.0 / m))
     scale[0] = math.sqrt(1.0 / m)
-    return t * scale
+    return np.polynomial.chebyshev.chebvander(alpha, d - 1) * scale
 
 
 def _from_lam(lam: float) -> float:

@@ -181,6 +181,9 @@ def write_outputs(summary: DemoSummary, out: str) -> str:
 
 
 FLAGS = {
+    "num_inputs": ("--inputs", {"help": "K (default 8)"}),
+    "num_workers": ("--workers", {"help": "M (default 40)"}),
+    "cross_layers": ("--cross-layers", {"help": "L, degree L + 1 (default 2)"}),
     "num_masks": "--masks",
     "responses": ("--responses", {"nargs": "+", "help": "values of N (D to M)"}),
 }

@@ -10,6 +10,7 @@ evaluated. :func:`load_or_train` reuses a checkpoint by the policy of
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import time
 from collections.abc import Callable
@@ -37,6 +38,19 @@ __all__ = [
 ]
 
 
+@functools.lru_cache(maxsize=32)
+def _apply_fn(graphdef):
+    """Jitted ``(state, images) -> float32 logits``, one per model structure (cached:
+    every model of one architecture, and every call, share one compiled program per
+    batch shape; the variables are arguments, not constants)."""
+
+    @jax.jit
+    def apply(state, x):
+        return nnx.merge(graphdef, state)(x).astype(jnp.float32)
+
+    return apply
+
+
 def logits_fn(
     model: nnx.Module, *, chunk: int = 512
 ) -> Callable[[np.ndarray], jax.Array]:
@@ -50,10 +64,7 @@ def logits_fn(
         ValueError: (from the returned function) on images of the wrong shape.
     """
     graphdef, state = nnx.split(model)
-
-    @jax.jit
-    def apply(state, x):
-        return nnx.merge(graphdef, state)(x).astype(jnp.float32)
+    apply = _apply_fn(graphdef)
 
     def f(images) -> jax.Array:
         check_images(images, func="logits_fn")

@@ -108,4 +108,3 @@ from .recovery import enumerate_recovery as enumerate_recovery
 from .recovery import recovery_section as recovery_section
 from .worst_case import exhaustive_worst_case as exhaustive_worst_case
 
-_key = key  # the name benchmarks.mc_speed imports
