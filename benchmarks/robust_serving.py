@@ -113,7 +113,7 @@ def schemes(cfg: RobustServingConfig, gamma: float):
     ]
 
 
-BF16_UNIT = 2.0 ** -(jnp.finfo(jnp.bfloat16).nmant + 1)  # u = 2^-8
+BF16_UNIT = cj.unit_roundoff(jnp.bfloat16)  # u = 2^-8
 
 
 def _entry_sd(v: np.ndarray) -> np.ndarray:

@@ -80,7 +80,7 @@ def answers(cfg: RobustConfig, kind: str):
     rounded = jax.tree_util.tree_map(
         lambda a: a.astype(jnp.bfloat16).astype(jnp.float32), params
     )
-    unit = 2.0 ** -(jnp.finfo(jnp.bfloat16).nmant + 1)
+    unit = cj.unit_roundoff(jnp.bfloat16)
     sd = jax.jit(
         jax.vmap(lambda c: cross_tower_rounding_sd(rounded, c, unit))
     )(coded)  # fmt: skip
