@@ -1,6 +1,7 @@
 """The public name set is pinned, and imports run one way (docs/design.md)."""
 
 import ast
+import functools
 import pathlib
 import sys
 
@@ -196,11 +197,16 @@ MAY_IMPORT = {
 RUNKIT_THIRD_PARTY = {"numpy", "tqdm", "jax"}  # jax: the environment record only
 
 
+@functools.lru_cache(maxsize=None)
+def _tree(path):
+    return ast.parse(path.read_text())
+
+
 def _absolute_imports(path):
     """(absolute module, imported names) of every import of an application file."""
     parts = path.relative_to(ROOT).with_suffix("").parts
     package = parts[:-1]  # a module's package; an __init__'s is its own
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             for a in node.names:
                 yield a.name, ()

@@ -105,6 +105,38 @@ def _shift_batch(key, x, max_shift: int):
     return jax.vmap(one)(pad, offs)
 
 
+@functools.lru_cache(maxsize=16)
+def _train_fns(
+    learning_rate: float, weight_decay: float, warmup: int, total: int, shift: int
+):
+    """The optax AdamW transformation (cosine decay after a linear warm-up of
+    ``warmup`` steps, or plain cosine decay) and the jitted training step, one per
+    schedule (cached: two trainings with the same schedule compile one step per
+    model structure, the graph definition being a static argument)."""
+    if warmup:
+        schedule = optax.warmup_cosine_decay_schedule(
+            0.0, learning_rate, warmup, total, end_value=0.0
+        )
+    else:
+        schedule = optax.cosine_decay_schedule(learning_rate, total)
+    tx = optax.adamw(schedule, weight_decay=weight_decay)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def step(graphdef, params, opt_state, key, x, y):
+        if shift:
+            x = _shift_batch(key, x, shift)
+
+        def loss_fn(p):
+            logits = nnx.merge(graphdef, p)(x)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return tx, step
+
+
 def train(
     config: TrainConfig, split: MnistSplit, *, show_progress: bool | None = None
 ) -> tuple[nnx.Module, dict]:
@@ -130,30 +162,13 @@ def train(
     steps_per_epoch = n // bs
     total = steps_per_epoch * config.epochs
     warmup = steps_per_epoch if config.epochs > 1 else 0
-    if warmup:
-        schedule = optax.warmup_cosine_decay_schedule(
-            0.0, config.learning_rate, warmup, total, end_value=0.0
-        )
-    else:
-        schedule = optax.cosine_decay_schedule(config.learning_rate, total)
-    tx = optax.adamw(schedule, weight_decay=config.weight_decay)
-
+    tx, step = _train_fns(
+        config.learning_rate, config.weight_decay, warmup, total, config.shift
+    )
     model = build_model(config.model, seed=config.seed)
     graphdef, params = nnx.split(model)
+    step = functools.partial(step, graphdef)
     opt_state = tx.init(params)
-
-    @jax.jit
-    def step(params, opt_state, key, x, y):
-        if config.shift:
-            x = _shift_batch(key, x, config.shift)
-
-        def loss_fn(p):
-            logits = nnx.merge(graphdef, p)(x)
-            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
-
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
 
     rng = np.random.default_rng(config.seed)
     key = jax.random.key(config.seed)
