@@ -107,4 +107,3 @@ from .points import points_comparison as points_comparison
 from .recovery import enumerate_recovery as enumerate_recovery
 from .recovery import recovery_section as recovery_section
 from .worst_case import exhaustive_worst_case as exhaustive_worst_case
-
