@@ -42,6 +42,10 @@ class Built:
             (numpy), checked with ``check`` too.
         flops: operations one call performs (for the arithmetic floor), or None.
         extra: anything else to record (e.g. throughput units).
+        inspect: maps the whole output of the checked call (host numpy) to more
+            fields of the record (statistics of fields other than the value), or
+            None; it reads the output the harness computed, so the case compiles
+            its computation once.
     """
 
     fn: Callable
@@ -50,6 +54,7 @@ class Built:
     baselines: dict[str, Callable[[], Any]]
     flops: float | None = None
     extra: dict = dataclasses.field(default_factory=dict)
+    inspect: Callable[[Any], dict] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,6 +195,7 @@ def run_case(
         "group": case.group,
         "compile_s": compile_s,
         **{f"codedjax_{k}": v for k, v in check.items()},
+        **(built.inspect(out) if built.inspect is not None else {}),
     }
     if not check["ok"]:
         record["median_s"] = None

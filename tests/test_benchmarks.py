@@ -61,6 +61,10 @@ def test_harness_writes_records_with_environment_and_ratios(tmp_path):
             assert key in r, key
         assert r["codedjax_ok"] is True
         assert any(k.startswith("ratio_vs_") for k in r)
+    # the cond statistics come from the case's own checked output
+    cheb = json.loads(lines[0])
+    assert 0.0 < cheb["cond_ratio_median"] <= cheb["cond_ratio_max"]
+    assert 0.0 <= cheb["cond_within_1e-3"] <= 1.0
     assert "| `chebyls[tiny]` |" in (tmp_path / "report.md").read_text()
 
 
