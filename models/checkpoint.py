@@ -125,7 +125,11 @@ def save_checkpoint(path, model: nnx.Module, *, metadata: dict) -> None:
 def load_checkpoint(path, model: nnx.Module) -> dict:
     """Loads a checkpoint written by :func:`save_checkpoint` into ``model`` in place.
 
-    Every saved leaf must match a variable of ``model`` by path and shape; floating
+    A model with a ``check_checkpoint_variables(names)`` method (RepVGG) is asked
+    first, with the saved variable paths, and its ``ValueError`` is raised with the
+    file's name (a checkpoint of the model's other form gets that error, not a list
+    of missing variables). Then every saved leaf must match a variable of ``model``
+    by path and shape; floating
     values are cast to the dtype of the model's variable (so a float32 checkpoint loads
     into a bfloat16 model), integer leaves must keep their kind.
 
@@ -165,6 +169,14 @@ def load_checkpoint(path, model: nnx.Module) -> dict:
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"{where} is corrupt ({type(err).__name__}: {err})") from err
 
+    # a model that knows its own checkpoint forms (RepVGG: multi-branch or fused)
+    # says what went wrong before the generic variable-by-variable check would
+    check = getattr(model, "check_checkpoint_variables", None)
+    if callable(check):
+        try:
+            check(sorted(saved))
+        except ValueError as err:
+            raise ValueError(f"{where} does not match the model: {err}") from err
     state = _model_state(model)
     template = nnx.to_pure_dict(state)
     want = _flatten(template)

@@ -122,17 +122,23 @@ def _train_fns(
     tx = optax.adamw(schedule, weight_decay=weight_decay)
 
     @functools.partial(jax.jit, static_argnums=0)
-    def step(graphdef, params, opt_state, key, x, y):
+    def step(graphdef, params, rest, opt_state, key, x, y):
         if shift:
             x = _shift_batch(key, x, shift)
 
-        def loss_fn(p):
-            logits = nnx.merge(graphdef, p)(x)
-            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+        def loss_fn(p, r):
+            # copy=True: the merged module must not share the traced arrays it is
+            # built from (flax refuses to mutate them: TraceContextError)
+            model = nnx.merge(graphdef, p, r, copy=True)
+            logits = model(x)
+            loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+            return loss, nnx.state(model, nnx.Not(nnx.Param))
 
-        loss, grads = jax.value_and_grad(loss_fn)(params)
+        # only the parameters are differentiated; the other variables (batch norm
+        # running statistics) go in beside them and come back updated as aux
+        (loss, rest), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, rest)
         updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        return optax.apply_updates(params, updates), rest, opt_state, loss
 
     return tx, step
 
@@ -141,6 +147,11 @@ def train(
     config: TrainConfig, split: MnistSplit, *, show_progress: bool | None = None
 ) -> tuple[nnx.Module, dict]:
     """Train a fresh model on ``split.train_*`` and evaluate it.
+
+    The model trains in training mode (``model.train()``: batch norms use batch
+    statistics and update their running averages) and is returned in evaluation
+    mode. Each step differentiates the ``nnx.Param`` variables only; the others
+    (running statistics) are carried through the step beside them.
 
     Args:
         config: the training configuration.
@@ -166,7 +177,9 @@ def train(
         config.learning_rate, config.weight_decay, warmup, total, config.shift
     )
     model = build_model(config.model, seed=config.seed)
-    graphdef, params = nnx.split(model)
+    # models are built in evaluation mode; batch norms train on batch statistics
+    model.train()
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     step = functools.partial(step, graphdef)
     opt_state = tx.init(params)
 
@@ -184,11 +197,14 @@ def train(
             for s in range(steps_per_epoch):
                 idx = jnp.asarray(perm[s * bs : (s + 1) * bs])
                 key, sub = jax.random.split(key)
-                params, opt_state, loss = step(params, opt_state, sub, xj[idx], yj[idx])
+                params, rest, opt_state, loss = step(
+                    params, rest, opt_state, sub, xj[idx], yj[idx]
+                )
                 losses.append(loss)
                 bar.update(1)
             bar.set_postfix(loss=f"{float(jnp.mean(jnp.stack(losses))):.4f}")
-    model = nnx.merge(graphdef, params)
+    model = nnx.merge(graphdef, params, rest)
+    model.eval()
     seconds = time.perf_counter() - t0
     metrics = {
         "train_loss": float(jnp.mean(jnp.stack(losses))),
