@@ -27,24 +27,16 @@ channel's own tap. The three kernels and biases add up to one 3x3 convolution. T
 fused network equals the multi-branch network in evaluation mode up to rounding; it is
 what the coded workers run.
 
-The stage layout adapts the paper's (five stages, each starting with a stride-2 block)
-to 28x28 inputs and two CPU cores: by default three stages of widths 16, 32, 64 with
-1, 2 and 2 blocks and strides 1, 2, 2 (28 -> 28 -> 14 -> 7 pixels).
+Stages: the paper's five stride-2 stages, adapted to 28x28 inputs and two CPU cores:
+by default widths 16, 32, 64, blocks 1, 2, 2, strides 1, 2, 2 (28 -> 28 -> 14 -> 7).
 
-A network is built in evaluation mode (batch norm uses its running statistics), so a
-freshly built or loaded model is a per-image function; training calls
-``model.train()`` first (batch statistics, running averages updated with momentum
-0.9) and ``model.eval()`` after.
-
-Fusing is one-way and happens once: :func:`reparameterize` of a fused network raises
-``ValueError`` (a fused network has no batch norms left to fold, and a second call
-usually means the caller holds a different model than it thinks).
-
-Checkpoints: the two forms have different variables (``conv3``, ``bn3``, ``conv1``,
-``bn1``, ``bn_id`` in a multi-branch block; ``conv`` in a fused one).
-:meth:`RepVGG.check_checkpoint_variables` takes the variable names a checkpoint holds
-and raises a ``ValueError`` that says which form the file holds and how to load it, so
-a checkpoint loader can call it before matching variables one by one.
+Built in evaluation mode (running statistics: a per-image function); training calls
+``model.train()`` (batch statistics, running averages with momentum 0.9) and
+``model.eval()`` after, as :mod:`models.train_mnist` does. Fusing is done once:
+:func:`reparameterize` of a fused network raises ``ValueError``. The two forms have
+different variables (``conv3``, ``bn3``, ``conv1``, ``bn1``, ``bn_id``; ``conv``):
+:meth:`RepVGG.check_checkpoint_variables`, called first by
+:func:`models.checkpoint.load_checkpoint`, refuses a file of the other form.
 
 References:
     Ding, X., Zhang, X., Ma, N., Han, J., Ding, G. & Sun, J. (2021), RepVGG: Making
@@ -88,6 +80,22 @@ def _bn(num_features: int, rngs: nnx.Rngs, param_dtype) -> nnx.BatchNorm:
     return bn
 
 
+def _conv(size, cin, cout, stride, rngs, param_dtype, *, bias) -> nnx.Conv:
+    """A size x size convolution: padding 1 for 3x3 (flax's "SAME" pads
+    asymmetrically at stride 2, which the fused kernel would not reproduce), none
+    for 1x1."""
+    return nnx.Conv(
+        cin,
+        cout,
+        (size, size),
+        strides=stride,
+        padding=_PAD3 if size == 3 else "VALID",
+        use_bias=bias,
+        param_dtype=param_dtype,
+        rngs=rngs,
+    )
+
+
 class RepVGGBlock(nnx.Module):
     """The training-time block: 3x3 conv + BN, 1x1 conv + BN, identity BN, summed,
     then ReLU (the identity branch only when ``stride == 1`` and
@@ -105,27 +113,10 @@ class RepVGGBlock(nnx.Module):
         self.in_features = in_features
         self.out_features = out_features
         self.stride = stride
-        self.conv3 = nnx.Conv(
-            in_features,
-            out_features,
-            (3, 3),
-            strides=stride,
-            padding=_PAD3,
-            use_bias=False,
-            param_dtype=param_dtype,
-            rngs=rngs,
-        )
+        conv = (in_features, out_features, stride, rngs, param_dtype)
+        self.conv3 = _conv(3, *conv, bias=False)
         self.bn3 = _bn(out_features, rngs, param_dtype)
-        self.conv1 = nnx.Conv(
-            in_features,
-            out_features,
-            (1, 1),
-            strides=stride,
-            padding="VALID",
-            use_bias=False,
-            param_dtype=param_dtype,
-            rngs=rngs,
-        )
+        self.conv1 = _conv(1, *conv, bias=False)
         self.bn1 = _bn(out_features, rngs, param_dtype)
         has_identity = stride == 1 and in_features == out_features
         self.bn_id = _bn(in_features, rngs, param_dtype) if has_identity else None
@@ -153,15 +144,8 @@ class FusedBlock(nnx.Module):
         self.in_features = in_features
         self.out_features = out_features
         self.stride = stride
-        self.conv = nnx.Conv(
-            in_features,
-            out_features,
-            (3, 3),
-            strides=stride,
-            padding=_PAD3,
-            use_bias=True,
-            param_dtype=param_dtype,
-            rngs=rngs,
+        self.conv = _conv(
+            3, in_features, out_features, stride, rngs, param_dtype, bias=True
         )
 
     def __call__(self, x: jax.Array) -> jax.Array:

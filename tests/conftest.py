@@ -91,3 +91,75 @@ def rtol_for(dtype) -> float:
 def np_rng(request):
     """A numpy Generator from the test's literal seed (see :func:`_seed`)."""
     return np.random.default_rng(_seed(request))
+
+
+# The quick preset of RepVGG's registry entry, shrunk to 20 steps for the tests (1
+# epoch over the first 640 training digits, batch 32).
+TINY_REPVGG_PRESET = dict(
+    epochs=1, batch_size=32, learning_rate=3e-2, shift=0, max_train=640
+)
+
+
+@pytest.fixture(scope="session")
+def tiny_repvgg(tmp_path_factory):
+    """RepVGG trained once through the MNIST trainer's registry, for every module.
+
+    ``entry`` is ``models.train_mnist.MODELS["repvgg"]`` with a smaller network
+    (widths 8/16, blocks 1/2; its parameters drawn by numpy from the seed, so that
+    no flax initialiser is compiled, batch norms as flax initialises them) and
+    :data:`TINY_REPVGG_PRESET` as both presets; its ``deploy`` is the real entry's
+    (the fusion). A test puts it in the registry with
+    ``monkeypatch.setitem(MODELS, "repvgg", tiny_repvgg.entry)``; the checkpoint in
+    ``ckpt_dir`` is then the one ``load_or_train("repvgg", ckpt_dir, quick=True)``
+    reuses. Also returned: ``model`` (the trained multi-branch network) and
+    ``meta`` (its training metadata).
+    """
+    import dataclasses
+    import types
+
+    from flax import nnx
+
+    from models.mnist import load_mnist
+    from models.repvgg import RepVGG
+    from models.train_mnist import MODELS, load_or_train
+
+    def build(seed: int) -> RepVGG:
+        rng = np.random.default_rng(seed)
+        model = nnx.eval_shape(
+            lambda: RepVGG(rngs=nnx.Rngs(0), widths=(8, 16), depths=(1, 2))
+        )
+        for _, m in nnx.iter_modules(model):
+            if isinstance(m, nnx.BatchNorm):
+                for var, value in ((m.mean, 0), (m.var, 1), (m.scale, 1), (m.bias, 0)):
+                    var.set_value(jnp.full(var.shape, value, var.dtype))
+            elif isinstance(m, nnx.Conv | nnx.Linear):
+                shape = m.kernel.shape
+                fan_in = int(np.prod(shape[:-1]))
+                w = rng.normal(0.0, 1.0 / np.sqrt(fan_in), shape)
+                m.kernel.set_value(jnp.asarray(w, m.kernel.dtype))
+                if m.bias is not None:
+                    m.bias.set_value(jnp.zeros(m.bias.shape, m.bias.dtype))
+        return model
+
+    entry = dataclasses.replace(
+        MODELS["repvgg"],
+        build=build,
+        full=TINY_REPVGG_PRESET,
+        quick=TINY_REPVGG_PRESET,
+        description="RepVGG (widths 8/16, blocks 1/2) for the tests",
+    )
+    ckpt_dir = tmp_path_factory.mktemp("tiny_repvgg")
+    split = load_mnist()
+    before = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", True)  # as application tests
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setitem(MODELS, "repvgg", entry)
+            model, meta = load_or_train(
+                "repvgg", ckpt_dir, True, split=split, show_progress=False, log=None
+            )
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
+    return types.SimpleNamespace(
+        entry=entry, ckpt_dir=ckpt_dir, model=model, meta=meta, split=split
+    )

@@ -3,16 +3,17 @@ float64 scipy reference, bad configurations and checkpoints of the other form.""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 import scipy.signal
 from flax import nnx
 
+from models import checkpoint as ckpt
 from models.lenet import LeNet5
-from models.mnist import load_mnist
 from models.repvgg import (
     RepVGG,
     RepVGGBlock,
@@ -20,6 +21,9 @@ from models.repvgg import (
     fuse_block,
     reparameterize,
 )
+from models.train_mnist import MODELS, TrainConfig, load_or_train
+
+APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
 
 # flax/optax internals rely on implicit dtype promotion
 pytestmark = pytest.mark.loose_promotion
@@ -78,9 +82,16 @@ def _lenet_skeleton() -> LeNet5:
     return nnx.eval_shape(lambda: LeNet5(rngs=nnx.Rngs(0)))
 
 
+@functools.lru_cache(maxsize=None)
+def _jitted(graphdef):
+    return jax.jit(lambda s, x: nnx.merge(graphdef, s)(x))
+
+
 def _apply(model: nnx.Module):
+    """``model`` as a jitted numpy function (one program per structure and input
+    shape: models of the same structure share it)."""
     graphdef, state = nnx.split(model)
-    fn = jax.jit(lambda s, x: nnx.merge(graphdef, s)(x))
+    fn = _jitted(graphdef)
     return lambda x: np.asarray(fn(state, jnp.asarray(x)))
 
 
@@ -136,41 +147,22 @@ def float64_networks():
 
 
 @pytest.fixture(scope="module")
-def trained_float32():
-    """A small RepVGG trained for 20 Adam steps of 32 MNIST digits (batch statistics
-    in training mode, running averages kept), its fused network, 256 test digits and
-    the first and last training losses."""
-    split = load_mnist()
-    model = _build(np.random.default_rng(0), widths=(8, 16), depths=(1, 2))
-    _reset_batch_norms(model)
-    tx = optax.adam(1e-2)
-    model.train()
-    graphdef, params, stats = nnx.split(model, nnx.Param, ...)
-    opt_state = tx.init(params)
-
-    @jax.jit
-    def step(params, stats, opt_state, x, y):
-        def loss_fn(p, s):
-            m = nnx.merge(graphdef, p, s, copy=True)
-            loss = optax.softmax_cross_entropy_with_integer_labels(m(x), y).mean()
-            return loss, nnx.state(m, nnx.Not(nnx.Param))
-
-        (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, stats)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), stats, opt_state, loss
-
-    x_all, y_all = jnp.asarray(split.train_x[:640]), jnp.asarray(split.train_y[:640])
-    losses = []
-    for s in range(20):
-        lo = s * 32
-        params, stats, opt_state, loss = step(
-            params, stats, opt_state, x_all[lo : lo + 32], y_all[lo : lo + 32]
+def trained_float32(tiny_repvgg):
+    """The small RepVGG that the trainer's registry trained (conftest's
+    ``tiny_repvgg``: 20 AdamW steps of 32 MNIST digits in training mode), read back
+    from its checkpoint by ``load_or_train``, its fused network, 256 test digits and
+    the training metadata of both calls."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(MODELS, "repvgg", tiny_repvgg.entry)
+        model, meta = load_or_train(
+            "repvgg",
+            tiny_repvgg.ckpt_dir,
+            True,
+            split=tiny_repvgg.split,
+            show_progress=False,
+            log=None,
         )
-        losses.append(float(loss))
-    model = nnx.merge(graphdef, params, stats)
-    model.eval()
-    losses = (np.mean(losses[:2]), np.mean(losses[-2:]))
-    return model, reparameterize(model), split.test_x[:256], losses
+    return model, reparameterize(model), tiny_repvgg.split.test_x[:256], meta
 
 
 # ----------------------------------------------------------- fused == multi-branch
@@ -192,13 +184,21 @@ def test_fused_equals_multibranch_float64(float64_networks, name, x64):
     )
 
 
-def test_fused_equals_multibranch_trained_float32(trained_float32):
-    model, fused, x, (first_loss, last_loss) = trained_float32
-    # the model did learn, and its batch norms hold trained running statistics,
-    # not the initial ones (mean 0, variance 1)
-    assert last_loss < first_loss - 0.2, (first_loss, last_loss)
-    assert np.max(np.abs(np.asarray(model.blocks[0].bn3.var[...]) - 1.0)) > 0.1
+def test_fused_equals_multibranch_trained_float32(trained_float32, tiny_repvgg):
+    model, fused, x, meta = trained_float32
+    # the checkpoint was reused (the same network, bit for bit), the model is in
+    # evaluation mode and it did learn: its validation accuracy (500 digits) is far
+    # above chance (0.1; one standard error is 0.013)
+    assert meta["loaded"] is True and tiny_repvgg.meta["loaded"] is False
+    assert meta["steps"] == 20 and meta["val_accuracy"] > 0.15, meta
     ref = _apply(model)(x)
+    np.testing.assert_array_equal(ref, _apply(tiny_repvgg.model)(x))
+    bns = [m for _, m in nnx.iter_modules(model) if isinstance(m, nnx.BatchNorm)]
+    assert bns and all(bn.use_running_average for bn in bns)
+    # the training step carried the running statistics through as aux: they are
+    # trained, not the initial ones (mean 0, variance 1)
+    assert np.max(np.abs(np.asarray(model.blocks[0].bn3.var[...]) - 1.0)) > 0.1
+    assert np.max(np.abs(np.asarray(model.blocks[1].bn1.mean[...]))) > 0.01
     got = _apply(fused)(x)
     assert ref.dtype == got.dtype == np.float32
     atol = _network_rtol(model, "f4") * np.max(np.abs(ref))
@@ -373,3 +373,79 @@ def test_checkpoint_of_the_other_form_is_refused(float64_networks):
         ValueError, match=r"RepVGG: the checkpoint holds the fused .* multi-branch"
     ):
         model.check_checkpoint_variables(fused_names)
+
+
+def test_loader_refuses_a_checkpoint_of_the_other_form(
+    trained_float32, tiny_repvgg, tmp_path
+):
+    """models.checkpoint.load_checkpoint asks the model first: the trained
+    (multi-branch) file into a fused skeleton, and a fused file into a multi-branch
+    skeleton, each get RepVGG's error with the file's name, not a list of missing
+    variables."""
+    model, fused, x, _ = trained_float32
+    multi_path = tmp_path / "multi.msgpack"
+    fused_path = tmp_path / "fused.msgpack"
+    ckpt.save_checkpoint(multi_path, model, metadata={})
+    ckpt.save_checkpoint(fused_path, fused, metadata={})
+    # skeletons of both forms with other values (the registry entry's build from
+    # another seed, and its fused network)
+    other = tiny_repvgg.entry.build(1)
+    skeleton = {False: other, True: reparameterize(other)}
+    with pytest.raises(ValueError) as err:
+        ckpt.load_checkpoint(multi_path, skeleton[True])
+    msg = str(err.value)
+    assert str(multi_path) in msg and "holds the multi-branch" in msg
+    assert "missing variables" not in msg
+    with pytest.raises(ValueError) as err:
+        ckpt.load_checkpoint(fused_path, skeleton[False])
+    assert str(fused_path) in str(err.value) and "holds the fused" in str(err.value)
+    # each form loads into its own skeleton, and computes what it saved
+    for path, form, saved in ((multi_path, False, model), (fused_path, True, fused)):
+        assert not np.array_equal(_apply(skeleton[form])(x), _apply(saved)(x))
+        ckpt.load_checkpoint(path, skeleton[form])
+        np.testing.assert_array_equal(_apply(skeleton[form])(x), _apply(saved)(x))
+
+
+def test_registry_entry_is_the_default_repvgg_fused_for_serving():
+    """The registry's real entry (not the tests' small one): the multi-branch
+    default network (16/32/64 channels, 1/2/2 blocks), its presets, and the fusion
+    as the deploy step."""
+    entry = MODELS["repvgg"]
+    assert entry.deploy is reparameterize
+    model = nnx.eval_shape(lambda: entry.build(0))
+    assert isinstance(model, RepVGG) and not model.deploy
+    assert model.config() == dict(
+        widths=(16, 32, 64),
+        depths=(1, 2, 2),
+        strides=(1, 2, 2),
+        num_classes=10,
+        image_size=28,
+        in_channels=1,
+        deploy=False,
+    )
+    quick, full = TrainConfig.quick("repvgg"), TrainConfig.preset("repvgg")
+    assert quick.epochs < full.epochs and quick.model == full.model == "repvgg"
+
+
+def test_train_mnist_command_reports_the_fused_accuracy(
+    tiny_repvgg, monkeypatch, capsys
+):
+    """``python -m models.train_mnist --model repvgg --quick`` reuses the trained
+    checkpoint and reports the test accuracy of the trained network and of the
+    fused one the coded workers run: the same predictions up to near-ties."""
+    import json
+
+    from models import train_mnist
+
+    monkeypatch.setitem(MODELS, "repvgg", tiny_repvgg.entry)
+    out = str(tiny_repvgg.ckpt_dir)
+    assert train_mnist.main(["--model", "repvgg", "--quick", "--out", out]) == 0
+    assert "loaded repvgg from" in capsys.readouterr().out
+    row = json.loads((tiny_repvgg.ckpt_dir / "summary.json").read_text())[
+        "repvgg-quick"
+    ]
+    assert row["test_accuracy"] == tiny_repvgg.meta["test_accuracy"]
+    # 1,000 test digits: at most two predictions flipped by the fusion's rounding
+    assert abs(row["deployed_test_accuracy"] - row["test_accuracy"]) <= 0.002
+    report = (tiny_repvgg.ckpt_dir / "report.md").read_text()
+    assert "| repvgg-quick |" in report and "deployed network" in report

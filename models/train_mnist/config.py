@@ -16,6 +16,7 @@ from typing import Any
 from flax import nnx
 
 from ..lenet import LeNet5
+from ..repvgg import RepVGG, reparameterize
 from ..vit import SmallViT
 
 __all__ = ["MODELS", "MODEL_NAMES", "MnistModel", "TrainConfig", "build_model"]
@@ -59,13 +60,24 @@ MODELS: dict[str, MnistModel] = {
         quick=dict(epochs=12, learning_rate=1.5e-3, shift=2),
         description="ViT (patch 7, width 64, depth 3, 4 heads)",
     ),
+    # trained multi-branch (3x3, 1x1 and identity branches with batch norm); the
+    # coded workers run the fused network, one 3x3 convolution per block
+    "repvgg": MnistModel(
+        build=lambda seed: RepVGG(rngs=nnx.Rngs(seed)),
+        full=dict(epochs=12, learning_rate=3e-3, shift=1),
+        quick=dict(epochs=3, learning_rate=5e-3, shift=1),
+        deploy=reparameterize,
+        description="RepVGG (widths 16/32/64, blocks 1/2/2), fused for serving",
+    ),
 }
 MODEL_NAMES = tuple(MODELS)
 
 
 def build_model(name: str, *, seed: int = 0) -> nnx.Module:
     """A freshly initialised model of :data:`MODELS` (``"lenet5"``: :class:`LeNet5`;
-    ``"vit"``: :class:`SmallViT`, patch 7, width 64, depth 3, 4 heads)."""
+    ``"vit"``: :class:`SmallViT`, patch 7, width 64, depth 3, 4 heads;
+    ``"repvgg"``: the multi-branch :class:`RepVGG`, widths 16/32/64, blocks
+    1/2/2)."""
     if name not in MODELS:
         raise ValueError(
             f"build_model: name must be one of {tuple(MODELS)}, got {name!r}"
@@ -84,7 +96,7 @@ class TrainConfig:
     """How one model is trained.
 
     Attributes:
-        model: a name of :data:`MODELS` (``"lenet5"``, ``"vit"``, ...).
+        model: a name of :data:`MODELS` (``"lenet5"``, ``"vit"``, ``"repvgg"``).
         epochs: passes over the training images.
         batch_size: images per optimiser step.
         learning_rate: peak AdamW learning rate (cosine decay to 0 after a 1-epoch

@@ -8,6 +8,8 @@ from typing import Any, TypedDict
 
 import runkit
 
+from .config import MODELS
+
 __all__ = ["MnistRow", "report", "summary_row", "write_outputs"]
 
 
@@ -15,8 +17,10 @@ class MnistRow(TypedDict):
     """One trained model in ``summary.json`` (keyed ``<model>[-quick]``)."""
 
     model: str
+    description: str
     quick: bool
     test_accuracy: float
+    deployed_test_accuracy: float | None
     val_accuracy: float
     train_seconds: float
     config: dict[str, Any]
@@ -25,13 +29,23 @@ class MnistRow(TypedDict):
     environment: dict[str, Any]
 
 
-def summary_row(name: str, quick: bool, meta: dict, command: str) -> MnistRow:
+def summary_row(
+    name: str,
+    quick: bool,
+    meta: dict,
+    command: str,
+    *,
+    deployed_test_accuracy: float | None = None,
+) -> MnistRow:
     """The summary entry of a model from :func:`models.train_mnist.load_or_train`'s
-    metadata."""
+    metadata; ``deployed_test_accuracy`` is that of the network the coded workers
+    run, for a model whose registry entry has a ``deploy`` step (None otherwise)."""
     return MnistRow(
         model=name,
+        description=MODELS[name].description,
         quick=quick,
         test_accuracy=meta["test_accuracy"],
+        deployed_test_accuracy=deployed_test_accuracy,
         val_accuracy=meta["val_accuracy"],
         train_seconds=meta["train_seconds"],
         config=meta["config"],
@@ -46,13 +60,18 @@ def report(summary: dict[str, MnistRow]) -> str:
     lines = [
         "# MNIST training",
         "",
-        "| model | test accuracy | validation accuracy | epochs | train seconds |",
-        "|---|---|---|---|---|",
+        "| model | test accuracy | deployed network's test accuracy | validation "
+        "accuracy | epochs | train seconds | network |",
+        "|---|---|---|---|---|---|---|",
     ]
     for key, row in sorted(summary.items()):
+        # rows written before these columns existed have neither
+        deployed = row.get("deployed_test_accuracy")
         lines.append(
-            f"| {key} | {row['test_accuracy']:.4f} | {row['val_accuracy']:.4f} | "
-            f"{row['config']['epochs']} | {row['train_seconds']:.1f} |"
+            f"| {key} | {row['test_accuracy']:.4f} | "
+            f"{'-' if deployed is None else f'{deployed:.4f}'} | "
+            f"{row['val_accuracy']:.4f} | {row['config']['epochs']} | "
+            f"{row['train_seconds']:.1f} | {row.get('description', '')} |"
         )
     return "\n".join(lines) + "\n"
 
