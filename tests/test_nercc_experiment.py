@@ -3,6 +3,7 @@ the tuning property, and bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -322,3 +323,54 @@ def test_main_maps_quick_to_the_quick_config(monkeypatch, tmp_path):
     assert "--quick" in seen["command"]
     entry.main(["--out", str(tmp_path)])
     assert seen["config"] == ne.ExperimentConfig()
+
+
+def test_repvgg_coded_workers_run_the_fused_network(
+    tiny_repvgg, split, monkeypatch, tmp_path
+):
+    """RepVGG in the experiment through the registry, at the smallest grid (one
+    cell of TINY: K = 4, M = 8, S = 2): the checkpoint the trainer wrote is reused,
+    the coded workers run the fused network (the registry's deploy step), and the
+    report puts RepVGG's NeRCC/BACC ratio in the per-cell table with the paper's
+    claim and data set beside it."""
+    from models.nercc_experiment import pipeline
+    from models.train_mnist import MODELS
+
+    monkeypatch.setitem(MODELS, "repvgg", tiny_repvgg.entry)
+    served = []
+
+    def spy(model, **kw):
+        served.append(model)
+        return pipeline_logits_fn(model, **kw)
+
+    pipeline_logits_fn = pipeline.logits_fn
+    monkeypatch.setattr(pipeline, "logits_fn", spy)
+    config = dataclasses.replace(
+        TINY,
+        models=("repvgg",),
+        straggler_fractions=(0.25,),
+        quick_train=True,
+        ckpt_dir=str(tiny_repvgg.ckpt_dir),
+    )
+    # strict promotion, as in the experiment fixture: the decoders' programs of
+    # that fixture's S = 2 cell are reused
+    summary = ne.run_experiment(config, tmp_path, split=split, log=None)
+    (model,) = served
+    assert model.deploy is True and all(
+        b.__class__.__name__ == "FusedBlock" for b in model.blocks
+    )
+    meta = summary["models"]["repvgg"]
+    assert meta["loaded"] is True and meta["deploy"] == "reparameterize"
+    rows = summary["rows"]
+    assert {(r["model"], r["S"], r["scheme"]) for r in rows} == {
+        ("repvgg", 2, x) for x in ne.SCHEMES
+    }
+    by = {r["scheme"]: r for r in rows}
+    ratio = by["nercc"]["mse"] / by["bacc"]["mse"]
+    comp = summary["comparison"]["repvgg"]
+    assert comp["cells"] == 1 and comp["mean_mse_ratio"] == pytest.approx(ratio)
+    assert "CIFAR-10" in summary["paper_data"] and "MNIST" in summary["paper_data"]
+    report = (tmp_path / "report.md").read_text()
+    assert "| K | M | S | repvgg |" in report
+    assert f"| 4 | 8 | 2 | {ratio:.3f} |" in report
+    assert "up to 23%" in report and "RepVGG on CIFAR-10" in report

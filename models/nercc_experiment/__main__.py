@@ -17,7 +17,8 @@ def main(argv: list[str] | None = None) -> NerccSummary:
     """Command-line entry point; returns the summary."""
     p = argparse.ArgumentParser(
         prog="python -m models.nercc_experiment",
-        description="BACC vs NeRCC vs RepApprox on MNIST (LeNet5 and a small ViT).",
+        description="BACC vs NeRCC vs RepApprox on MNIST (LeNet5, RepVGG and a small "
+        "ViT).",
     )
     runkit.add_run_arguments(p)
     p.add_argument("--models", nargs="+", choices=MODEL_NAMES, default=None)

@@ -17,7 +17,8 @@ class ExperimentConfig:
     """The grid and the sample sizes of the experiment.
 
     Attributes:
-        models: model names (``"lenet5"``, ``"vit"``).
+        models: model names of :data:`models.train_mnist.MODELS` (``"lenet5"``,
+            ``"vit"``, ``"repvgg"``).
         num_inputs: the K values (queries coded together).
         worker_factors: M = factor * K for each factor.
         straggler_fractions: S = round(fraction * M) for each fraction (duplicates

@@ -26,10 +26,10 @@ import codedjax as cj
 from runkit import CachedFn, environment, progress
 
 from ..mnist import MnistSplit, check_images, load_mnist
-from ..train_mnist import deployed, load_or_train, logits_fn
+from ..train_mnist import MODELS, deployed, load_or_train, logits_fn
 from .config import SCHEMES, ExperimentConfig
 from .metrics import compare_schemes, decoded_metrics
-from .report import PAPER_CLAIM, PROTOTYPE_NOTE, table, write_outputs
+from .report import PAPER_CLAIM, PAPER_DATA, PROTOTYPE_NOTE, table, write_outputs
 
 __all__ = [
     "NerccSummary",
@@ -49,6 +49,7 @@ class NerccSummary(TypedDict):
     rows: list[dict[str, Any]]
     comparison: dict[str, dict[str, Any]]
     paper_claim: str
+    paper_data: str
     prototype: str
     seconds: float
     jax_version: str
@@ -265,7 +266,9 @@ def _load_models(config, split, say) -> dict[str, tuple[Callable, dict]]:
             name, config.ckpt_dir, config.quick_train, split=split, log=say
         )
         # the coded workers run the deployed network (the trained one unless the
-        # model's registry entry says otherwise)
+        # model's registry entry says otherwise: RepVGG's fused network)
+        deploy = MODELS[name].deploy
+        meta = {**meta, "deploy": None if deploy is None else deploy.__name__}
         out[name] = (logits_fn(deployed(name, model), chunk=1024), meta)
     return out
 
@@ -334,6 +337,7 @@ def run_experiment(
         rows=rows,
         comparison=comparison,
         paper_claim=PAPER_CLAIM,
+        paper_data=PAPER_DATA,
         prototype=PROTOTYPE_NOTE,
         seconds=time.perf_counter() - t0,
         jax_version=jax.__version__,
