@@ -3,7 +3,7 @@ RepVGG and a ViT (the three models of the NeRCC paper).
 
 Usage::
 
-    python -m models.nercc_experiment --quick --out results/nercc   # < 5 min, 2 CPUs
+    python -m models.nercc_experiment --quick --out results/nercc   # ~7 min, 2 CPUs
     python -m models.nercc_experiment --out results/nercc           # the full grid
 
 For every model and every cell (K queries, M workers, S stragglers) of the grid, each
