@@ -45,7 +45,7 @@ from ._polynomial import threshold_decode as threshold_decode
 from ._graceful import graceful_decode as graceful_decode
 from ._graceful import smooth_chebyshev_decode as smooth_chebyshev_decode
 from ._robust import RobustDecodeResult as RobustDecodeResult
-from ._robust import chebyls_decode_robust as chebyls_decode_robust
+from ._robust import robust_decode as robust_decode
 
 # --- approximate codes (Berrut / NeRCC / RepApprox): add re-exports below ---
 from ._berrut import bacc_points as bacc_points
@@ -68,18 +68,23 @@ from ._repapprox import repapprox_encode as repapprox_encode
 from ._repapprox import repapprox_layout as repapprox_layout
 
 # code objects: one interface for every scheme, baselines included
-from ._codes import BerrutCode as BerrutCode
-from ._codes import Code as Code
-from ._codes import LagrangeCode as LagrangeCode
-from ._codes import NerccCode as NerccCode
-from ._codes import RepApproxCode as RepApproxCode
-from ._codes import ReplicationCode as ReplicationCode
-from ._codes import bacc_code as bacc_code
-from ._codes import lagrange_code as lagrange_code
-from ._codes import nercc_code as nercc_code
-from ._codes import repapprox_code as repapprox_code
-from ._codes import replication_code as replication_code
-from ._codes import uncoded_code as uncoded_code
+from ._code import Answers as Answers
+from ._code import Code as Code
+from ._lagrange_codes import ChebyLSCode as ChebyLSCode
+from ._lagrange_codes import GracefulCode as GracefulCode
+from ._lagrange_codes import LagrangeCode as LagrangeCode
+from ._lagrange_codes import RobustCode as RobustCode
+from ._lagrange_codes import ThresholdCode as ThresholdCode
+from ._lagrange_codes import lagrange_code as lagrange_code
+from ._approx_codes import BaccCode as BaccCode
+from ._approx_codes import NerccCode as NerccCode
+from ._approx_codes import bacc_code as bacc_code
+from ._approx_codes import nercc_code as nercc_code
+from ._replication_codes import RepApproxCode as RepApproxCode
+from ._replication_codes import ReplicationCode as ReplicationCode
+from ._replication_codes import repapprox_code as repapprox_code
+from ._replication_codes import replication_code as replication_code
+from ._replication_codes import uncoded_code as uncoded_code
 
 # --- bounds (codedjax.bounds is a public submodule): re-exports below ---
 from . import bounds as bounds

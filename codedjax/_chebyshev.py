@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -10,6 +11,23 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from ._dtypes import check_floating, check_int
+
+
+@functools.lru_cache(maxsize=512)
+def points_f64(n: int, kind: int) -> np.ndarray:
+    """Chebyshev points in float64 numpy, decreasing: the one formula of codedjax.
+
+    The sine form, sin(pi (n - 1 - 2i) / (2n)) for the first kind and
+    sin(pi (n - 1 - 2i) / (2(n - 1))) for the second, equals the cosine form and is
+    exactly symmetric (x_{n-1-i} = -x_i). Every point set of the library (the
+    public :func:`chebyshev_points`, the codes' points, the fit nodes of the
+    decoders) is this array, cast to the dtype of the work. The result is
+    read-only (it is cached per (n, kind)); the arguments are not checked.
+    """
+    den = 2.0 * n if kind == 1 else 2.0 * (n - 1)
+    x = np.sin(np.pi * (n - 1 - 2 * np.arange(n)) / den)
+    x.setflags(write=False)
+    return x
 
 
 def chebyshev_points(n: int, kind: int = 1, dtype: Any = None) -> jax.Array:
@@ -45,14 +63,9 @@ def chebyshev_points(n: int, kind: int = 1, dtype: Any = None) -> jax.Array:
     n = check_int("chebyshev_points", "n", n, minimum=1)
     if kind not in (1, 2):
         raise ValueError(f"chebyshev_points: kind must be 1 or 2, got {kind!r}")
-    if kind == 1:
-        # cos((2i+1)pi/(2n)) = sin(pi (n-1-2i) / (2n))
-        x = np.sin(np.pi * (n - 1 - 2 * np.arange(n)) / (2.0 * n))
-    else:
-        if n < 2:
-            raise ValueError(f"chebyshev_points: kind=2 needs n >= 2 points, got n={n}")
-        # cos(i pi/(n-1)) = sin(pi (n-1-2i) / (2(n-1)))
-        x = np.sin(np.pi * (n - 1 - 2 * np.arange(n)) / (2.0 * (n - 1)))
+    if kind == 2 and n < 2:
+        raise ValueError(f"chebyshev_points: kind=2 needs n >= 2 points, got n={n}")
+    x = points_f64(n, kind)
     if dtype is None:
         dtype = jnp.zeros(()).dtype
     else:

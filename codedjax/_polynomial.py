@@ -19,6 +19,7 @@ import numpy as np
 
 from ._argcache import DECODE_CHECKS
 from ._batching import batching_decoder
+from ._chebyshev import points_f64
 from ._dtypes import (
     check_chebyshev_decode,
     check_floating,
@@ -32,7 +33,7 @@ from ._dtypes import (
     resolve_accum_dtype,
     unit_roundoff,
 )
-from ._lsq import ls_decoding_matrices, ls_residual_sq, square_decoding_matrices
+from ._lsq import ls_decoding_matrices, ls_residual_sq
 from ._lsq import ls_decoding_matrix as _ls_decoding_matrix
 from ._result import (
     DecodeResult,
@@ -41,6 +42,7 @@ from ._result import (
     predicted_error,
     status_of,
 )
+from ._square import square_decoding_matrices
 from ._threads import serialised_call
 
 
@@ -201,8 +203,7 @@ def _check_decode_args_uncached(fname, y, mask, alpha, beta, num_coeffs, accum_d
 
 def _fit_nodes(num_coeffs: int, acc) -> jax.Array:
     """D first-kind Chebyshev points; a degree D - 1 fit is fixed by its values."""
-    j = jnp.arange(num_coeffs, dtype=acc)
-    return jnp.sin(jnp.pi * (num_coeffs - 1 - 2 * j) / (2 * num_coeffs))
+    return jnp.asarray(points_f64(num_coeffs, 1), acc)
 
 
 def _residual_sq_from_fit(
@@ -605,7 +606,7 @@ def threshold_decode(
         Under ``jax.vmap`` (masks and orders, payloads, nested) with float32
         accumulation the D x D systems are solved together by the barycentric
         (Lagrange) form, without a factorisation, and ``cond`` is the certified
-        estimate of ``codedjax._lsq.square_decoding_matrices`` (within
+        estimate of ``codedjax._square.square_decoding_matrices`` (within
         D^(+-1/32)); float64 solves each by LU with partial pivoting.
 
     Raises:

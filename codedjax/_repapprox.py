@@ -27,6 +27,7 @@ from ._berrut import (
     encode_plan,
     lebesgue,
 )
+from ._chebyshev import points_f64
 from ._dtypes import (
     check_floating,
     check_int,
@@ -38,17 +39,10 @@ from ._nodes import finite_selection
 from ._result import Status, apply_decoding, predicted_error, status_of
 
 
-def _cheb_np(n: int, kind: int) -> np.ndarray:
-    """Chebyshev points in float64 numpy (decreasing), as ``chebyshev_points``."""
-    if kind == 1:
-        return np.sin(np.pi * (n - 1 - 2 * np.arange(n)) / (2.0 * n))
-    return np.sin(np.pi * (n - 1 - 2 * np.arange(n)) / (2.0 * (n - 1)))
-
-
 @functools.partial(
     jax.tree_util.register_dataclass,
     data_fields=["task", "nodes", "beta"],
-    meta_fields=["num_tasks", "replication", "num_workers"],
+    meta_fields=["num_inputs", "replication", "num_workers"],
 )
 @dataclasses.dataclass(frozen=True, eq=False)
 class RepApproxLayout:
@@ -58,14 +52,14 @@ class RepApproxLayout:
     the E = M - K c extra coded servers come last.
 
     Attributes:
-        num_tasks: K. replication: c. num_workers: M (static metadata).
+        num_inputs: K. replication: c. num_workers: M (static metadata).
         task: int32 [M], the task each server replicates; -1 for the extra servers.
         nodes: float64 [M], each server's point: beta_k for replicas of task k, the
             extra points for the extra servers.
         beta: float64 [K], the data points.
     """
 
-    num_tasks: int
+    num_inputs: int
     replication: int
     num_workers: int
     task: Any
@@ -75,16 +69,16 @@ class RepApproxLayout:
     @property
     def num_extra(self) -> int:
         """E = M - K c, the number of extra coded servers."""
-        return self.num_workers - self.num_tasks * self.replication
+        return self.num_workers - self.num_inputs * self.replication
 
 
 class RepApproxResult(NamedTuple):
     """What :func:`repapprox_decode` returns (a pytree).
 
-    The first four fields and ``status`` / ``error`` mean what they mean in
-    :class:`DecodeResult`, with one difference: the values of exact tasks are kept
-    when ``ok`` is False (``exact`` says which), since they are the replicas'
-    answers themselves.
+    :class:`DecodeResult`'s fields first, in its order and with its meaning, with
+    one difference: the values of exact tasks are kept when ``ok`` is False
+    (``exact`` says which), since they are the replicas' answers themselves; then
+    ``exact``.
 
     Attributes:
         value: [K, ...] decoded outputs in the accumulation dtype: exact tasks
@@ -93,36 +87,36 @@ class RepApproxResult(NamedTuple):
             or the fallback had enough responses) and the result is finite.
         cond: infinity norm of the decoding matrix (1 when every task is exact).
         num_used: int32, number of distinct responding nodes.
-        exact: bool [K], task k was returned exactly: a server at beta_k (a replica
-            of task k) responded with finite values, and its output was copied.
         status: int32, a :class:`Status` code.
         error: predicted absolute error of ``value`` (max over the tasks), inf
             when not ``ok``.
+        exact: bool [K], task k was returned exactly: a server at beta_k (a replica
+            of task k) responded with finite values, and its output was copied.
     """
 
     value: jax.Array
     ok: jax.Array
     cond: jax.Array
     num_used: jax.Array
-    exact: jax.Array
     status: jax.Array
     error: jax.Array
+    exact: jax.Array
 
 
-def _check_sizes(fname, num_tasks, replication, num_workers):
-    k = check_int(fname, "num_tasks", num_tasks, minimum=1)
+def _check_sizes(fname, num_inputs, replication, num_workers):
+    k = check_int(fname, "num_inputs", num_inputs, minimum=1)
     c = check_int(fname, "replication", replication, minimum=1)
     m = check_int(fname, "num_workers", num_workers, minimum=1)
     if m < k * c:
         raise ValueError(
-            f"{fname}: num_workers (M) must be at least num_tasks * replication "
+            f"{fname}: num_workers (M) must be at least num_inputs * replication "
             f"(K c = {k} * {c} = {k * c}), got {m}"
         )
     return k, c, m
 
 
 def repapprox_layout(
-    num_tasks: int,
+    num_inputs: int,
     replication: int,
     num_workers: int,
     *,
@@ -136,7 +130,7 @@ def repapprox_layout(
     Chebyshev points; the single point 0 when E = 1).
 
     Args:
-        num_tasks: K >= 1.
+        num_inputs: K >= 1.
         replication: c >= 1.
         num_workers: M >= K c.
         beta: optional [K] distinct finite data points.
@@ -162,10 +156,10 @@ def repapprox_layout(
         Berrut approximated coded computing, arXiv:2009.08327.
     """
     fname = "repapprox_layout"
-    k, c, m = _check_sizes(fname, num_tasks, replication, num_workers)
+    k, c, m = _check_sizes(fname, num_inputs, replication, num_workers)
     e = m - k * c
     if beta is None:
-        b = _cheb_np(k, 1)
+        b = points_f64(k, 1)
     else:
         b = np.asarray(beta, dtype=np.float64)
         if b.shape != (k,):
@@ -175,7 +169,7 @@ def repapprox_layout(
     if not np.all(np.isfinite(b)) or np.unique(b).size != k:
         raise ValueError(f"{fname}: beta must be {k} distinct finite points, got {b}")
     if extra_nodes is None:
-        x = _cheb_np(e, 2) if e >= 2 else np.zeros(e)
+        x = points_f64(e, 2) if e >= 2 else np.zeros(e)
     else:
         x = np.asarray(extra_nodes, dtype=np.float64)
         if x.shape != (e,):
@@ -228,9 +222,9 @@ def repapprox_encode(x: ArrayLike, layout: RepApproxLayout) -> jax.Array:
     fname = "repapprox_encode"
     layout = _check_layout(fname, layout)
     x = check_floating(fname, "x", x)
-    if x.ndim < 1 or x.shape[0] != layout.num_tasks:
+    if x.ndim < 1 or x.shape[0] != layout.num_inputs:
         raise ValueError(
-            f"{fname}: x must have shape [K, ...] = [{layout.num_tasks}, ...], got "
+            f"{fname}: x must have shape [K, ...] = [{layout.num_inputs}, ...], got "
             f"{tuple(x.shape)}"
         )
     acc = resolve_accum_dtype("repapprox_encode", x.dtype)
@@ -280,7 +274,8 @@ def repapprox_decode(
         accum_dtype: float32 or float64 (default by the dtype of y).
 
     Returns:
-        RepApproxResult(value [K, ...], ok, cond, num_used, exact [K]). ``value`` is
+        RepApproxResult(value [K, ...], ok, cond, num_used, status, error, exact
+        [K]). ``value`` is
         zero for lost tasks when the fallback had too few responses (Berrut: none;
         NeRCC: fewer than 2 distinct nodes); ``ok`` is then False unless every task
         was exact.
@@ -371,15 +366,15 @@ def _decode_finish(plan, y, sel, worker):
     flat = y.reshape(y.shape[0], math.prod(y.shape[1:]))
     error = predicted_error(mat, flat, sel, worker)
     error = jnp.where(ok, error, jnp.asarray(jnp.inf, error.dtype))
-    return RepApproxResult(value, ok, cond, count, hit, status, error)
+    return RepApproxResult(value, ok, cond, count, status, error, hit)
 
 
 # ----------------------------------------------------------------------------------
 # recovery probabilities (exact integer arithmetic)
 
 
-def _check_prob_args(fname, num_tasks, replication, num_workers, num_responses):
-    k, c, m = _check_sizes(fname, num_tasks, replication, num_workers)
+def _check_prob_args(fname, num_inputs, replication, num_workers, num_responses):
+    k, c, m = _check_sizes(fname, num_inputs, replication, num_workers)
     n = check_int(fname, "num_responses", num_responses, minimum=0)
     if n > m:
         raise ValueError(
@@ -389,7 +384,7 @@ def _check_prob_args(fname, num_tasks, replication, num_workers, num_responses):
 
 
 def exact_recovery_probability(
-    num_tasks: int, replication: int, num_workers: int, num_responses: int
+    num_inputs: int, replication: int, num_workers: int, num_responses: int
 ) -> float:
     r"""P(every one of the K replica groups has a responder), N of M uniformly.
 
@@ -401,7 +396,7 @@ def exact_recovery_probability(
     rounded once to a float.
 
     Args:
-        num_tasks: K >= 1. replication: c >= 1. num_workers: M >= K c.
+        num_inputs: K >= 1. replication: c >= 1. num_workers: M >= K c.
         num_responses: N with 0 <= N <= M.
 
     Returns:
@@ -419,7 +414,11 @@ def exact_recovery_probability(
         The more the merrier (seed paper of codedjax), RepApprox.
     """
     k, c, m, n = _check_prob_args(
-        "exact_recovery_probability", num_tasks, replication, num_workers, num_responses
+        "exact_recovery_probability",
+        num_inputs,
+        replication,
+        num_workers,
+        num_responses,
     )
     num = sum(
         (-1) ** j * math.comb(k, j) * math.comb(m - j * c, n) for j in range(k + 1)
@@ -428,12 +427,12 @@ def exact_recovery_probability(
 
 
 def recovery_probability_union(
-    num_tasks: int, replication: int, num_workers: int, num_responses: int
+    num_inputs: int, replication: int, num_workers: int, num_responses: int
 ) -> float:
     r"""Union bound P(all exact) >= 1 - K C(M - c, N) / C(M, N) (may be negative).
 
     Args:
-        num_tasks: K. replication: c. num_workers: M >= K c. num_responses: 0..M.
+        num_inputs: K. replication: c. num_workers: M >= K c. num_responses: 0..M.
 
     Returns:
         The bound as a Python float (exact rational arithmetic, rounded once).
@@ -450,13 +449,17 @@ def recovery_probability_union(
         The more the merrier (seed paper of codedjax), RepApprox.
     """
     k, c, m, n = _check_prob_args(
-        "recovery_probability_union", num_tasks, replication, num_workers, num_responses
+        "recovery_probability_union",
+        num_inputs,
+        replication,
+        num_workers,
+        num_responses,
     )
     return float(1 - Fraction(k * math.comb(m - c, n), math.comb(m, n)))
 
 
 def recovery_probability_bound(
-    num_tasks: int, replication: int, num_workers: int, num_responses: int
+    num_inputs: int, replication: int, num_workers: int, num_responses: int
 ) -> float:
     r"""The seed's bound P(all exact) >= 1 - K (1 - N/M)^c (may be negative).
 
@@ -464,7 +467,7 @@ def recovery_probability_bound(
     <= (1 - N/M)^c.
 
     Args:
-        num_tasks: K. replication: c. num_workers: M >= K c. num_responses: 0..M.
+        num_inputs: K. replication: c. num_workers: M >= K c. num_responses: 0..M.
 
     Returns:
         The bound as a Python float (exact rational arithmetic, rounded once).
@@ -481,6 +484,10 @@ def recovery_probability_bound(
         The more the merrier (seed paper of codedjax), RepApprox.
     """
     k, c, m, n = _check_prob_args(
-        "recovery_probability_bound", num_tasks, replication, num_workers, num_responses
+        "recovery_probability_bound",
+        num_inputs,
+        replication,
+        num_workers,
+        num_responses,
     )
     return float(1 - k * Fraction(m - n, m) ** c)

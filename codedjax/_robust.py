@@ -2,7 +2,7 @@
 
 The N - D answers beyond the recovery threshold make the least-squares fit
 over-determined; a corrupted answer shows up as a residual far beyond the workers'
-rounding level. :func:`chebyls_decode_robust`:
+rounding level. :func:`robust_decode`:
 
 1. fits every answer once: its residuals r and residual projector P = I - H;
 2. excludes in turn every set of at most two responders, and for each size a from
@@ -350,7 +350,7 @@ _robust = jax.jit(
 )
 
 
-def chebyls_decode_robust(
+def robust_decode(
     y: Any,
     mask: Any,
     alpha: Any,
@@ -424,7 +424,7 @@ def chebyls_decode_robust(
         >>> alpha, beta = cj.chebyshev_points(16), cj.chebyshev_points(3)
         >>> y = (alpha**2).astype(jnp.bfloat16)      # bf16 workers
         >>> y = y.at[5].add(0.5)                     # worker 5 is corrupted
-        >>> r = cj.chebyls_decode_robust(y, jnp.ones(16, bool), alpha, beta,
+        >>> r = cj.robust_decode(y, jnp.ones(16, bool), alpha, beta,
         ...                              num_coeffs=3, max_corrupted=2)
         >>> bool(r.ok), jnp.flatnonzero(r.suspects).tolist()
         (True, [5])
@@ -435,7 +435,7 @@ def chebyls_decode_robust(
         for algebraic block codes, US Patent 4,633,470, 1986 (the fewest errors
         that explain the received word).
     """
-    fname = "chebyls_decode_robust"
+    fname = "robust_decode"
     y, mask, alpha, beta, d, acc, wdt = check_smooth_args(
         fname, y, mask, alpha, beta, num_coeffs, worker_dtype, accum_dtype
     )

@@ -16,40 +16,57 @@ import codedjax as cj
 
 K, M, DEG = 3, 12, 2  # D = 5
 
-CODES = {
-    "chebyls": cj.lagrange_code(num_inputs=K, num_workers=M, degree=DEG),
-    "chebyls-second": cj.lagrange_code(
-        num_inputs=K, num_workers=M, degree=DEG, points="second"
+# (factory, settings) of every code the contract checks: one entry per decoder of
+# lagrange_code and per other factory (test_contract_covers_every_code_factory)
+CASES = {
+    "chebyls": (cj.lagrange_code, dict(num_inputs=K, num_workers=M, degree=DEG)),
+    "chebyls-second": (
+        cj.lagrange_code,
+        dict(num_inputs=K, num_workers=M, degree=DEG, kind=2),
     ),
-    "threshold": cj.lagrange_code(
-        num_inputs=K, num_workers=M, degree=DEG, decoder="threshold"
+    "threshold": (
+        cj.lagrange_code,
+        dict(num_inputs=K, num_workers=M, degree=DEG, decoder="threshold"),
     ),
     # the robust decoder's noise level is the workers' rounding: these float32
     # answers are declared as coming from bf16 workers (a float32 fit rounds at the
     # level of float32 workers, see lagrange_code); its decoding_matrix is ChebyLS's,
     # which its decode equals on clean answers (tests/test_robust_code.py: with
     # suspects)
-    "robust": cj.lagrange_code(
-        num_inputs=K,
-        num_workers=M,
-        degree=DEG,
-        decoder="robust",
-        max_corrupted=1,
-        worker_dtype="bfloat16",
+    "robust": (
+        cj.lagrange_code,
+        dict(
+            num_inputs=K,
+            num_workers=M,
+            degree=DEG,
+            decoder="robust",
+            max_corrupted=1,
+            worker_dtype="bfloat16",
+        ),
     ),
-    "graceful": cj.lagrange_code(
-        num_inputs=K,
-        num_workers=M,
-        degree=DEG,
-        decoder="graceful",
-        worker_dtype="bfloat16",
-    ),  # fmt: skip
-    "bacc": cj.bacc_code(num_inputs=K, num_workers=M),
-    "nercc": cj.nercc_code(num_inputs=K, num_workers=M, smoothing=(1e-4, 1e-3)),
-    "repapprox": cj.repapprox_code(num_inputs=K, num_workers=M, replication=3),
-    "replication": cj.replication_code(num_inputs=K, num_workers=M),
-    "uncoded": cj.uncoded_code(num_inputs=K),
+    "graceful": (
+        cj.lagrange_code,
+        dict(
+            num_inputs=K,
+            num_workers=M,
+            degree=DEG,
+            decoder="graceful",
+            worker_dtype="bfloat16",
+        ),
+    ),
+    "bacc": (cj.bacc_code, dict(num_inputs=K, num_workers=M)),
+    "nercc": (
+        cj.nercc_code,
+        dict(num_inputs=K, num_workers=M, smoothing=(1e-4, 1e-3)),
+    ),
+    "repapprox": (
+        cj.repapprox_code,
+        dict(num_inputs=K, num_workers=M, replication=3),
+    ),
+    "replication": (cj.replication_code, dict(num_inputs=K, num_workers=M)),
+    "uncoded": (cj.uncoded_code, dict(num_inputs=K)),
 }
+CODES = {name: factory(**kw) for name, (factory, kw) in CASES.items()}
 
 
 def worker(v):
@@ -200,6 +217,18 @@ def test_forward_and_reverse_derivatives_agree(code):
         _close(tangent, code.decoding_matrix(mask) @ dy, atol=1e-4)
 
 
+def test_contract_covers_every_code_factory():
+    """Every code factory the library exports, and every concrete code class it
+    exports, has an entry in CASES: a new code cannot skip the contract."""
+    factories = {n for n in dir(cj) if n.endswith("_code") and callable(getattr(cj, n))}
+    assert {f.__name__ for f, _ in CASES.values()} == factories
+    classes = {
+        c for c in vars(cj).values() if isinstance(c, type) and issubclass(c, cj.Code)
+    }
+    bases = {cj.Code, cj.LagrangeCode}  # abstract: no factory returns them
+    assert {type(c) for c in CODES.values()} == classes - bases
+
+
 def test_float64_decoding_matches_numpy_reference():
     """ChebyLS through the Code equals a float64 numpy least-squares fit."""
     code = CODES["chebyls"]
@@ -263,8 +292,8 @@ def test_threshold_decoder_uses_the_arrival_order():
         ),
         (
             cj.lagrange_code,
-            dict(num_inputs=2, num_workers=10, degree=1, points="third"),
-            "points must be",
+            dict(num_inputs=2, num_workers=10, degree=1, kind=3),
+            "kind must be 1 or 2",
         ),
         (cj.nercc_code, dict(num_inputs=2, num_workers=5, smoothing=1.0), "pair"),
         (
@@ -287,7 +316,7 @@ def test_factories_reject_bad_settings(factory, kwargs, match):
 
 def test_decode_rejects_bad_shapes():
     code = CODES["chebyls"]
-    with pytest.raises(ValueError, match=r"LagrangeCode.decode: y must have shape"):
+    with pytest.raises(ValueError, match=r"ChebyLSCode.decode: y must have shape"):
         code.decode(jnp.zeros((M + 1, 2)), jnp.ones(M, bool))
     with pytest.raises(ValueError, match=r"decode_batched: y must have shape"):
         code.decode_batched(jnp.zeros((M, 2)), jnp.ones((3, M), bool))

@@ -1,4 +1,4 @@
-"""Lagrange encoding and the threshold / ChebyLS decoders (issue: foundation).
+"""Lagrange encoding and the threshold / ChebyLS decoders.
 
 Oracles: numpy.linalg.lstsq and numpy's chebvander in float64. Known truths: encode a
 polynomial, drop workers, recover it. Tolerances scale with the unit roundoff of the

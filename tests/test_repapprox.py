@@ -50,7 +50,7 @@ def _masks(np_rng, m, n, trials):
 
 def test_layout():
     lay = cj.repapprox_layout(K, C, M)
-    assert (lay.num_tasks, lay.replication, lay.num_workers, lay.num_extra) == (
+    assert (lay.num_inputs, lay.replication, lay.num_workers, lay.num_extra) == (
         K,
         C,
         M,
@@ -81,13 +81,13 @@ def test_layout_errors():
     with pytest.raises(
         ValueError,
         match=r"repapprox_layout: num_workers \(M\) must "
-        r"be at least num_tasks \* replication \(K c = 8 \* 4 = 32\), "
+        r"be at least num_inputs \* replication \(K c = 8 \* 4 = 32\), "
         "got 30",
     ):
         cj.repapprox_layout(8, 4, 30)
     with pytest.raises(ValueError, match="repapprox_layout: replication must be >= 1"):
         cj.repapprox_layout(8, 0, 30)
-    with pytest.raises(TypeError, match="repapprox_layout: num_tasks must be a Python"):
+    with pytest.raises(TypeError, match="repapprox_layout: num_inputs must be a Python"):
         cj.repapprox_layout(8.0, 4, 40)
     with pytest.raises(ValueError, match="repapprox_layout: beta must have shape"):
         cj.repapprox_layout(2, 1, 3, beta=[0.0])

@@ -27,7 +27,7 @@ def _setup(seed, f=1):
 
 
 def _decode(y, mask, alpha, beta, a=2, **kw):
-    return cj.chebyls_decode_robust(
+    return cj.robust_decode(
         jnp.asarray(y, jnp.float32), jnp.asarray(mask), alpha, beta,
         num_coeffs=D, max_corrupted=a, worker_dtype=jnp.bfloat16, **kw,
     )  # fmt: skip
@@ -99,7 +99,7 @@ def test_false_alarm_rate_under_the_noise_model():
     y = ya[None, :, 0] + gamma * u * size * rng.standard_normal((b, M))
     dec = jax.jit(
         jax.vmap(
-            lambda yy, mk: cj.chebyls_decode_robust(
+            lambda yy, mk: cj.robust_decode(
                 yy, mk, alpha, beta, num_coeffs=D, max_corrupted=2,
                 worker_dtype=jnp.bfloat16,
             )
@@ -142,7 +142,7 @@ def test_bad_input_raises_naming_the_function():
     _, alpha, beta, ya, _ = _setup(0)
     y = jnp.asarray(ya, jnp.float32)
     ones = jnp.ones(M, bool)
-    name = "chebyls_decode_robust"
+    name = "robust_decode"
     with pytest.raises(ValueError, match=name):  # D + 2A > M
         _decode(y, ones, alpha, beta, a=(M - D) // 2 + 1)
     with pytest.raises(ValueError, match=name):
@@ -173,7 +173,7 @@ def test_noise_sd_per_answer_locates_below_the_dtype_level():
     y = ya[None, :, 0] + sd * rng.standard_normal((b, M))
     dec = jax.jit(
         jax.vmap(
-            lambda yy, mk: cj.chebyls_decode_robust(
+            lambda yy, mk: cj.robust_decode(
                 yy, mk, alpha, beta, num_coeffs=D, max_corrupted=2,
                 worker_dtype=jnp.bfloat16, noise_sd=jnp.asarray(sd, jnp.float32),
             )
@@ -263,7 +263,7 @@ def test_subset_search_matches_float64_refits(np_rng):
     tau = NormalDist().inv_cdf(1 - fa / (2 * M))
     r = jax.jit(
         jax.vmap(
-            lambda yy, mk: cj.chebyls_decode_robust(
+            lambda yy, mk: cj.robust_decode(
                 yy, mk, alpha, beta, num_coeffs=D, max_corrupted=a_max,
                 worker_dtype=jnp.bfloat16, false_alarm=fa,
                 noise_sd=jnp.asarray(sd, jnp.float32),
@@ -338,7 +338,7 @@ def test_float32_answers_decoded_in_float32():
     )
     dec = jax.jit(
         jax.vmap(
-            lambda yy, mk: cj.chebyls_decode_robust(
+            lambda yy, mk: cj.robust_decode(
                 yy, mk, alpha, beta, num_coeffs=D, max_corrupted=2,
                 worker_dtype=jnp.float32,
             )
@@ -361,8 +361,8 @@ def test_max_corrupted_is_capped_where_the_search_would_not_compile_in_time():
     m = 40
     alpha, beta = cj.chebyshev_points(m), cj.chebyshev_points(K)
     y = jnp.zeros((m, 1))
-    with pytest.raises(ValueError, match="chebyls_decode_robust.*at most 10"):
-        cj.chebyls_decode_robust(
+    with pytest.raises(ValueError, match="robust_decode.*at most 10"):
+        cj.robust_decode(
             y, jnp.ones(m, bool), alpha, beta, num_coeffs=D, max_corrupted=11
         )
     with pytest.raises(ValueError, match="lagrange_code.*at most 10"):
@@ -389,7 +389,7 @@ def test_extreme_magnitudes_are_located_or_decoded(corrupt, noise_sd, factor, wa
     a, b = cj.chebyshev_points(20), cj.chebyshev_points(3)
     y = (a**3 - a + 0.5)[:, None]
     sd = None if noise_sd is None else jnp.full(20, noise_sd)
-    r = cj.chebyls_decode_robust(corrupt(y), jnp.ones(20, bool), a, b, 4,
+    r = cj.robust_decode(corrupt(y), jnp.ones(20, bool), a, b, 4,
                                  max_corrupted=2, noise_sd=sd)  # fmt: skip
     assert bool(r.ok) and np.isfinite(float(r.error))
     assert np.flatnonzero(np.asarray(r.suspects)).tolist() == want

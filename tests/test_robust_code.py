@@ -3,7 +3,7 @@
 The Code contract itself (jit, vmap, NaN workers, too few answers, exactness) is
 checked with every other code in tests/test_codes.py; here: what the robust code adds
 (``suspects``, ``correction_threshold`` D + 2A, the decode equal to
-``chebyls_decode_robust`` with the code's points, what ``decoding_matrix`` means for a
+``robust_decode`` with the code's points, what ``decoding_matrix`` means for a
 decode that is not linear) and its bad settings.
 """
 
@@ -73,7 +73,7 @@ def test_corrupted_workers_are_located_and_the_decode_stays_exact():
     np.testing.assert_allclose(a @ y, clean.value, rtol=0, atol=50 * EPS32)
 
 
-def test_decode_is_chebyls_decode_robust_with_the_codes_points():
+def test_decode_is_robust_decode_with_the_codes_points():
     x, y = _data(seed=3)
     y = (y.at[4].add(0.25)).astype(jnp.bfloat16)
     code = cj.lagrange_code(num_inputs=K, num_workers=M, degree=DEG,
@@ -81,7 +81,7 @@ def test_decode_is_chebyls_decode_robust_with_the_codes_points():
                             false_alarm=0.05, noise_scale=3.0)  # fmt: skip
     mask = jnp.ones(M, bool).at[0].set(False)
     r = code.decode(y, mask)
-    ref = cj.chebyls_decode_robust(y, mask, code.alpha(), code.beta(),
+    ref = cj.robust_decode(y, mask, code.alpha(), code.beta(),
                                    num_coeffs=5, max_corrupted=1,
                                    false_alarm=0.05, noise_scale=3.0)  # fmt: skip
     assert type(r) is cj.RobustDecodeResult
@@ -89,7 +89,7 @@ def test_decode_is_chebyls_decode_robust_with_the_codes_points():
     assert np.flatnonzero(np.asarray(r.suspects)).tolist() == [4]
     for f in ("ok", "status", "num_used"):
         np.testing.assert_array_equal(getattr(r, f), getattr(ref, f))
-    # the code runs chebyls_decode_robust's program with its points: bit for bit
+    # the code runs robust_decode's program with its points: bit for bit
     np.testing.assert_array_equal(r.value, ref.value)
     np.testing.assert_array_equal(r.error, ref.error)
     # the code's noise level is used: at gamma = 1e4 the same error is rounding
@@ -194,16 +194,16 @@ def _levels(seed):
     return jnp.asarray(10.0**e, jnp.float32)
 
 
-def test_noise_sd_decode_is_chebyls_decode_robust_bit_for_bit():
+def test_noise_sd_decode_is_robust_decode_bit_for_bit():
     x, y = _data(seed=11)
     sd = _levels(1)
     y = y.at[6].add(0.2)
     mask = jnp.ones(M, bool).at[1].set(False)
     r = CODE.decode(y, mask, noise_sd=sd)
-    ref = cj.chebyls_decode_robust(y, mask, CODE.alpha(), CODE.beta(),
+    ref = cj.robust_decode(y, mask, CODE.alpha(), CODE.beta(),
                                    num_coeffs=CODE.num_coeffs, max_corrupted=A,
                                    worker_dtype="bfloat16", noise_sd=sd)  # fmt: skip
-    assert CODE.uses_noise_sd and type(r) is cj.RobustDecodeResult
+    assert "noise_sd" in CODE.answer_fields and type(r) is cj.RobustDecodeResult
     for f in cj.RobustDecodeResult._fields:
         np.testing.assert_array_equal(getattr(r, f), getattr(ref, f), err_msg=f)
     assert np.flatnonzero(np.asarray(r.suspects)).tolist() == [6]
@@ -235,26 +235,27 @@ def test_noise_sd_batched_equals_a_loop():
     "call, error, match",
     [
         (lambda c, y: c.decode(y, MASK, noise_sd=jnp.ones(M - 1)), ValueError,
-         r"LagrangeCode.decode: noise_sd must have shape \[M\] = \[12\]"),
+         r"RobustCode.decode: noise_sd must have shape \[M\] = \[12\]"),
         (lambda c, y: c.decode(y, MASK, noise_sd=jnp.ones((1, M))), ValueError,
-         r"LagrangeCode.decode: noise_sd must have shape"),
+         r"RobustCode.decode: noise_sd must have shape"),
         (lambda c, y: c.decode(y, MASK, noise_sd=jnp.ones(M, jnp.int32)), TypeError,
-         "LagrangeCode.decode: noise_sd must have a floating dtype"),
+         "RobustCode.decode: noise_sd must have a floating dtype"),
         (lambda c, y: c.decode_batched(y[None], MASK[None], noise_sd=jnp.ones(M)),
          ValueError, r"decode_batched: noise_sd must have shape \[B, M\] = \[1, 12\]"),
         (lambda c, y: c.decode_batched(y, MASK[None], shared_y=True,
                                        noise_sd=jnp.ones((1, M))),
          ValueError, r"decode_batched: noise_sd must have shape \[M\] \(shared_y\)"),
-        (lambda c, y: dataclasses.replace(c, decoder="chebyls").decode(
-            y, MASK, noise_sd=jnp.ones(M)), ValueError,
-         "LagrangeCode.decode: noise_sd applies only to a robust code"),
+        # a code that takes no noise level has no noise_sd argument
+        (lambda c, y: cj.lagrange_code(num_inputs=K, num_workers=M, degree=DEG
+                                       ).decode(y, MASK, noise_sd=jnp.ones(M)),
+         TypeError, "unexpected keyword argument 'noise_sd'"),
         (lambda c, y: cj.bacc_code(num_inputs=K, num_workers=M).decode_batched(
-            y[None], MASK[None], noise_sd=jnp.ones((1, M))), ValueError,
-         "BerrutCode.decode_batched: noise_sd applies only to a robust code"),
+            y[None], MASK[None], noise_sd=jnp.ones((1, M))), TypeError,
+         "unexpected keyword argument 'noise_sd'"),
     ],
 )  # fmt: skip
 def test_bad_noise_sd_is_a_clear_error(call, error, match):
     _, y = _data()
     with pytest.raises(error, match=match):
         call(CODE, y)
-    assert not cj.bacc_code(num_inputs=K, num_workers=M).uses_noise_sd
+    assert "noise_sd" not in cj.bacc_code(num_inputs=K, num_workers=M).answer_fields

@@ -57,8 +57,8 @@ def affine32(v):
 
 def _offline(code, r):
     """The offline decode of the answers and mask a ServeResult reports."""
-    return code.decode(jnp.asarray(r.responses), jnp.asarray(r.mask),
-                       order=jnp.asarray(r.order))  # fmt: skip
+    return code.decode_answers(cj.Answers(jnp.asarray(r.responses),
+        jnp.asarray(r.mask), jnp.asarray(r.order)))  # fmt: skip
 
 
 @functools.cache

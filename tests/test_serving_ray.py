@@ -82,8 +82,8 @@ def test_ray_backend_same_values_as_threads_and_survives_a_killed_actor(ray_sess
         assert r.num_used == M // 2
         # the value is the decode of the surviving answers (the same bits as the
         # thread backend's answers) on that mask
-        off = CODE.decode(jnp.asarray(want[0].responses), jnp.asarray(r.mask),
-                          order=jnp.asarray(r.order))  # fmt: skip
+        off = CODE.decode_answers(cj.Answers(jnp.asarray(want[0].responses),
+        jnp.asarray(r.mask), jnp.asarray(r.order)))  # fmt: skip
         np.testing.assert_array_equal(r.value, np.asarray(off.value))
         # the next request finds the dead actor's workers failing at once
         r2 = s.infer(xs[1])

@@ -45,8 +45,8 @@ def _serve(injector, policy, code=CODE, x=X):
 
 
 def _offline(r, code=CODE):
-    return code.decode(jnp.asarray(r.responses), jnp.asarray(r.mask),
-                       order=jnp.asarray(r.order))  # fmt: skip
+    return code.decode_answers(cj.Answers(jnp.asarray(r.responses),
+        jnp.asarray(r.mask), jnp.asarray(r.order)))  # fmt: skip
 
 
 def test_a_corrupted_worker_is_reported_and_the_value_is_the_offline_decode():
@@ -146,7 +146,7 @@ def test_noise_fn_locates_a_corruption_below_one_global_levels_reach():
         r = server.infer(X)
     assert r.ok and r.suspect_ids.tolist() == [q]
     # bit for bit the offline decode with the same levels
-    off = cj.chebyls_decode_robust(jnp.asarray(r.responses), jnp.asarray(r.mask),
+    off = cj.robust_decode(jnp.asarray(r.responses), jnp.asarray(r.mask),
                                    BF16.alpha(), BF16.beta(), num_coeffs=3,
                                    max_corrupted=A, worker_dtype="bfloat16",
                                    noise_sd=jnp.asarray(sd))  # fmt: skip

@@ -33,6 +33,7 @@ from ._faults import ShiftedExponential as ShiftedExponential
 from ._faults import WorkerFault as WorkerFault
 from ._policy import Adaptive as Adaptive
 from ._policy import ArrivalState as ArrivalState
+from ._policy import ArrivalTimes as ArrivalTimes
 from ._policy import Deadline as Deadline
 from ._policy import FirstDecodable as FirstDecodable
 from ._policy import FixedN as FixedN

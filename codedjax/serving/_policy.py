@@ -4,6 +4,11 @@ A policy is any object with a ``deadline`` attribute (seconds after the request 
 sent, or None for no deadline) and a ``decide(arrivals) -> bool`` method that the
 server calls after every successful answer. At the deadline the server decodes with
 whatever has arrived (``ok`` is False when that is fewer than the code needs).
+
+A policy that also has ``decision_times(times) -> [R]`` can be simulated in one
+vectorised pass (:func:`codedjax.serving.simulate_latency`): it states the same rule
+as ``decide`` for R requests at once, from their arrival times
+(:class:`ArrivalTimes`). Every built-in policy has one.
 """
 
 from __future__ import annotations
@@ -61,6 +66,68 @@ class ArrivalState:
         if self._result is None:
             self._result = self._decode()
         return self._result
+
+
+class ArrivalTimes:
+    """What a policy's ``decision_times`` sees: the answers of R requests at once.
+
+    Built by :func:`codedjax.serving.simulate_latency` from an :class:`Injector`
+    plan; a zero-overhead server decides at one of the successful arrival times.
+
+    Attributes:
+        code: the code of the requests.
+        success: float [R, M] seconds from submission to each successful answer
+            (inf for a worker that failed, hung or never answers).
+        sorted: float [R, M] ``success`` sorted along the workers: column n - 1 is
+            the time of the n-th successful answer.
+        all_done: float [R], when every worker has answered or failed (inf when
+            one hangs): nothing more arrives after it.
+        deadline: the policy's deadline in seconds (inf for none).
+    """
+
+    def __init__(self, code, success, all_done, deadline, decode):
+        self.code = code
+        self.success = success
+        self.sorted = np.sort(success, axis=1)
+        self.all_done = all_done
+        self.deadline = math.inf if deadline is None else float(deadline)
+        self._decode = decode
+
+    @property
+    def num_requests(self) -> int:
+        return self.success.shape[0]
+
+    def masks_at(self, rows: np.ndarray, times: np.ndarray) -> np.ndarray:
+        """bool [len(rows), M]: the answers in hand at ``times`` [len(rows)]."""
+        return self.success[rows] <= times[:, None]
+
+    def decode(self, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ok [B], predicted error [B]) of decoding the representative answers
+        with each mask (``code.decode_batched``)."""
+        return self._decode(masks)
+
+    def first_accepted(self, need: int, accept) -> np.ndarray:
+        """[R] the first successful arrival, from the ``need``-th on and within the
+        deadline, after which ``accept(ok, error)`` holds for the decode of the
+        answers in hand (masks the code cannot decode, ``code.may_decode``, are
+        not decoded); ``all_done`` where none is accepted."""
+        t_dec = self.all_done.copy()
+        undecided = np.ones(self.num_requests, bool)
+        for n in range(max(need, 1), self.code.num_workers + 1):
+            tn = self.sorted[:, n - 1]
+            rows = np.flatnonzero(undecided & np.isfinite(tn) & (tn <= self.deadline))
+            if rows.size == 0:
+                continue
+            masks = self.masks_at(rows, tn[rows])
+            can = np.asarray(self.code.may_decode(masks), bool)
+            rows, masks = rows[can], masks[can]
+            if rows.size == 0:
+                continue
+            ok, err = self.decode(masks)
+            hit = rows[np.asarray(accept(ok, err), bool)]
+            t_dec[hit] = np.minimum(tn[hit], self.all_done[hit])
+            undecided[hit] = False
+        return t_dec
 
 
 def responses_needed(code: Any) -> int:
@@ -126,6 +193,11 @@ class FixedN:
         n = self.num_responses or responses_needed(arrivals.code)
         return arrivals.num_arrived >= n
 
+    def decision_times(self, times: ArrivalTimes) -> np.ndarray:
+        """The N-th successful arrival (when every worker is done, if sooner)."""
+        n = self.num_responses or responses_needed(times.code)
+        return np.minimum(times.sorted[:, n - 1], times.all_done)
+
     def __repr__(self):
         return f"FixedN({self.num_responses}, deadline={self.deadline})"
 
@@ -141,6 +213,10 @@ class Deadline:
     def decide(self, arrivals: ArrivalState) -> bool:
         return arrivals.num_arrived >= arrivals.code.num_workers
 
+    def decision_times(self, times: ArrivalTimes) -> np.ndarray:
+        """When every worker is done (the deadline cuts it short)."""
+        return times.all_done.copy()
+
     def __repr__(self):
         return f"Deadline({self.deadline})"
 
@@ -148,9 +224,10 @@ class Deadline:
 class FirstDecodable:
     """Decode at the first answer after which the decoder reports ``ok``.
 
-    For replication this is the first time every input has a replica (checked on
-    the code's ``task`` layout before decoding); for Lagrange codes the threshold D
-    (when the system is not singular). A robust code is asked no sooner than its
+    The decoder is asked only once the code says the answers can decode
+    (``code.may_decode``: for replication, once every input has a replica); for
+    Lagrange codes that is at the threshold D (when the system is not singular).
+    A robust code is asked no sooner than its
     ``correction_threshold`` D + 2A: at N = D every answer fits exactly and a
     corrupted one would pass unseen (between D + 1 and D + 2A - 1 a corruption it
     cannot correct is reported as ``UNDECIDABLE``, not ``ok``, and the policy waits).
@@ -163,13 +240,13 @@ class FirstDecodable:
         code = arrivals.code
         if arrivals.num_arrived < responses_needed(code):
             return False
-        task = getattr(code, "task", None)
-        if task is not None:  # replication: every input has an answered replica
-            covered = np.zeros(code.num_inputs, bool)
-            covered[np.asarray(task)[arrivals.mask]] = True
-            if not covered.all():
-                return False
+        if not bool(code.may_decode(arrivals.mask)):
+            return False
         return bool(np.asarray(arrivals.decode().ok))
+
+    def decision_times(self, times: ArrivalTimes) -> np.ndarray:
+        """The first successful arrival after which the decode is ``ok``."""
+        return times.first_accepted(responses_needed(times.code), lambda ok, e: ok)
 
     def __repr__(self):
         return f"FirstDecodable(deadline={self.deadline})"
@@ -212,10 +289,18 @@ class Adaptive:
         need = max(responses_needed(arrivals.code), self.min_responses or 0)
         if arrivals.num_arrived < need:
             return False
+        if not bool(arrivals.code.may_decode(arrivals.mask)):
+            return False
         r = arrivals.decode()
         return (
             bool(np.asarray(r.ok)) and float(np.max(np.asarray(r.error))) <= self.budget
         )
+
+    def decision_times(self, times: ArrivalTimes) -> np.ndarray:
+        """The first successful arrival after which the decode is ``ok`` with a
+        predicted error within the budget."""
+        need = max(responses_needed(times.code), self.min_responses or 0)
+        return times.first_accepted(need, lambda ok, err: ok & (err <= self.budget))
 
     def __repr__(self):
         return f"Adaptive(budget={self.budget}, deadline={self.deadline})"

@@ -11,10 +11,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._code import Answers
+from .._dtypes import unit_roundoff
 from ._backends import Backend, Completion, ThreadCluster
 from ._policy import ArrivalState, FixedN, WaitPolicy
 
 _SUCCESS, _TOO_FEW = 0, 1
+# what the server needs of a code
+_CODE_MEMBERS = (
+    "num_inputs",
+    "num_workers",
+    "threshold",
+    "answer_fields",
+    "may_decode",
+    "encode",
+    "decode_answers",
+)
 
 
 class ServeResult(NamedTuple):
@@ -90,17 +102,15 @@ class _Request:
         self.noise = None
 
 
-def _unit_roundoff(dtype) -> float:
-    return float(jnp.finfo(dtype).eps) / 2.0
-
-
 class Server:
     """Serves coded inference: ``infer(x[K, ...])`` or a stream with :meth:`serve`.
 
     For each request the server encodes the K inputs into M coded rows
     (``code.encode``), sends row i to worker i of the backend, collects the answers
     as they arrive, asks the wait policy after each successful one whether to decode,
-    decodes with ``code.decode(y, mask, order=arrival_order)`` and cancels the
+    decodes with ``code.decode_answers(Answers(y, mask, order, noise_sd))`` (each
+    code reads what applies to it: the threshold code the arrival order, a robust
+    code the noise levels) and cancels the
     workers still running. An answer that is an exception or not finite counts as a
     failed worker (left out of the mask). At the policy's deadline it decodes with
     what has arrived; ``ok`` is False (and ``value`` zeros) when that is too little.
@@ -115,7 +125,8 @@ class Server:
             server starts it and closes it in :meth:`close`.
         policy: a wait policy (default: ``FixedN()``, the code's threshold).
         noise_fn: optional, for a code whose decode takes a per-answer noise level
-            (``code.uses_noise_sd``: ``lagrange_code(..., decoder="robust")``).
+            (``"noise_sd" in code.answer_fields``: ``lagrange_code(...,
+            decoder="robust")``).
             Called once per request, on the master, with the coded rows the
             workers were sent (numpy [M, ...]) while they compute; returns [M]
             floats, the standard deviation of each worker's answer error (its
@@ -152,12 +163,12 @@ class Server:
         noise_fn: Callable | None = None,
     ):
         name = "Server"
-        for attr in ("num_inputs", "num_workers", "threshold", "encode", "decode"):
+        for attr in _CODE_MEMBERS:
             if not hasattr(code, attr):
                 raise TypeError(
-                    f"{name}: code must be a codedjax Code (with num_inputs, "
-                    f"num_workers, threshold, encode, decode), got "
-                    f"{type(code).__name__} without {attr!r}"
+                    f"{name}: code must be a codedjax Code (with "
+                    f"{', '.join(_CODE_MEMBERS)}), got {type(code).__name__} "
+                    f"without {attr!r}"
                 )
         if not callable(worker_fn):
             raise TypeError(f"{name}: worker_fn must be callable, got {worker_fn!r}")
@@ -167,10 +178,10 @@ class Server:
                     f"{name}: noise_fn must be callable (coded rows [M, ...] -> [M] "
                     f"standard deviations) or None, got {noise_fn!r}"
                 )
-            if not getattr(code, "uses_noise_sd", False):
+            if "noise_sd" not in code.answer_fields:
                 raise ValueError(
                     f"{name}: noise_fn needs a code whose decode takes a per-answer "
-                    f"noise_sd (code.uses_noise_sd: lagrange_code(..., "
+                    f"noise_sd ('noise_sd' in code.answer_fields: lagrange_code(..., "
                     f"decoder='robust')), got {type(code).__name__} "
                     f"{getattr(code, 'name', '')!r}"
                 )
@@ -205,10 +216,9 @@ class Server:
     @staticmethod
     def _decode_fn(code):
         def decode(y, mask, order, noise):
-            y, mask, order = jnp.asarray(y), jnp.asarray(mask), jnp.asarray(order)
-            if noise is None:  # a code without a noise level takes no noise_sd
-                return code.decode(y, mask, order=order)
-            return code.decode(y, mask, order=order, noise_sd=jnp.asarray(noise))
+            noise = None if noise is None else jnp.asarray(noise)
+            answers = Answers(jnp.asarray(y), jnp.asarray(mask), jnp.asarray(order))
+            return code.decode_answers(answers._replace(noise_sd=noise))
 
         return decode
 
@@ -443,9 +453,7 @@ class Server:
         elif ok:  # a decoder without an error prediction: cond * u * max |y|
             used = y[mask].astype(np.float32)
             err = (
-                cond
-                * _unit_roundoff(y.dtype)
-                * float(np.max(np.abs(used), initial=0.0))
+                cond * unit_roundoff(y.dtype) * float(np.max(np.abs(used), initial=0.0))
             )
         else:
             err = math.inf

@@ -1,8 +1,10 @@
 """Vectorised latency Monte Carlo: what a zero-overhead server would do.
 
 Given the injected delays and faults of R requests (one :class:`Injector` plan), the
-decision time of the built-in wait policies is an order statistic of the successful
-arrival times, so 1e5 requests take one sort instead of an event loop per request.
+decision time of a wait policy is an order statistic of the successful arrival
+times, so 1e5 requests take one sort instead of an event loop per request. Each
+policy states its rule itself (its ``decision_times`` method); this module builds
+the arrival times and the batched decode the rule asks for.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._faults import CORRUPT, HANG, NONE, Injector
-from ._policy import Adaptive, Deadline, FirstDecodable, FixedN, responses_needed
+from ._policy import ArrivalTimes
 
 
 class SimulatedLatency(NamedTuple):
@@ -47,7 +49,7 @@ def _batched_decode(code, y, masks, chunk=2048):
         pad = np.zeros((size, mk.shape[1]), bool)
         pad[:b] = mk
         yb = jnp.broadcast_to(jnp.asarray(y), (size,) + y.shape)
-        r = jax.device_get(code.decode_batched(yb, jnp.asarray(pad), order=None))
+        r = jax.device_get(code.decode_batched(yb, jnp.asarray(pad)))
         oks.append(np.asarray(r.ok)[:b])
         errs.append(np.asarray(r.error).reshape(size, -1).max(axis=1)[:b])
     if not oks:
@@ -73,24 +75,36 @@ def simulate_latency(
 
     Args:
         code: the code (``num_workers``, ``threshold``, ``decode_batched``).
-        policy: :class:`FixedN`, :class:`Deadline`, :class:`FirstDecodable` or
-            :class:`Adaptive` (others: run a :class:`Server` on a
-            :class:`SimulatedCluster`).
+        policy: a wait policy with a ``decision_times`` method (every built-in
+            one: :class:`FixedN`, :class:`Deadline`, :class:`FirstDecodable`,
+            :class:`Adaptive`); for others run a :class:`Server` on a
+            :class:`SimulatedCluster`.
         injector: the delay and fault plan.
         num_requests: R.
         responses: [M, ...] representative answers, used by :class:`Adaptive` (its
             predicted error depends on their size) and for ``ok``; default zeros.
         first_request: the number of the first request.
         check_ok: decode every final mask (``code.decode_batched``) to report
-            ``ok``; otherwise ``ok`` is ``num_used >= code.threshold``.
+            ``ok``; otherwise ``ok`` is whether the code's structure allows a
+            decode of the final mask (``code.may_decode``: at least ``threshold``
+            answers; a replica of every input for replication).
 
     Returns:
         :class:`SimulatedLatency`.
 
     Raises:
-        TypeError: a policy of another type.
+        TypeError: a policy without ``decision_times``.
         ValueError: a policy that asks for more answers than M.
     """
+    rule = getattr(policy, "decision_times", None)
+    if not callable(rule):
+        raise TypeError(
+            f"simulate_latency: the policy must state its rule for many requests "
+            f"at once (a decision_times(times) method, as FixedN, Deadline, "
+            f"FirstDecodable and Adaptive have), got {type(policy).__name__} "
+            f"without one; run a Server on a SimulatedCluster to simulate it "
+            f"request by request"
+        )
     if callable(getattr(policy, "check", None)):
         policy.check(code)
     m = int(code.num_workers)
@@ -98,50 +112,18 @@ def simulate_latency(
     delays, faults = injector.plan(r_ids, m)
     success = (faults == NONE) | (faults == CORRUPT)
     t_succ = np.where(success, delays, np.inf)
-    srt = np.sort(t_succ, axis=1)
     t_all = np.where(faults == HANG, np.inf, delays).max(axis=1)
     dl = np.inf if policy.deadline is None else float(policy.deadline)
     y = np.zeros((m, 1), np.float32) if responses is None else np.asarray(responses)
-    if isinstance(policy, FixedN):
-        n = policy.num_responses or responses_needed(code)
-        t_dec = np.minimum(srt[:, n - 1], t_all)
-    elif isinstance(policy, Deadline):
-        t_dec = t_all
-    elif isinstance(policy, FirstDecodable) and getattr(code, "task", None) is not None:
-        # replication: the first time every input has an answered replica
-        task = np.asarray(code.task)
-        first = np.stack(
-            [t_succ[:, task == t].min(axis=1) for t in range(code.num_inputs)], axis=1
-        )
-        t_dec = np.minimum(first.max(axis=1), t_all)
-    elif isinstance(policy, (FirstDecodable, Adaptive)):
-        t_dec = t_all.copy()
-        undecided = np.ones(len(r_ids), bool)
-        need = responses_needed(code)
-        if isinstance(policy, Adaptive):
-            need = max(need, policy.min_responses or 0)
-        for n in range(need, m + 1):
-            tn = srt[:, n - 1]
-            rows = np.nonzero(undecided & np.isfinite(tn) & (tn <= dl))[0]
-            if rows.size == 0:
-                continue
-            masks = t_succ[rows] <= tn[rows, None]
-            ok, err = _batched_decode(code, y, masks)
-            if isinstance(policy, Adaptive):
-                ok = ok & (err <= policy.budget)
-            t_dec[rows[ok]] = np.minimum(tn[rows[ok]], t_all[rows[ok]])
-            undecided[rows[ok]] = False
-    else:
-        raise TypeError(
-            f"simulate_latency: policy must be FixedN, Deadline, FirstDecodable or "
-            f"Adaptive, got {type(policy).__name__}; run a Server on a "
-            f"SimulatedCluster for other policies"
-        )
+    times = ArrivalTimes(
+        code, t_succ, t_all, policy.deadline, lambda mk: _batched_decode(code, y, mk)
+    )
+    t_dec = np.asarray(rule(times), np.float64)
     timed_out = t_dec > dl
     t_dec = np.minimum(t_dec, dl)
     masks = t_succ <= t_dec[:, None]
     if check_ok:
         ok, _ = _batched_decode(code, y, masks)
     else:
-        ok = masks.sum(axis=1) >= code.threshold
+        ok = np.asarray(code.may_decode(masks), bool)
     return SimulatedLatency(t_dec, masks.sum(axis=1), ok, timed_out, masks)

@@ -1,0 +1,328 @@
+"""The Code interface: one object per coding scheme, the baselines included.
+
+A :class:`Code` bundles what a scheme needs (its points, degree, decoder and settings)
+into an immutable, hashable object with four operations: ``encode`` (what each worker
+is sent), ``decode`` (one straggler mask), ``decode_batched`` (many masks) and
+``decoding_matrix``. Because a code is hashable it is a valid static argument of
+``jax.jit``, and its methods are jitted once per code: one compiled program serves
+every mask.
+
+A runtime (the server, the latency simulator, an experiment) hands a code
+everything it knows about a request's answers as one :class:`Answers` and calls
+:meth:`Code.decode_answers`; each code reads the fields that apply to it (the
+threshold code the arrival order, a robust code the per-answer noise levels), so
+nothing outside a code looks at its type or name. :meth:`Code.may_decode` states,
+from the code's structure alone, which responder sets can decode at all (a
+replication code needs a replica of every input). The interface and its hooks are
+documented in ``docs/design.md``; the codes themselves live in
+``codedjax._lagrange_codes``, ``codedjax._approx_codes`` and
+``codedjax._replication_codes``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+from ._chebyshev import points_f64
+from ._dtypes import accumulation_dtype, check_floating, check_mask
+from ._result import DecodeResult
+from ._threads import serialised_call
+
+
+def points(n: int, kind: int, dtype: Any) -> jax.Array:
+    """Chebyshev points [n] of ``kind`` in ``dtype`` (a constant in a trace)."""
+    return jnp.asarray(points_f64(n, kind), dtype=dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def device_points(n: int, kind: int, dtype: Any) -> jax.Array:
+    """:func:`points` made once per (n, kind, dtype): points passed as arguments."""
+    return points(n, kind, dtype)
+
+
+def acc_of(y: jax.Array) -> jnp.dtype:
+    """The accumulation dtype of answers (or inputs) ``y``."""
+    return accumulation_dtype(y.dtype)
+
+
+class Answers(NamedTuple):
+    """Everything a runtime knows about one request's answers (a pytree).
+
+    Built by the server, the latency simulator or an experiment and handed to
+    :meth:`Code.decode_answers`, which reads the fields that apply to the code:
+    every code reads ``y`` and ``mask``; the threshold code also ``order``; a
+    robust code also ``noise_sd``. A field the runtime does not know is None.
+
+    Attributes:
+        y: [M, ...] the answers (any floating dtype; rows outside ``mask`` are
+            ignored).
+        mask: bool [M], the workers whose answer arrived (and is finite).
+        order: int [M], every worker index once, the answered ones first in
+            arrival order; None when the arrival order is not known.
+        noise_sd: float [M], the standard deviation of each answer's error (from
+            the server's ``noise_fn``); None when not known.
+    """
+
+    y: Any
+    mask: Any
+    order: Any = None
+    noise_sd: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Code:
+    """Base class of every code: K inputs coded onto M workers.
+
+    Subclasses are frozen dataclasses of static settings (hashable, so a code is a
+    static argument of ``jax.jit``). Arrays (points, layouts) are derived from the
+    settings on demand, in the dtype of the data.
+
+    A subclass implements the traced hooks ``_encode(x)`` and ``_decode(y, mask,
+    **extras)`` (the keyword arguments its own :meth:`decode` adds, e.g. the
+    threshold code's ``order``), and may override ``_decode_batched``, ``_matrix``,
+    :meth:`decode_answers` (to read more fields of :class:`Answers`) and
+    :meth:`may_decode`.
+
+    Attributes:
+        num_inputs: K, the number of inputs coded together.
+        num_workers: M, the number of workers.
+    """
+
+    num_inputs: int
+    num_workers: int
+
+    #: the fields of :class:`Answers` that :meth:`decode_answers` reads
+    answer_fields = ("y", "mask")
+
+    # --- what every code states about itself -------------------------------------
+    @property
+    def name(self) -> str:
+        """Short name of the scheme (for tables and reports)."""
+        raise NotImplementedError
+
+    @property
+    def threshold(self) -> int:
+        """The fewest responses from which ``decode`` can return ``ok``."""
+        raise NotImplementedError
+
+    @property
+    def exact(self) -> bool:
+        """True when decoding with every worker is exact on the code's function class
+        (polynomials of the code's degree for Lagrange codes, any function for
+        replication, uncoded and RepApprox)."""
+        raise NotImplementedError
+
+    @property
+    def correction_threshold(self) -> int:
+        """The fewest responses from which ``decode`` also corrects the corrupted
+        answers it is built to correct: D + 2A for a robust Lagrange code, equal to
+        ``threshold`` for every code that corrects none."""
+        return self.threshold
+
+    def may_decode(self, mask: ArrayLike) -> np.ndarray:
+        """Whether ``decode`` can return ``ok`` from these responders, judged on
+        the code's structure alone (host side, no answers needed).
+
+        A necessary condition: False means no answers from these workers decode;
+        True means a decode may succeed (it still reports ``ok`` from the values:
+        conditioning, non-finite answers). At least ``threshold`` responders for
+        most codes; a replica of every input for replication.
+
+        Args:
+            mask: bool [..., M] responders (numpy or jax, concrete).
+
+        Returns:
+            numpy bool [...].
+        """
+        return np.asarray(mask).sum(axis=-1) >= self.threshold
+
+    # --- the four operations -----------------------------------------------------
+    def encode(self, x: ArrayLike) -> jax.Array:
+        """What each worker is sent: x [K, ...] -> [M, ...]."""
+        x = check_floating(f"{type(self).__name__}.encode", "x", x)
+        if x.ndim < 1 or x.shape[0] != self.num_inputs:
+            raise ValueError(
+                f"{type(self).__name__}.encode: x must have shape [K, ...] = "
+                f"[{self.num_inputs}, ...], got {tuple(x.shape)}"
+            )
+        return _encode_jit(self, x)
+
+    def decode(self, y: ArrayLike, mask: ArrayLike) -> DecodeResult:
+        """Decode one straggler pattern.
+
+        Args:
+            y: [M, ...] worker responses in any floating dtype (rows of workers that
+                did not respond are ignored, NaN/Inf rows count as missing).
+            mask: bool [M], True for the workers that responded.
+
+        Returns:
+            DecodeResult with ``value`` [K, ...] in the accumulation dtype.
+
+        Raises:
+            ValueError: y or mask not [M, ...] / [M].
+            TypeError: y not floating, mask not boolean.
+        """
+        y, mask = self._check(f"{type(self).__name__}.decode", y, mask)
+        return self._decode_one(y, mask)
+
+    def decode_batched(
+        self, y: ArrayLike, masks: ArrayLike, *, shared_y: bool = False
+    ) -> DecodeResult:
+        """Decode B straggler patterns at once.
+
+        Args:
+            y: [B, M, ...] one payload per mask, or [M, ...] shared by every mask when
+                ``shared_y`` is True.
+            masks: bool [B, M].
+            shared_y: whether ``y`` is one payload for every mask (static).
+
+        Returns:
+            DecodeResult with a leading B axis on every field; equal to a loop of
+            :meth:`decode` up to rounding.
+
+        Raises:
+            ValueError: shapes that disagree (y, masks).
+            TypeError: y not floating, masks not boolean.
+        """
+        fname = f"{type(self).__name__}.decode_batched"
+        y, masks, _ = self._check_batched(fname, y, masks, shared_y)
+        return self._decode_many(y, masks, shared_y)
+
+    def decoding_matrix(
+        self, mask: ArrayLike, *, dtype: Any = jnp.float32
+    ) -> jax.Array:
+        """The linear map from responses to outputs for one mask, [K, M].
+
+        Zero columns for workers outside the mask; all zeros when the mask cannot
+        be decoded. For every code but the graceful and robust ones the decode is
+        linear in the responses: ``decode(y, mask).value == decoding_matrix(mask) @
+        y`` up to rounding (the graceful and robust codes say what their matrix
+        is).
+        """
+        mask = check_mask(
+            f"{type(self).__name__}.decoding_matrix", mask, self.num_workers
+        )
+        return _matrix_jit(self, mask, jnp.dtype(dtype))
+
+    def decode_answers(self, answers: Answers) -> DecodeResult:
+        """Decode one request from everything the runtime knows about its answers.
+
+        The one entry point of a runtime: every code reads the fields of
+        :class:`Answers` that apply to it (``answer_fields``) and ignores the
+        others. Works under ``jax.jit`` and ``jax.vmap`` (map the fields of
+        ``answers`` together).
+
+        Args:
+            answers: :class:`Answers` (``y`` [M, ...], ``mask`` [M], optional
+                ``order`` [M] and ``noise_sd`` [M]).
+
+        Returns:
+            What :meth:`decode` returns.
+        """
+        return self.decode(answers.y, answers.mask)
+
+    # --- checks and the jitted programs (shared by the subclasses) ---------------
+    def _check(self, fname, y, mask):
+        y = check_floating(fname, "y", y)
+        mask = check_mask(fname, mask, self.num_workers)
+        if y.ndim < 1 or y.shape[0] != self.num_workers:
+            raise ValueError(
+                f"{fname}: y must have shape [M, ...] = [{self.num_workers}, ...], "
+                f"got {tuple(y.shape)}"
+            )
+        return y, mask
+
+    def _check_batched(self, fname, y, masks, shared_y):
+        """(y, masks, lead): ``lead`` is y's leading shape, [M] or [B, M]."""
+        y = check_floating(fname, "y", y)
+        masks = check_mask(fname, masks, self.num_workers, name="masks")
+        if masks.ndim != 2:
+            raise ValueError(
+                f"{fname}: masks must have shape [B, M] = [B, {self.num_workers}], "
+                f"got {tuple(masks.shape)}"
+            )
+        b = masks.shape[0]
+        lead = (self.num_workers,) if shared_y else (b, self.num_workers)
+        if y.shape[: len(lead)] != lead:
+            want = "[M, ...]" if shared_y else "[B, M, ...]"
+            raise ValueError(
+                f"{fname}: y must have shape {want} = {list(lead) + ['...']} "
+                f"(shared_y={shared_y}), got {tuple(y.shape)}"
+            )
+        return y, masks, lead
+
+    def _decode_one(self, y, mask, **extras):
+        """``decode`` after its checks: the code's jitted program."""
+        return _decode_jit(self, y, mask, extras)
+
+    def _decode_many(self, y, masks, shared_y, **extras):
+        """``decode_batched`` after its checks: the code's jitted program.
+
+        Vmapped decoders run batched LAPACK (QR, Cholesky) on CPU: one such
+        program at a time in the process (see ``codedjax._threads``).
+        """
+        return serialised_call(
+            _decode_batched_jit, self, y, masks, bool(shared_y), extras
+        )
+
+    # --- hooks for subclasses (traced) -------------------------------------------
+    def _encode(self, x):
+        raise NotImplementedError
+
+    def _decode(self, y, mask, **extras):
+        raise NotImplementedError
+
+    def _batch_axes(self, shared_y):
+        """{extra: in_axis} for the extras of ``_decode`` under the default batched
+        decode that are not shaped like y's leading axes (those are mapped unless
+        ``shared_y``)."""
+        return {}
+
+    def _decode_batched(self, y, masks, shared_y, **extras):
+        """B masks: ``_decode`` vmapped over the masks (and y unless shared)."""
+        ax = None if shared_y else 0
+        names = tuple(extras)
+
+        def one(yy, mk, *vals):
+            return self._decode(yy, mk, **dict(zip(names, vals, strict=True)))
+
+        axes = self._batch_axes(shared_y)
+        ex_axes = tuple(axes.get(n, ax) for n in names)
+        vals = tuple(extras[n] for n in names)
+        return jax.vmap(one, in_axes=(ax, 0) + ex_axes)(y, masks, *vals)
+
+    def _matrix(self, mask, dtype):
+        # a code that decodes linearly: decode the identity payload
+        eye = jnp.eye(self.num_workers, dtype=dtype)
+        return self._decode(eye, mask).value
+
+
+def _drop_none(extras):
+    return {k: v for k, v in extras.items() if v is not None}
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _encode_jit(code, x):
+    return code._encode(x)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _decode_jit(code, y, mask, extras):
+    return code._decode(y, mask, **_drop_none(extras))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3))
+def _decode_batched_jit(code, y, masks, shared_y, extras):
+    return code._decode_batched(y, masks, shared_y, **_drop_none(extras))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2))
+def _matrix_jit(code, mask, dtype):
+    return code._matrix(mask, dtype)
