@@ -17,6 +17,16 @@ from ._dtypes import unit_roundoff as unit_roundoff
 from ._chebyshev import chebyshev_points as chebyshev_points
 from ._chebyshev import chebyshev_vandermonde as chebyshev_vandermonde
 
+# latency models (one vocabulary for the sampler, the serving injector, the planner)
+from ._latency import Constant as Constant
+from ._latency import LatencyModel as LatencyModel
+from ._latency import Pareto as Pareto
+from ._latency import PersistentSlowdown as PersistentSlowdown
+from ._latency import RandomSlowdown as RandomSlowdown
+from ._latency import ShiftedExponential as ShiftedExponential
+from ._latency import Uniform as Uniform
+from ._latency import parse_latency as parse_latency
+
 # straggler models
 from ._sampling import Arrivals as Arrivals
 from ._sampling import WorstCase as WorstCase

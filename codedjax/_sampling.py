@@ -1,4 +1,7 @@
-"""Straggler models: uniform N-of-M masks, latency-driven arrivals, worst-case sets."""
+"""Straggler models: uniform N-of-M masks, latency-driven arrivals, worst-case sets.
+
+The latency models themselves are in ``codedjax._latency``.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +16,9 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from ._dtypes import check_int, check_vector, is_concrete
+from ._latency import LatencyModel, ShiftedExponential
+
+_DEFAULT_MODEL = ShiftedExponential(shift=1.0, mean=1.0)
 
 
 def _check_key(fname: str, key: Any) -> None:
@@ -175,44 +181,45 @@ def sample_arrivals(
     *,
     num_workers: int,
     num_responses: int,
-    model: str = "shifted_exponential",
+    model: LatencyModel = _DEFAULT_MODEL,
     shape: tuple[int, ...] = (),
-    shift: float = 1.0,
-    rate: float = 1.0,
-    scale: float = 1.0,
-    tail_index: float = 2.0,
 ) -> Arrivals:
-    r"""Per-worker latencies from a straggler model, and the first N arrivals.
+    r"""Per-worker latencies from a latency model, and the first N arrivals.
 
-    - ``"shifted_exponential"``: T_i = shift + Exp(rate), the standard model of
-      coded-computing papers (Lee et al. 2018).
-    - ``"pareto"``: T_i = scale * U^{-1/tail_index}, heavy-tailed stragglers
-      (P(T > t) = (scale / t)^tail_index for t >= scale).
-    - ``"uniform"``: i.i.d. uniform latencies, i.e. a uniformly random arrival order
-      (the same responder law as :func:`sample_masks`).
-
-    Workers are i.i.d., so the arrival order is a uniformly random permutation and
-    the mask is uniform over N-subsets in every model; the models differ in ``time``.
+    The model is one of the library's latency models (:class:`ShiftedExponential`,
+    the standard model of coded-computing papers, Lee et al. 2018, and the
+    default, 1 + Exp(mean 1); :class:`Pareto` for heavy tails; :class:`Uniform`
+    for a uniformly random arrival order; :class:`Constant`; stragglers on top:
+    :class:`RandomSlowdown`, :class:`PersistentSlowdown`), drawn in float32 with
+    ``model.sample_jax``. For i.i.d. models the arrival order is a uniformly random
+    permutation and the mask is uniform over N-subsets (the same responder law as
+    :func:`sample_masks`); the models differ in ``time``. The order of a base
+    model comes from its random part before the common shift is added, so a large
+    shift cannot tie the latencies in float32.
 
     Args:
         key: typed PRNG key.
         num_workers: M. num_responses: N (1..M).
-        model: "shifted_exponential", "pareto" or "uniform".
+        model: a :class:`LatencyModel` (e.g. ``ShiftedExponential(shift=1.0,
+            mean=1.0)``, ``parse_latency("pareto:1,2")``).
         shape: leading batch shape.
-        shift, rate: shifted-exponential parameters (shift >= 0, rate > 0).
-        scale, tail_index: Pareto parameters (> 0).
 
     Returns:
         Arrivals(mask [*shape, M], order [*shape, M], time [*shape], latencies).
 
     Raises:
-        ValueError: unknown model, bad parameters, N outside [1, M].
+        ValueError: N outside [1, M]. TypeError: model not a latency model, key
+            not a PRNG key.
 
     Examples:
         >>> import jax, codedjax as cj
         >>> a = cj.sample_arrivals(jax.random.key(0), num_workers=6, num_responses=4)
         >>> int(a.mask.sum()), a.order.shape
         (4, (6,))
+        >>> p = cj.sample_arrivals(jax.random.key(0), num_workers=6, num_responses=4,
+        ...                        model=cj.Pareto(scale=1.0, shape=1.5))
+        >>> bool(p.time >= 1.0)
+        True
 
     References:
         K. Lee et al., Speeding up distributed machine learning using codes,
@@ -225,60 +232,14 @@ def sample_arrivals(
     if n > m:
         raise ValueError(f"{fname}: num_responses (N) must be at most M={m}, got {n}")
     shape = _check_shape(fname, shape)
-    if model == "shifted_exponential":
-        need = f"need shift >= 0 and rate > 0, got shift={shift}, rate={rate}"
-        shift = _param(fname, "shift", shift, minimum=0.0, strict=False, need=need)
-        rate = _param(fname, "rate", rate, minimum=0.0, strict=True, need=need)
-        # the order comes from the exponential parts (the shift is common to every
-        # worker), so a large shift cannot tie the latencies in float32
-        e = jax.random.exponential(key, shape + (m,))
-        return _arrivals(e, shift + e / rate, jnp.asarray(n, jnp.int32))
-    elif model == "pareto":
-        need = (
-            f"need scale > 0 and tail_index > 0, got scale={scale}, "
-            f"tail_index={tail_index}"
-        )
-        scale = _param(fname, "scale", scale, minimum=0.0, strict=True, need=need)
-        tail_index = _param(
-            fname, "tail_index", tail_index, minimum=0.0, strict=True, need=need
-        )
-        u = jax.random.uniform(key, shape + (m,), minval=jnp.finfo(jnp.float32).tiny)
-        # the order comes from U (T decreases in U), so a small tail index, whose
-        # latencies overflow to inf in float32, cannot tie them; ``time`` is then
-        # inf where the N-th arrival time exceeds the float32 range
-        return _arrivals(
-            -u, scale * u ** (-1.0 / tail_index), jnp.asarray(n, jnp.int32)
-        )
-    elif model == "uniform":
-        lat = jax.random.uniform(key, shape + (m,))
-    else:
-        raise ValueError(
-            f"{fname}: model must be 'shifted_exponential', 'pareto' or 'uniform', "
-            f"got {model!r}"
-        )
-    return _checked_first_arrivals(fname, lat, n)
-
-
-def _param(
-    fname: str, name: str, value: Any, *, minimum: float, strict: bool, need: str
-):
-    """A finite Python number (not traced) above ``minimum``; raise naming fname."""
-    if not is_concrete(value):
+    if not isinstance(model, LatencyModel):
         raise TypeError(
-            f"{fname}: {name} must be a concrete Python number (it fixes the latency "
-            f"model; pass latencies to first_arrivals to trace it), got a traced value"
+            f"{fname}: model must be a latency model (codedjax.ShiftedExponential, "
+            f"Pareto, Uniform, Constant, RandomSlowdown, PersistentSlowdown or "
+            f"parse_latency(text)), got {type(model).__name__} {model!r}"
         )
-    try:
-        v = float(value)
-    except (TypeError, ValueError) as err:
-        raise TypeError(
-            f"{fname}: {name} must be a real number, got {type(value).__name__} "
-            f"{value!r}"
-        ) from err
-    ok = math.isfinite(v) and (v > minimum if strict else v >= minimum)
-    if not ok:
-        raise ValueError(f"{fname}: {need} (finite)")
-    return v
+    offset, rel, order = model._jax(key, shape + (m,))
+    return _arrivals(order, offset + rel, jnp.asarray(n, jnp.int32))
 
 
 class WorstCase(NamedTuple):

@@ -247,6 +247,23 @@ def test_float64_decoding_matches_numpy_reference():
         np.testing.assert_allclose(np.asarray(r.value), ref, atol=1e-12)
 
 
+def test_may_decode_is_necessary_for_ok(code):
+    """may_decode (host, structure only) is False wherever decode is not ok from
+    finite answers; for replication it is exactly 'every input has a replica'."""
+    x, y = _data(code)
+    masks = np.concatenate(
+        [np.asarray(_masks(code, n, 6, seed=n)) for n in range(1, code.num_workers + 1)]
+    )
+    ok = np.asarray(code.decode_batched(y, jnp.asarray(masks), shared_y=True).ok)
+    may = code.may_decode(masks)
+    assert may.shape == (len(masks),) and may.dtype == bool
+    assert np.all(may | ~ok)
+    if isinstance(code, cj.ReplicationCode):
+        np.testing.assert_array_equal(may, ok)
+        m = code.num_workers
+        assert bool(code.may_decode(np.arange(m) >= m - K))  # the last replicas
+
+
 def test_replication_takes_any_replica():
     code = CODES["replication"]
     x, y = _data(code)

@@ -721,47 +721,49 @@ def _helper_cases():
     )
     sa = cj.sample_arrivals
     kw = {"num_workers": 6, "num_responses": 3}
-    for tag, extra in (
-        ("shift_inf", {"shift": float("inf")}),
-        ("shift_nan", {"shift": float("nan")}),
-        ("shift_neg", {"shift": -1.0}),
-        ("rate_inf", {"rate": float("inf")}),
-        ("rate_zero", {"rate": 0.0}),
-        ("rate_str", {"rate": "fast"}),
-        ("scale_zero", {"model": "pareto", "scale": 0.0}),
-        ("tail_zero", {"model": "pareto", "tail_index": 0.0}),
-        ("tail_nan", {"model": "pareto", "tail_index": float("nan")}),
-        ("model_bad", {"model": "weibull"}),
-        ("N_gt_M", {"num_responses": 7}),
-        ("N0", {"num_responses": 0}),
+    sexp, par = cj.ShiftedExponential, cj.Pareto
+    for tag, fname, make in (
+        ("shift_inf", "ShiftedExponential", lambda: sexp(float("inf"), 1.0)),
+        ("shift_nan", "ShiftedExponential", lambda: sexp(float("nan"), 1.0)),
+        ("shift_neg", "ShiftedExponential", lambda: sexp(-1.0, 1.0)),
+        ("shift_overflows", "ShiftedExponential", lambda: sexp(1e39, 1.0)),
+        ("mean_inf", "ShiftedExponential", lambda: sexp(0.0, float("inf"))),
+        ("mean_zero", "ShiftedExponential", lambda: sexp(0.0, 0.0)),
+        ("mean_str", "ShiftedExponential", lambda: sexp(0.0, "fast")),
+        ("scale_zero", "Pareto", lambda: par(0.0, 2.0)),
+        ("shape_zero", "Pareto", lambda: par(1.0, 0.0)),
+        ("shape_nan", "Pareto", lambda: par(1.0, float("nan"))),
+        # every worker's latency would overflow float32 (the median 2^1000)
+        ("tiny_shape", "Pareto", lambda: par(1.0, 1e-3)),
+        ("model_bad", "sample_arrivals", lambda: sa(key, **kw, model="weibull")),
+        ("N_gt_M", "sample_arrivals", lambda: sa(key, **{**kw, "num_responses": 7})),
+        ("N0", "sample_arrivals", lambda: sa(key, **{**kw, "num_responses": 0})),
+        ("spec_tiny_shape", "parse_latency", lambda: cj.parse_latency("pareto:1,1e-3")),
+        ("spec_bad", "parse_latency", lambda: cj.parse_latency("weibull:1,2")),
+        (
+            "traced_shift",
+            "ShiftedExponential",
+            lambda: jax.jit(lambda s: sa(key, model=sexp(s, 1.0), **kw).time)(1.0),
+        ),
     ):
-        helper(
-            f"sample_arrivals/{tag}",
-            "sample_arrivals",
-            lambda e=extra: sa(key, **{**kw, **e}),
-        )
-    helper(
-        "sample_arrivals/traced_shift",
-        "sample_arrivals",
-        lambda: jax.jit(lambda s: sa(key, shift=s, **kw).time)(1.0),
-    )
+        helper(f"sample_arrivals/{tag}", fname, make)
 
-    def varies(**e):
-        masks = sa(key, **{**kw, **e}, shape=(64,)).mask
+    def varies(model):
+        masks = sa(key, **kw, model=model, shape=(64,)).mask
         return len({tuple(r) for r in np.asarray(masks).tolist()}) > 8
 
-    for tag, extra in (
-        ("huge_shift_varies", {"shift": 1e30}),
-        ("tiny_rate_varies", {"rate": 1e-30}),
-        ("tiny_tail_varies", {"model": "pareto", "tail_index": 1e-3}),
-        ("huge_scale_varies", {"model": "pareto", "scale": 1e38}),
+    for tag, model in (
+        ("huge_shift_varies", sexp(1e30, 1.0)),
+        ("tiny_mean_varies", sexp(1.0, 1e-30)),
+        ("small_shape_varies", par(1.0, 0.05)),  # most latencies finite, many inf
+        ("huge_scale_varies", par(1e38, 2.0)),
     ):
         helper(
             f"sample_arrivals/{tag}",
             "sample_arrivals",
-            lambda e=extra: e,
+            lambda m=model: m,
             "correct",
-            lambda e: varies(**e),
+            varies,
         )
     fa = cj.first_arrivals
     helper(

@@ -122,7 +122,7 @@ def test_threshold_float64_square_solve(x64, key, np_rng):
     alpha, beta = _points()
     x = jnp.asarray(np_rng.standard_normal((K, 4)))
     y = cubic(cj.lagrange_encode(x, beta, alpha))
-    arr = cj.sample_arrivals(key, num_workers=M, num_responses=30, model="uniform")
+    arr = cj.sample_arrivals(key, num_workers=M, num_responses=30, model=cj.Uniform(0.0, 1.0))
     r = cj.threshold_decode(y, arr.mask, alpha, beta, num_coeffs=D, order=arr.order)
     assert int(r.num_used) == D
     first = np.asarray(arr.order)[:D]
@@ -185,7 +185,7 @@ def test_bf16_workers_chebyls_beats_threshold():
                 jax.random.fold_in(km, n),
                 num_workers=M,
                 num_responses=n,
-                model="uniform",
+                model=cj.Uniform(0.0, 1.0),
                 shape=(n_masks,),
             )
             ls = cj.chebyls_decode_batched(y, arr.mask, alpha, beta, num_coeffs=D)

@@ -18,6 +18,15 @@ PUBLIC = {
     # points and bases
     "chebyshev_points",
     "chebyshev_vandermonde",
+    # latency models
+    "Constant",
+    "LatencyModel",
+    "Pareto",
+    "PersistentSlowdown",
+    "RandomSlowdown",
+    "ShiftedExponential",
+    "Uniform",
+    "parse_latency",
     # straggler models
     "Arrivals",
     "WorstCase",
@@ -92,6 +101,7 @@ RANK = {
     "_argcache": 1,
     "_batching": 1,
     "_chebyshev": 1,
+    "_latency": 1,
     "_sampling": 2,
     "_linalg": 1,
     "_lsq": 2,

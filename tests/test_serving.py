@@ -23,14 +23,11 @@ import pytest
 import codedjax as cj
 from codedjax.serving import (
     Adaptive,
-    Constant,
     Deadline,
     FirstDecodable,
     FixedN,
     Injector,
-    Pareto,
     Server,
-    ShiftedExponential,
     SimulatedCluster,
     ThreadCluster,
     simulate_latency,
@@ -89,7 +86,12 @@ def test_infer_recovers_an_affine_map_exactly_in_float32():
 
 
 def test_simulated_latency_is_the_order_statistic_of_the_delays():
-    inj = Injector(latency=ShiftedExponential(0.001, 0.002), slow_prob=0.2, seed=3)
+    inj = Injector(
+        latency=cj.RandomSlowdown(
+            cj.ShiftedExponential(0.001, 0.002), prob=0.2, factor=10.0
+        ),
+        seed=3,
+    )
     x = np.ones((20, K, 4), np.float32)
     with Server(CODE, affine, backend=SimulatedCluster(injector=inj),
                 policy=FixedN(6)) as server:  # fmt: skip
@@ -116,7 +118,7 @@ def test_ten_thousand_requests_with_faults_none_lost_each_ok_bit_exact():
     # M = 8, K = 3, degree 1: D = 3; N = 5, so up to M - N = 3 workers fail per
     # request (raise, hang or NaN, at random); the deadline backstops the hangs
     k, m, n, code = K, M, 5, CODE
-    inj = Injector(latency=ShiftedExponential(0.001, 0.001), slow_prob=0.1,
+    inj = Injector(latency=cj.parse_latency("shifted-exp:1ms,1ms; slow=0.1 factor=10"),
                    fault_kinds=("raise", "hang", "nan"), max_faulty=m - n,
                    seed=7)  # fmt: skip
     g = 10_000
@@ -152,7 +154,7 @@ def test_ten_thousand_requests_with_faults_none_lost_each_ok_bit_exact():
 def test_too_many_failures_give_ok_false_and_zeros_by_the_deadline(kind):
     k, m, code = K, M, CODE  # D = 3
     failed = {w: kind for w in range(m - 3 + 1)}  # M - D + 1 workers fail
-    inj = Injector(latency=Constant(0.001), failed_workers=failed, seed=0)
+    inj = Injector(latency=cj.Constant(0.001), failed_workers=failed, seed=0)
     x = np.ones((k, 4), np.float32)
     with Server(code, affine, backend=SimulatedCluster(injector=inj),
                 policy=FixedN(m, deadline=0.2)) as server:  # fmt: skip
@@ -169,7 +171,7 @@ def test_too_many_failures_give_ok_false_and_zeros_by_the_deadline(kind):
 
 def test_thread_cluster_requests_with_faults_match_offline_decode():
     k, m, n, code = K, M, 5, CODE  # D = 3
-    inj = Injector(latency=ShiftedExponential(0.0002, 0.0003),
+    inj = Injector(latency=cj.ShiftedExponential(0.0002, 0.0003),
                    fault_kinds=("raise", "hang", "nan"), max_faulty=m - n,
                    seed=11)  # fmt: skip
     g = 200
@@ -189,7 +191,7 @@ def test_thread_cluster_requests_with_faults_match_offline_decode():
 
 def test_hung_worker_never_holds_a_request_past_its_deadline_nor_the_next():
     k, m, code = K, M, CODE  # D = 3
-    inj = Injector(latency=Constant(0.0), failed_workers={0: "hang"}, seed=0)
+    inj = Injector(latency=cj.Constant(0.0), failed_workers={0: "hang"}, seed=0)
     backend = ThreadCluster(injector=inj)
     xs = np.random.default_rng(4).uniform(-1, 1, (4, k, 4)).astype(np.float32)
     with Server(code, affine, backend=backend,
@@ -212,7 +214,7 @@ def test_thread_cluster_queues_the_next_task_of_a_busy_worker():
     # each worker is busy with request 0 for its delay d, so the answers to request
     # 1, sent right after, come no sooner than 2 d after request 0 was sent
     d = 0.05
-    backend = ThreadCluster(injector=Injector(latency=Constant(d)))
+    backend = ThreadCluster(injector=Injector(latency=cj.Constant(d)))
     backend.start(affine, 2)
     rows = np.ones((2, 4), np.float32)
     try:
@@ -244,7 +246,7 @@ def test_thread_cluster_holds_answers_their_delay_and_frees_a_worker_in_its_call
             gate.wait(10.0)
         return v * np.float32(2)
 
-    backend = ThreadCluster(injector=Injector(latency=Constant(0.02)), jit=False,
+    backend = ThreadCluster(injector=Injector(latency=cj.Constant(0.02)), jit=False,
                             threads=2)  # fmt: skip
     x = np.ones((3, 4), np.float32)
     marked = x.copy()
@@ -272,7 +274,7 @@ def test_thread_cluster_holds_answers_their_delay_and_frees_a_worker_in_its_call
 
 
 def test_adaptive_decodes_at_threshold_with_a_loose_budget_and_waits_with_a_tight():
-    inj = Injector(latency=ShiftedExponential(0.001, 0.001), seed=5)
+    inj = Injector(latency=cj.ShiftedExponential(0.001, 0.001), seed=5)
     x = np.random.default_rng(5).uniform(-1, 1, (K, 4)).astype(np.float32)
     backend = SimulatedCluster(injector=inj)
     with Server(CODE, affine, backend=backend, policy=Adaptive(1e30, 1.0)) as server:
@@ -288,7 +290,7 @@ def test_adaptive_decodes_at_threshold_with_a_loose_budget_and_waits_with_a_tigh
 
 
 def test_adaptive_accepts_the_first_prefix_under_budget():
-    inj = Injector(latency=ShiftedExponential(0.001, 0.001), seed=6)
+    inj = Injector(latency=cj.ShiftedExponential(0.001, 0.001), seed=6)
     x = np.random.default_rng(6).uniform(-1, 1, (K, 4)).astype(np.float32)
     with Server(CODE, affine, backend=SimulatedCluster(injector=inj),
                 policy=FixedN(M)) as server:  # fmt: skip
@@ -309,7 +311,7 @@ def test_adaptive_accepts_the_first_prefix_under_budget():
 
 def test_first_decodable_waits_until_every_input_has_a_replica():
     code = cj.replication_code(num_inputs=3, num_workers=9)
-    inj = Injector(latency=Pareto(0.001, 1.5), seed=8)
+    inj = Injector(latency=cj.Pareto(0.001, 1.5), seed=8)
     xs = np.random.default_rng(8).uniform(-1, 1, (30, 3, 2)).astype(np.float32)
     with Server(code, affine, backend=SimulatedCluster(injector=inj),
                 policy=FirstDecodable()) as server:  # fmt: skip
@@ -322,8 +324,34 @@ def test_first_decodable_waits_until_every_input_has_a_replica():
     np.testing.assert_allclose(sim.latency, covered, atol=1e-12, rtol=0)
 
 
+class _EveryOther:
+    """A user policy: decode at the 4th answer (decide only: not simulable)."""
+
+    deadline = None
+
+    def decide(self, arrivals):
+        return arrivals.num_arrived >= 4
+
+
+class _EveryOtherSimulable(_EveryOther):
+    def decision_times(self, times):
+        return np.minimum(times.sorted[:, 3], times.all_done)
+
+
+def test_the_simulator_asks_the_policy_for_its_rule():
+    inj = Injector(latency=cj.ShiftedExponential(0.001, 0.002), seed=4)
+    with pytest.raises(TypeError, match=r"decision_times.*Server on a SimulatedCl"):
+        simulate_latency(CODE, _EveryOther(), inj, 5)
+    sim = simulate_latency(CODE, _EveryOtherSimulable(), inj, 12)
+    with Server(CODE, affine, backend=SimulatedCluster(injector=inj),
+                policy=_EveryOther()) as server:  # fmt: skip
+        rs = server.serve(np.ones((12, K, 4), np.float32))
+    np.testing.assert_allclose(sim.latency, [r.latency for r in rs], atol=1e-9)
+    np.testing.assert_array_equal(sim.masks, np.stack([r.mask for r in rs]))
+
+
 def test_deadline_policy_waits_for_every_worker_or_the_deadline():
-    inj = Injector(latency=ShiftedExponential(0.01, 0.05), seed=9)
+    inj = Injector(latency=cj.ShiftedExponential(0.01, 0.05), seed=9)
     xs = np.ones((20, K, 4), np.float32)
     with Server(CODE, affine, backend=SimulatedCluster(injector=inj),
                 policy=Deadline(0.05)) as server:  # fmt: skip
@@ -352,8 +380,9 @@ def test_a_user_written_policy_is_accepted():
 
 
 def test_injector_draws_depend_only_on_the_request_number():
-    inj = Injector(latency=Pareto(0.002, 2.0), slow_prob=0.3, fault_kinds=("nan",),
-                   fault_prob=0.1, seed=4)  # fmt: skip
+    inj = Injector(latency=cj.RandomSlowdown(cj.Pareto(0.002, 2.0), prob=0.3,
+                                             factor=10.0),
+                   fault_kinds=("nan",), fault_prob=0.1, seed=4)  # fmt: skip
     d_all, f_all = inj.plan(np.arange(300), 12)
     d_one, f_one = inj.plan([257], 12)
     np.testing.assert_array_equal(d_all[257], d_one[0])
@@ -364,8 +393,9 @@ def test_injector_draws_depend_only_on_the_request_number():
 
 
 def test_correlated_slowdowns_hit_whole_groups():
-    inj = Injector(latency=Constant(0.001), slow_prob=0.5, slow_factor=10.0,
-                   group_size=4, seed=2)  # fmt: skip
+    inj = Injector(latency=cj.RandomSlowdown(cj.Constant(0.001), prob=0.5,
+                                             factor=10.0, group_size=4),
+                   seed=2)  # fmt: skip
     d, _ = inj.plan(np.arange(400), 12)
     groups = d.reshape(400, 3, 4)
     np.testing.assert_allclose(groups, groups[..., :1].repeat(4, axis=-1))
@@ -385,7 +415,7 @@ def test_fault_counts_stay_within_max_faulty():
 
 
 def test_corrupted_answers_reach_the_decoder():
-    inj = Injector(latency=Constant(0.001), failed_workers={3: "corrupt"},
+    inj = Injector(latency=cj.Constant(0.001), failed_workers={3: "corrupt"},
                    corrupt_scale=64.0)  # fmt: skip
     x = np.full((K, 4), 0.5, np.float32)
     with Server(CODE, affine, backend=SimulatedCluster(injector=inj),
@@ -448,7 +478,7 @@ def test_a_worker_answering_another_shape_is_a_clear_error():
 
 
 def test_close_and_context_manager_stop_the_threads_also_after_an_exception():
-    inj = Injector(latency=Constant(0.0), failed_workers={1: "hang"})
+    inj = Injector(latency=cj.Constant(0.0), failed_workers={1: "hang"})
     x = np.ones((K, 4), np.float32)
     before = threading.active_count()
     backend = ThreadCluster(injector=inj)
@@ -498,7 +528,8 @@ def test_serving_imports_only_jax_numpy_and_the_library():
 
 
 def test_worker_delays_do_not_depend_on_the_number_of_workers():
-    inj = Injector(slow_prob=0.1, seed=21)
+    slow = cj.RandomSlowdown(cj.ShiftedExponential(0.005, 0.005), prob=0.1, factor=10)
+    inj = Injector(latency=slow, seed=21)
     d8, _ = inj.plan(np.arange(50), 8)
     d40, _ = inj.plan(np.arange(50), 40)
     np.testing.assert_array_equal(d8, d40[:, :8])

@@ -17,7 +17,6 @@ ray = pytest.importorskip(
 
 import codedjax as cj  # noqa: E402
 from codedjax.serving import (  # noqa: E402
-    Constant,
     FixedN,
     Injector,
     RayCluster,
@@ -63,7 +62,7 @@ def test_ray_backend_same_values_as_threads_and_survives_a_killed_actor(ray_sess
     with Server(CODE, affine, backend=ThreadCluster(), policy=FixedN(M)) as server:
         want = server.serve(xs)
     # workers i, i + 2, i + 4, ... share actor i % 2; every answer takes 0.3 s
-    inj = Injector(latency=Constant(0.3))
+    inj = Injector(latency=cj.Constant(0.3))
     backend = RayCluster(num_actors=2, slots_per_actor=M, injector=inj)
     with Server(CODE, affine, backend=backend, policy=FixedN(M, deadline=60.0)) as s:
         got = s.serve(xs, max_in_flight=2)

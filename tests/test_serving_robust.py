@@ -16,12 +16,10 @@ import pytest
 import codedjax as cj
 from codedjax.serving import (
     Adaptive,
-    Constant,
     FirstDecodable,
     FixedN,
     Injector,
     Server,
-    ShiftedExponential,
     SimulatedCluster,
     simulate_latency,
 )
@@ -50,7 +48,7 @@ def _offline(r, code=CODE):
 
 
 def test_a_corrupted_worker_is_reported_and_the_value_is_the_offline_decode():
-    inj = Injector(latency=Constant(0.001), failed_workers={3: "corrupt"},
+    inj = Injector(latency=cj.Constant(0.001), failed_workers={3: "corrupt"},
                    corrupt_scale=0.5)  # fmt: skip
     r = _serve(inj, FixedN(M))
     assert r.ok and r.status == int(cj.Status.SUCCESS)
@@ -68,7 +66,7 @@ def test_a_corrupted_worker_is_reported_and_the_value_is_the_offline_decode():
 
 
 def test_a_clean_request_flags_nobody():
-    r = _serve(Injector(latency=Constant(0.001)), FixedN(M))
+    r = _serve(Injector(latency=cj.Constant(0.001)), FixedN(M))
     assert r.ok and r.num_used == M
     assert r.suspects is not None and not r.suspects.any()
     assert r.suspect_ids.size == 0
@@ -76,7 +74,7 @@ def test_a_clean_request_flags_nobody():
 
 def test_codes_that_do_not_look_report_none():
     plain = cj.lagrange_code(num_inputs=K, num_workers=M, degree=1)
-    inj = Injector(latency=Constant(0.001), failed_workers={3: "corrupt"},
+    inj = Injector(latency=cj.Constant(0.001), failed_workers={3: "corrupt"},
                    corrupt_scale=0.5)  # fmt: skip
     r = _serve(inj, FixedN(M), code=plain)
     assert r.ok and r.suspects is None and r.suspect_ids.size == 0
@@ -89,9 +87,9 @@ def _first_arrivals(inj, n):
 
 def test_policies_wait_for_d_plus_2a_answers():
     """The first answer to arrive is corrupted: at D answers it would pass unseen."""
-    plan = Injector(latency=ShiftedExponential(0.001, 0.01), seed=4)
+    plan = Injector(latency=cj.ShiftedExponential(0.001, 0.01), seed=4)
     first = int(_first_arrivals(plan, 1)[0])
-    inj = Injector(latency=ShiftedExponential(0.001, 0.01), seed=4,
+    inj = Injector(latency=cj.ShiftedExponential(0.001, 0.01), seed=4,
                    failed_workers={first: "corrupt"}, corrupt_scale=0.5)  # fmt: skip
     need = CODE.correction_threshold
     assert need == 5
@@ -139,7 +137,7 @@ def test_noise_fn_locates_a_corruption_below_one_global_levels_reach():
                             noise_scale=gamma)  # fmt: skip
     c = 20 * float(sd[q])  # 20 of its own levels, under one of the global level's
     assert c < gamma * u * size[q]
-    inj = Injector(latency=Constant(0.001), failed_workers={q: "corrupt"},
+    inj = Injector(latency=cj.Constant(0.001), failed_workers={q: "corrupt"},
                    corrupt_scale=c)  # fmt: skip
     with Server(BF16, noisy, backend=SimulatedCluster(injector=inj),
                 policy=FixedN(M), noise_fn=amplitude) as server:  # fmt: skip

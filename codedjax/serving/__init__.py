@@ -14,8 +14,10 @@ Backends (one small interface, :class:`Backend`):
 
 Wait policies (:class:`WaitPolicy`): :class:`FixedN`, :class:`Deadline`,
 :class:`FirstDecodable`, :class:`Adaptive`. Latency and faults are injected by a
-seeded :class:`Injector` (:class:`ShiftedExponential`, :class:`Pareto` delays, slow
-workers, correlated slowdowns, raising, hanging, NaN and corrupted workers).
+seeded :class:`Injector`: delays from one of the library's latency models
+(``codedjax.ShiftedExponential``, ``codedjax.Pareto``, slow workers and racks with
+``codedjax.RandomSlowdown`` and ``codedjax.PersistentSlowdown``, or
+``codedjax.parse_latency(text)``), and raising, hanging, NaN and corrupted workers.
 :func:`simulate_latency` computes a zero-overhead server's latencies for 1e5
 requests in one vectorised pass. Architecture and measured numbers:
 ``docs/serving.md``.
@@ -26,10 +28,7 @@ from ._backends import Completion as Completion
 from ._backends import SimulatedCluster as SimulatedCluster
 from ._backends import ThreadCluster as ThreadCluster
 from ._faults import FAULT_KINDS as FAULT_KINDS
-from ._faults import Constant as Constant
 from ._faults import Injector as Injector
-from ._faults import Pareto as Pareto
-from ._faults import ShiftedExponential as ShiftedExponential
 from ._faults import WorkerFault as WorkerFault
 from ._policy import Adaptive as Adaptive
 from ._policy import ArrivalState as ArrivalState

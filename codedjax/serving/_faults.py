@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from .._latency import LatencyModel, ShiftedExponential, Streams
+
 #: fault kinds, in the order of their integer codes (0 = no fault)
 FAULT_KINDS = ("none", "raise", "hang", "nan", "corrupt")
 NONE, RAISE, HANG, NAN, CORRUPT = range(len(FAULT_KINDS))
@@ -38,76 +40,15 @@ def _check_nonneg(fname: str, name: str, value: Any, *, positive: bool = False):
 
 
 @dataclasses.dataclass(frozen=True)
-class ShiftedExponential:
-    r"""Service time ``shift + Exp(mean)`` seconds.
-
-    .. math:: T = s + E, \qquad E \sim \mathrm{Exp}(1/\mu).
-
-    References:
-        K. Lee et al., Speeding up distributed machine learning using codes, IEEE
-        Trans. Inf. Theory 64(3), 2018, arXiv:1512.02673 (the shifted-exponential
-        model of coded computing).
-    """
-
-    shift: float = 0.005
-    mean: float = 0.005
-
-    def __post_init__(self):
-        _check_nonneg("ShiftedExponential", "shift", self.shift)
-        _check_nonneg("ShiftedExponential", "mean", self.mean)
-
-    def sample(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        """Draws [shape] service times (seconds) from a numpy generator."""
-        return self.shift + self.mean * rng.exponential(1.0, shape)
-
-
-@dataclasses.dataclass(frozen=True)
-class Pareto:
-    r"""Heavy-tailed service time ``scale * P`` with ``P ~ Pareto(shape)`` (P >= 1).
-
-    .. math:: \Pr[T > t] = (t / s)^{-a}, \qquad t \ge s,
-
-    with ``s = scale`` and ``a = shape``.
-    """
-
-    scale: float = 0.005
-    shape: float = 2.5
-
-    def __post_init__(self):
-        _check_nonneg("Pareto", "scale", self.scale)
-        _check_nonneg("Pareto", "shape", self.shape, positive=True)
-
-    def sample(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        # numpy's pareto is Lomax (support from 0): shift it to start at 1
-        return self.scale * (1.0 + rng.pareto(self.shape, shape))
-
-
-@dataclasses.dataclass(frozen=True)
-class Constant:
-    """Every worker takes exactly ``value`` seconds."""
-
-    value: float = 0.0
-
-    def __post_init__(self):
-        _check_nonneg("Constant", "value", self.value)
-
-    def sample(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        del rng
-        return np.full(shape, self.value)
-
-
-@dataclasses.dataclass(frozen=True)
 class Injector:
     """What happens to every worker on every request: a seeded delay and fault plan.
 
     Attributes:
-        latency: the service-time model (``sample(rng, shape)``), e.g.
-            :class:`ShiftedExponential` (default 5 ms + Exp(5 ms)) or :class:`Pareto`.
-        slow_prob: probability that a worker (or a whole group, see ``group_size``)
-            is ``slow_factor`` times slower on a request.
-        slow_factor: the slowdown of a slow worker.
-        group_size: workers ``i // group_size`` form a group (a rack) that is slow
-            together; 1 (default) makes slowdowns independent.
+        latency: the service-time model, a :class:`codedjax.LatencyModel` (default
+            ``ShiftedExponential(0.005, 0.005)``, 5 ms + Exp(mean 5 ms));
+            stragglers are part of it (``RandomSlowdown``: a worker or a rack slowed
+            at random; ``PersistentSlowdown``: given workers always slower), or
+            ``codedjax.parse_latency("shifted-exp:5ms,5ms; slow=0.1 factor=10")``.
         fault_kinds: kinds drawn for faulty workers, from ``"raise"`` (the worker's
             answer is an exception), ``"hang"`` (it never answers until cancelled),
             ``"nan"`` (its answer is NaN) and ``"corrupt"`` (its answer is shifted by
@@ -120,10 +61,7 @@ class Injector:
         seed: the seed of the plan.
     """
 
-    latency: Any = ShiftedExponential()
-    slow_prob: float = 0.0
-    slow_factor: float = 10.0
-    group_size: int = 1
+    latency: LatencyModel = ShiftedExponential(0.005, 0.005)
     fault_kinds: tuple[str, ...] = ()
     fault_prob: float = 0.0
     max_faulty: int = 0
@@ -133,23 +71,23 @@ class Injector:
 
     def __post_init__(self):
         name = "Injector"
-        if not callable(getattr(self.latency, "sample", None)):
+        if not isinstance(self.latency, LatencyModel):
             raise TypeError(
-                f"{name}: latency must have a sample(rng, shape) method, got "
+                f"{name}: latency must be a codedjax latency model "
+                f"(ShiftedExponential, Pareto, Constant, Uniform, RandomSlowdown, "
+                f"PersistentSlowdown, parse_latency(text)), got "
                 f"{type(self.latency).__name__}"
             )
-        p = _check_nonneg(name, "slow_prob", self.slow_prob)
         q = _check_nonneg(name, "fault_prob", self.fault_prob)
-        if p > 1 or q > 1:
-            raise ValueError(f"{name}: probabilities must be <= 1, got {p}, {q}")
-        _check_nonneg(name, "slow_factor", self.slow_factor, positive=True)
+        if q > 1:
+            raise ValueError(f"{name}: fault_prob must be <= 1, got {q}")
         _check_nonneg(name, "corrupt_scale", self.corrupt_scale)
-        for field in ("group_size", "max_faulty", "seed"):
+        for field in ("max_faulty", "seed"):
             v = getattr(self, field)
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
                 raise TypeError(f"{name}: {field} must be an int, got {v!r}")
-        if self.group_size < 1 or self.max_faulty < 0:
-            raise ValueError(f"{name}: group_size must be >= 1 and max_faulty >= 0")
+        if self.max_faulty < 0:
+            raise ValueError(f"{name}: max_faulty must be >= 0, got {self.max_faulty}")
         kinds = tuple(self.fault_kinds)
         bad = [k for k in kinds if k not in FAULT_KINDS[1:]]
         if bad:
@@ -208,19 +146,11 @@ class Injector:
     def _block(self, block: int, m: int):
         r = _BLOCK
         # worker i's delays and group g's slowdowns come from streams of their own,
-        # so worker i sees the same delays whatever M is (uncoded K workers and
-        # coded M workers share their first K columns); the fault plan is per M
-        delay = np.empty((r, m))
-        for i in range(m):
-            rng = np.random.default_rng([self.seed, block, 0, i])
-            delay[:, i] = self.latency.sample(rng, (r,))
-        groups = -(-m // self.group_size)
-        slow_g = np.empty((r, groups), bool)
-        for g in range(groups):
-            rng = np.random.default_rng([self.seed, block, 1, g])
-            slow_g[:, g] = rng.random(r) < self.slow_prob
-        slow = np.repeat(slow_g, self.group_size, axis=1)[:, :m]
-        delay = np.where(slow, delay * self.slow_factor, delay)
+        # seeded (seed, block, part, index), so worker i sees the same delays
+        # whatever M is (uncoded K workers and coded M workers share their first K
+        # columns); the fault plan is per M
+        streams = Streams.seeded((self.seed, block))
+        delay = self.latency._columns(streams, r, m, 0)
         fault = np.zeros((r, m), np.int8)
         if self.fault_kinds:
             rng = np.random.default_rng([self.seed, block, 2, m])
