@@ -50,7 +50,23 @@ TESTS = {
         "tests/test_properties.py",
         "tests/test_edge_inputs.py",
     ],
-    "codedjax/_codes.py": [
+    # the Code modules (split from the former _codes.py): the same tests
+    "codedjax/_code.py": [
+        "tests/test_codes.py",
+        "tests/test_properties.py",
+        "tests/test_edge_inputs.py",
+    ],
+    "codedjax/_lagrange_codes.py": [
+        "tests/test_codes.py",
+        "tests/test_properties.py",
+        "tests/test_edge_inputs.py",
+    ],
+    "codedjax/_approx_codes.py": [
+        "tests/test_codes.py",
+        "tests/test_properties.py",
+        "tests/test_edge_inputs.py",
+    ],
+    "codedjax/_replication_codes.py": [
         "tests/test_codes.py",
         "tests/test_properties.py",
         "tests/test_edge_inputs.py",
@@ -61,6 +77,21 @@ TESTS = {
     "codedjax/_sampling.py": ["tests/test_sampling.py"],
     "codedjax/_lsq.py": [
         "tests/test_lsq.py",
+        "tests/test_polynomial.py",
+        "tests/test_properties.py",
+        "tests/test_edge_inputs.py",
+    ],
+    # split from _lsq.py: the same tests, and the square kernel's own
+    "codedjax/_square.py": [
+        "tests/test_square.py",
+        "tests/test_lsq.py",
+        "tests/test_polynomial.py",
+        "tests/test_properties.py",
+        "tests/test_edge_inputs.py",
+    ],
+    "codedjax/_linalg.py": [
+        "tests/test_lsq.py",
+        "tests/test_square.py",
         "tests/test_polynomial.py",
         "tests/test_properties.py",
         "tests/test_edge_inputs.py",
