@@ -7,6 +7,9 @@ give ``ok=False`` with zeros, exact codes recover exactly with every worker,
 map ``decode`` applies.
 """
 
+import functools
+import logging
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -99,6 +102,11 @@ def code(request):
     return CODES[request.param]
 
 
+def _key(code):
+    """The CASES name of a code of CODES."""
+    return next(n for n, c in CODES.items() if c is code)
+
+
 def _close(a, b, atol=1e-5):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=atol)
 
@@ -117,37 +125,91 @@ def test_encode_shape_and_dtype(code):
         code.encode(jnp.zeros((K + 1, 3)))
 
 
-def test_jit_equals_eager(code):
+# One compiled program per code holds every transform the contract checks (the
+# user's jit around decode, vmap over masks, decode_batched with a shared and with
+# per-mask payloads, jvp, grad, the decoding matrix): each code compiles its decoder
+# a few times for the whole file, not once per test.
+B = 6  # masks per batch, in every batched call of this file
+
+
+@functools.cache
+def _inputs(name):
+    """y, B decodable masks then B with too few answers, one mask, dy, g."""
+    code = CODES[name]
     x, y = _data(code)
-    mask = _masks(code, _n_ok(code), 1)[0]
+    n = code.threshold - 1
+    few = _masks(code, n, B) if n > 0 else jnp.zeros((B, code.num_workers), bool)
+    masks = jnp.concatenate([_masks(code, _n_ok(code), B), few])
+    mask = _masks(code, _n_ok(code), 1, seed=7)[0]
+    dy = jax.random.normal(jax.random.key(8), y.shape)
+    g = jax.random.normal(jax.random.key(9), (K, y.shape[1]))
+    return y, masks, mask, dy, g
+
+
+@functools.cache
+def _program(name):
+    """The contract's transforms of one code as one jitted function of its inputs."""
+    code = CODES[name]
+
+    @jax.jit
+    def run(y, masks, mask, dy, g):
+        f = lambda yy: code.decode(yy, mask).value  # noqa: E731
+        _, tangent = jax.jvp(f, (y,), (dy,))
+        cot = jax.grad(lambda yy: jnp.sum(g * f(yy)))(y)
+        # the same 2B masks in every batched form (XLA then shares their work)
+        ys = jnp.broadcast_to(y, masks.shape[:1] + y.shape)
+        return dict(
+            decode=code.decode(y, mask),  # decode inside the user's jit
+            vmap=jax.vmap(lambda mk: code.decode(y, mk))(masks),
+            shared=code.decode_batched(y, masks, shared_y=True),
+            per=code.decode_batched(ys, masks),
+            tangent=tangent,
+            cot=cot,
+            matrix=code.decoding_matrix(mask),
+        )
+
+    return run
+
+
+@functools.cache
+def _transforms(name):
+    out = _program(name)(*_inputs(name))
+    return jax.tree_util.tree_map(np.asarray, out)
+
+
+def test_jit_equals_eager(code):
+    y, _, mask, *_ = _inputs(_key(code))
     eager = code.decode(y, mask)
-    jitted = jax.jit(lambda yy, mk: code.decode(yy, mk))(y, mask)
+    jitted = _transforms(_key(code))["decode"]
     for a, b in zip(eager, jitted, strict=True):
         _close(a, b)
 
 
 def test_vmap_equals_loop_and_batched(code):
-    x, y = _data(code)
-    masks = _masks(code, _n_ok(code), 6)
+    name = _key(code)
+    y, masks, *_ = _inputs(name)
     loop = [code.decode(y, mk) for mk in masks]
-    vm = jax.vmap(lambda mk: code.decode(y, mk))(masks)
-    shared = code.decode_batched(y, masks, shared_y=True)
-    per = code.decode_batched(jnp.broadcast_to(y, (6,) + y.shape), masks)
+    t = _transforms(name)
     for i, r in enumerate(loop):
-        assert bool(r.ok)
-        for batch in (vm, shared, per):
+        assert bool(r.ok) == (i < B)  # B decodable masks, then B with too few
+        for batch in (t["vmap"], t["shared"], t["per"]):
             _close(batch.value[i], r.value)
             assert bool(batch.ok[i]) == bool(r.ok)
             assert int(batch.status[i]) == int(r.status)
             assert int(batch.num_used[i]) == int(r.num_used)
 
 
-def test_one_program_for_every_mask(code):
+def test_one_program_for_every_mask(code, caplog):
+    """decode compiles once for a payload shape, then serves every mask."""
     x, y = _data(code)
-    fn = jax.jit(lambda yy, mk: code.decode(yy, mk).value)
-    for n in range(1, code.num_workers + 1):
-        fn(y, _masks(code, n, 1, seed=n)[0])
-    assert fn._cache_size() == 1
+    code.decode(y, _masks(code, 1, 1, seed=1)[0])
+    masks = [_masks(code, n, 1, seed=n)[0] for n in range(2, code.num_workers + 1)]
+    with jax.log_compiles(True), caplog.at_level(logging.WARNING, logger="jax"):
+        caplog.clear()
+        for mk in masks:
+            code.decode(y, mk)
+        msgs = [r.getMessage() for r in caplog.records]
+    assert not [m for m in msgs if "Compiling" in m], msgs
 
 
 def test_nonfinite_worker_counts_as_missing(code):
@@ -164,15 +226,12 @@ def test_nonfinite_worker_counts_as_missing(code):
 
 
 def test_too_few_responses_is_data(code):
-    x, y = _data(code)
-    n = code.threshold - 1
-    # 6 masks: the same batch shape as above, so the compiled program is reused
-    masks = _masks(code, n, 6) if n > 0 else jnp.zeros((6, code.num_workers), bool)
-    r = code.decode_batched(y, masks, shared_y=True)
-    assert not np.any(np.asarray(r.ok))
-    assert np.all(np.asarray(r.status) == int(cj.Status.TOO_FEW_RESPONSES))
-    assert np.all(np.asarray(r.value) == 0)
-    assert np.all(np.isinf(np.asarray(r.error)))
+    t = _transforms(_key(code))  # masks B..2B-1 have threshold - 1 answers
+    for r in (t["shared"], t["per"], t["vmap"]):
+        assert not np.any(r.ok[B:])
+        assert np.all(r.status[B:] == int(cj.Status.TOO_FEW_RESPONSES))
+        assert np.all(r.value[B:] == 0)
+        assert np.all(np.isinf(r.error[B:]))
 
 
 def test_exact_with_every_worker(code):
@@ -190,31 +249,27 @@ def test_exact_with_every_worker(code):
 
 
 def test_decoding_matrix_is_the_linear_map(code):
-    x, y = _data(code)
-    mask = _masks(code, _n_ok(code), 1, seed=7)[0]
-    a = code.decoding_matrix(mask)
+    y, _, mask, *_ = _inputs(_key(code))
+    a = _transforms(_key(code))["matrix"]
     assert a.shape == (K, code.num_workers)
-    assert np.all(np.asarray(a)[:, ~np.asarray(mask)] == 0)
-    _close(a @ y, code.decode(y, mask).value, atol=1e-5)
+    assert np.all(a[:, ~np.asarray(mask)] == 0)
+    _close(a @ np.asarray(y), code.decode(y, mask).value, atol=1e-5)
 
 
 def test_forward_and_reverse_derivatives_agree(code):
     """jax.jvp and jax.grad of decode work for every code and are one linear map:
     <g, J dy> == <J^T g, dy>; for a code whose decode is linear in y, J dy is its
     decoding matrix times dy."""
-    x, y = _data(code)
-    mask = _masks(code, _n_ok(code), 1, seed=7)[0]
-    dy = jax.random.normal(jax.random.key(8), y.shape)
-    g = jax.random.normal(jax.random.key(9), (K, y.shape[1]))
-    f = lambda yy: code.decode(yy, mask).value  # noqa: E731
-    _, tangent = jax.jvp(f, (y,), (dy,))
-    cot = jax.grad(lambda yy: jnp.sum(g * f(yy)))(y)
-    lhs, rhs = float(jnp.sum(g * tangent)), float(jnp.sum(cot * dy))
+    y, _, mask, dy, g = _inputs(_key(code))
+    t = _transforms(_key(code))
+    _close(t["decode"].value, code.decode(y, mask).value)
+    lhs = float(np.sum(np.asarray(g) * t["tangent"]))
+    rhs = float(np.sum(t["cot"] * np.asarray(dy)))
     assert abs(lhs - rhs) <= 1e-4 * (abs(lhs) + 1.0)
     # linear in y, except graceful (its smoothing is chosen from y) and robust (its
     # weights are the answers' sizes and its suspects come from y)
-    if code.name not in ("graceful", "robust"):
-        _close(tangent, code.decoding_matrix(mask) @ dy, atol=1e-4)
+    if not isinstance(code, (cj.GracefulCode, cj.RobustCode)):
+        _close(t["tangent"], t["matrix"] @ np.asarray(dy), atol=1e-4)
 
 
 def test_contract_covers_every_code_factory():
@@ -250,17 +305,20 @@ def test_float64_decoding_matches_numpy_reference():
 def test_may_decode_is_necessary_for_ok(code):
     """may_decode (host, structure only) is False wherever decode is not ok from
     finite answers; for replication it is exactly 'every input has a replica'."""
-    x, y = _data(code)
-    masks = np.concatenate(
-        [np.asarray(_masks(code, n, 6, seed=n)) for n in range(1, code.num_workers + 1)]
-    )
-    ok = np.asarray(code.decode_batched(y, jnp.asarray(masks), shared_y=True).ok)
-    may = code.may_decode(masks)
-    assert may.shape == (len(masks),) and may.dtype == bool
-    assert np.all(may | ~ok)
+    y, *_ = _inputs(_key(code))
+    m = code.num_workers
+    for n in range(1, m + 1, 2):  # 2B masks of n and n + 1 answers: one program
+        masks = jnp.concatenate(
+            [_masks(code, n, B, seed=n), _masks(code, min(n + 1, m), B, seed=n + 1)]
+        )
+        out = _program(_key(code))(y, masks, *_inputs(_key(code))[2:])
+        ok = np.asarray(out["shared"].ok)
+        may = code.may_decode(masks)
+        assert may.shape == (2 * B,) and may.dtype == bool
+        assert np.all(may | ~ok)
+        if isinstance(code, cj.ReplicationCode):
+            np.testing.assert_array_equal(may, ok)
     if isinstance(code, cj.ReplicationCode):
-        np.testing.assert_array_equal(may, ok)
-        m = code.num_workers
         assert bool(code.may_decode(np.arange(m) >= m - K))  # the last replicas
 
 
