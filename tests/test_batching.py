@@ -5,6 +5,8 @@ numpy float64 least squares and the one-mask decoder in a Python loop. Tolerance
 the kernels are backward stable, forward error a small multiple of cond * eps32.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -110,60 +112,78 @@ def test_batched_points_fall_back_to_a_plain_vmap():
         assert bool(r.ok[i]) == bool(want.ok)
 
 
+# the derivative checks below, in one compiled program (and one for the decoding
+# matrices): grad, jvp and their vmaps, the Hessian and the grad of a jvp
+_GRAD_MASKS = _masks(4, 3, n_lo=D + 3)
+_JVP_MASKS = _masks(3, 4, n_lo=D + 2)
+_HESS_MASK = _masks(1, 5, n_lo=D + 2)[0]
+
+
+@functools.cache
+def _derivatives():
+    alpha, beta, y = _setup()
+    dec = _decode(alpha, beta)
+    dy = jax.random.normal(jax.random.key(5), y.shape)
+    masks = jnp.concatenate([_GRAD_MASKS, _JVP_MASKS, _HESS_MASK[None]])
+
+    def f(v):  # sum(value^2) of one payload column: Hessian 2 A^T A
+        return jnp.sum(dec(jnp.tile(v[:, None], (1, F)), _HESS_MASK).value[:, 0] ** 2)
+
+    @jax.jit
+    def run(y, dy, masks):
+        gm, jm = masks[:3], masks[3:7]
+        v = y[:, 0]
+        return dict(
+            grad=jax.grad(lambda yy: dec(yy, gm[0]).value[1, 2])(y),
+            vsum=jax.grad(
+                lambda yy: jnp.sum(jax.vmap(dec, in_axes=(None, 0))(yy, gm).value)
+            )(y),
+            jvp=jax.jvp(lambda yy: dec(yy, jm[0]).value, (y,), (dy,))[1],
+            vjvp=jax.vmap(
+                lambda m: jax.jvp(lambda yy: dec(yy, m).value, (y,), (dy,))[1]
+            )(jm),
+            hessian=jax.hessian(f)(v),
+            grad_jvp=jax.grad(lambda u: jax.jvp(f, (u,), (u,))[1])(v),
+        )
+
+    mats = jax.jit(
+        jax.vmap(
+            lambda m: cj.chebyls_decoding_matrix(m, alpha, beta, num_coeffs=D).value
+        )
+    )(masks)
+    out = jax.tree_util.tree_map(np.asarray, run(y, dy, masks))
+    return out, np.asarray(mats), np.asarray(y), np.asarray(dy)
+
+
 def test_grad_through_decode_and_through_its_vmap_is_the_decoding_matrix():
     # the value is linear in y: d value[k, f] / d y[i, f] = A[k, i]
-    alpha, beta, y = _setup()
-    masks = _masks(4, 3, n_lo=D + 3)
-    dec = _decode(alpha, beta)
-    mats = [
-        np.asarray(cj.chebyls_decoding_matrix(m, alpha, beta, num_coeffs=D).value)
-        for m in masks
-    ]
-    g = jax.jit(jax.grad(lambda yy: dec(yy, masks[0]).value[1, 2]))(y)
+    out, mats, y, _ = _derivatives()
+    mats = mats[:3]  # the decoding matrices of the grad masks
     want = np.zeros((M, F), np.float32)
     want[:, 2] = mats[0][1]
-    np.testing.assert_allclose(np.asarray(g), want, atol=1e-5)
-    vsum = jax.jit(
-        jax.grad(lambda yy: jnp.sum(jax.vmap(dec, in_axes=(None, 0))(yy, masks).value))
-    )
+    np.testing.assert_allclose(out["grad"], want, atol=1e-5)
     total = sum(a.sum(0) for a in mats)  # sum over masks and outputs
-    np.testing.assert_allclose(
-        np.asarray(vsum(y)), np.repeat(total[:, None], F, 1), atol=1e-4
-    )
+    np.testing.assert_allclose(out["vsum"], np.repeat(total[:, None], F, 1), atol=1e-4)
 
 
 def test_jvp_through_decode_and_through_its_vmap_is_the_decoding_matrix():
     # forward mode: the tangent of value is A dy, per mask, also under vmap
-    alpha, beta, y = _setup()
-    masks = _masks(3, 4, n_lo=D + 2)
-    dec = _decode(alpha, beta)
-    dy = jax.random.normal(jax.random.key(5), y.shape)
-    mats = [
-        np.asarray(cj.chebyls_decoding_matrix(m, alpha, beta, num_coeffs=D).value)
-        for m in masks
-    ]
-    _, t = jax.jvp(lambda yy: dec(yy, masks[0]).value, (y,), (dy,))
-    np.testing.assert_allclose(np.asarray(t), mats[0] @ np.asarray(dy), atol=1e-5)
-    tv = jax.jit(
-        jax.vmap(lambda m: jax.jvp(lambda yy: dec(yy, m).value, (y,), (dy,))[1])
-    )(masks)
-    want = np.stack([a @ np.asarray(dy) for a in mats])
-    np.testing.assert_allclose(np.asarray(tv), want, atol=1e-5)
+    out, mats, _, dy = _derivatives()
+    mats = mats[3:7]
+    np.testing.assert_allclose(out["jvp"], mats[0] @ dy, atol=1e-5)
+    want = np.stack([a @ dy for a in mats])
+    np.testing.assert_allclose(out["vjvp"], want, atol=1e-5)
 
 
 def test_second_order_derivatives_are_the_decoding_matrix():
     # jax.hessian of sum(value^2) is 2 A^T A per payload column; grad of a jvp too
-    alpha, beta, y = _setup()
-    mask = _masks(1, 5, n_lo=D + 2)[0]
-    dec = _decode(alpha, beta)
-    a = np.asarray(cj.chebyls_decoding_matrix(mask, alpha, beta, num_coeffs=D).value)
-    f = lambda v: jnp.sum(dec(jnp.tile(v[:, None], (1, F)), mask).value[:, 0] ** 2)  # noqa: E731
+    out, mats, y, _ = _derivatives()
+    a = mats[7]
     v = y[:, 0]
     np.testing.assert_allclose(
-        np.asarray(jax.hessian(f)(v)), 2 * a.T @ a, atol=1e-4 * np.abs(a).max() ** 2
+        out["hessian"], 2 * a.T @ a, atol=1e-4 * np.abs(a).max() ** 2
     )
-    g = jax.grad(lambda u: jax.jvp(f, (u,), (u,))[1])(v)
-    np.testing.assert_allclose(np.asarray(g), 4 * a.T @ a @ np.asarray(v), rtol=1e-4)
+    np.testing.assert_allclose(out["grad_jvp"], 4 * a.T @ a @ v, rtol=1e-4)
 
 
 def test_vmap_in_float64_reports_the_exact_cond(x64):

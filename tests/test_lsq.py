@@ -18,6 +18,48 @@ from codedjax import _lsq
 
 EPS32 = float(np.finfo(np.float32).eps)
 K, M, D = 8, 40, 22
+# Every batched call of this file (and of test_polynomial.py) runs B = 256 masks
+# with F = 16 payload columns, padded where a test has fewer, so that each kernel
+# compiles once for the suite: one program per (kernel, shared or per-mask payload).
+B, F = 256, 16
+ZEROS = jnp.zeros((M, F), jnp.float32)  # the payload of the cond-only tests
+
+
+def _chunks(masks):
+    """masks [N, M] -> (list of [B, M] chunks, the last padded by its first row)."""
+    masks = np.asarray(masks)
+    n = len(masks)
+    pad = -n % B
+    full = np.concatenate([masks, np.repeat(masks[:1], pad, axis=0)])
+    return [jnp.asarray(full[i : i + B]) for i in range(0, len(full), B)], n
+
+
+def _batched(y, masks, alpha, beta):
+    """chebyls_decode_batched of any number of masks, B at a time (numpy result).
+
+    y: [M, F] shared, or [N, M, F] per mask (padded like the masks)."""
+    chunks, n = _chunks(masks)
+    per = y.ndim == 3
+    if per:
+        y = jnp.concatenate([y, jnp.repeat(y[:1], -n % B, axis=0)])
+    out = [
+        cj.chebyls_decode_batched(
+            y[i * B : (i + 1) * B] if per else y, mk, alpha, beta, num_coeffs=D
+        )
+        for i, mk in enumerate(chunks)
+    ]
+    out = jax.tree_util.tree_map(lambda *a: np.concatenate(a)[:n], *out)
+    return out
+
+
+_qr_jit = jax.jit(_lsq.qr_decoding_matrices, static_argnums=(3, 4))
+
+
+def _qr(masks, alpha, beta):
+    """The QR kernel on any number of masks, B at a time (numpy result)."""
+    chunks, n = _chunks(masks)
+    out = [_qr_jit(mk, alpha, beta, D, jnp.float32) for mk in chunks]
+    return jax.tree_util.tree_map(lambda *a: np.concatenate(a)[:n], *out)
 
 
 def _equilibrated(x, d):
@@ -26,7 +68,7 @@ def _equilibrated(x, d):
     return npcheb.chebvander(x, d - 1) * scale
 
 
-def _mixed_masks(key, m, d, per_n=48):
+def _mixed_masks(key, m, d, per_n=42):
     """Masks from N = D (often ill-conditioned) to N = M: both tiers get work."""
     out = []
     for n in (d, d + 2, d + 4, d + 8, m - 2, m):
@@ -57,10 +99,10 @@ def _float64_reference(alpha, beta, masks, y, d):
 def test_batched_float32_is_backward_stable_in_both_tiers(key, np_rng, kind):
     alpha, beta = cj.chebyshev_points(M, kind=kind), cj.chebyshev_points(K)
     masks = _mixed_masks(key, M, D)
-    coef = np_rng.standard_normal((D, 16))
+    coef = np_rng.standard_normal((D, F))
     t = npcheb.chebvander(np.asarray(alpha, np.float64), D - 1)
     y = jnp.asarray(t @ coef, jnp.float32)  # a degree D-1 polynomial: consistent
-    r = cj.chebyls_decode_batched(y, masks, alpha, beta, num_coeffs=D)
+    r = _batched(y, masks, alpha, beta)
     ref, cond = _float64_reference(alpha, beta, masks, y, D)
     okm = np.asarray(r.ok)
     solvable = cond * EPS32 < 0.5  # the rest may be flagged (cond eps near 1)
@@ -80,7 +122,8 @@ def test_batched_float32_is_backward_stable_in_both_tiers(key, np_rng, kind):
 
 def test_qr_tier_loops_when_most_masks_need_it(key, np_rng):
     # responders in one contiguous block: cond 500 to 1e5, so every mask needs QR,
-    # far more than one call's share (B/64 rounded up = 1 here), so the tier loops
+    # far more than one call's share (B/256 rounded up = 1 here), so the tier loops
+    # (the 8 masks are padded to B = 256 by repeating the first: 256 QR rounds)
     alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
     shapes = [
         (32, 4),
@@ -94,11 +137,9 @@ def test_qr_tier_loops_when_most_masks_need_it(key, np_rng):
     ]
     rows = [np.roll(np.arange(M) < n, s) for n, s in shapes]
     masks = jnp.asarray(np.stack(rows))
-    y = jnp.asarray(np_rng.standard_normal((M, 3)), jnp.float32)
-    r = cj.chebyls_decode_batched(y, masks, alpha, beta, num_coeffs=D)
-    a_qr, ok_qr, cond_qr, _ = _lsq.qr_decoding_matrices(
-        masks, alpha, beta, D, jnp.float32
-    )
+    y = jnp.asarray(np_rng.standard_normal((M, F)), jnp.float32)
+    r = _batched(y, masks, alpha, beta)
+    a_qr, ok_qr, cond_qr, _ = _qr(masks, alpha, beta)
     assert np.all(np.asarray(cond_qr) ** 2 * EPS32 > _lsq._NE_COND_SQ_EPS)
     assert np.asarray(r.ok).all() and np.asarray(ok_qr).all()
     # the same QR estimate, up to the rounding of a cond ~ 1e4 factorisation
@@ -114,9 +155,7 @@ def test_qr_tier_loops_when_most_masks_need_it(key, np_rng):
 def test_cond_estimate_is_a_tight_lower_bound(key):
     alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
     masks = cj.sample_masks(key, num_workers=M, num_responses=30, shape=(1024,))
-    r = cj.chebyls_decode_batched(
-        jnp.zeros((M, 1), jnp.float32), masks, alpha, beta, num_coeffs=D
-    )
+    r = _batched(ZEROS, masks, alpha, beta)
     exact = np.linalg.cond(
         _equilibrated(np.asarray(alpha, np.float64), D)[None]
         * np.asarray(masks)[:, :, None]
@@ -144,9 +183,7 @@ def test_cond_estimate_on_symmetric_masks_and_other_points(np_rng, kind):
     alpha, beta = cj.chebyshev_points(M, kind=kind), cj.chebyshev_points(K)
     half = np.stack([np_rng.permutation(M // 2) < 15 for _ in range(256)])
     masks = np.concatenate([half, half[:, ::-1]], axis=1)
-    r = cj.chebyls_decode_batched(
-        jnp.zeros((M, 1), jnp.float32), jnp.asarray(masks), alpha, beta, num_coeffs=D
-    )
+    r = _batched(ZEROS, masks, alpha, beta)
     exact = np.linalg.cond(
         _equilibrated(np.asarray(alpha, np.float64), D)[None] * masks[:, :, None]
     )
@@ -168,9 +205,7 @@ def test_cond_with_every_worker_or_nearly_is_exact():
     masks = np.ones((3, M), bool)
     masks[1, :3] = False
     masks[2, ::7] = False
-    r = cj.chebyls_decode_batched(
-        jnp.zeros((M, 1), jnp.float32), jnp.asarray(masks), alpha, beta, num_coeffs=D
-    )
+    r = _batched(ZEROS, masks, alpha, beta)
     exact = np.linalg.cond(
         _equilibrated(np.asarray(alpha, np.float64), D)[None] * masks[:, :, None]
     )
@@ -185,19 +220,20 @@ def test_sweep_inverse_matches_numpy(np_rng):
     h = np.einsum("bij,bj,bkj->bik", q, lam, q)
     ii, jj, _ = _lsq._packed_index(d)
     packed = jnp.asarray(h[:, ii, jj].T, jnp.float32)  # [P, B]
-    got = np.asarray(_lsq._sweep_inverse(packed, d), np.float64).T
+    sweep = jax.jit(_lsq._sweep_inverse, static_argnums=1)  # one compile per shape
+    got = np.asarray(sweep(packed, d), np.float64).T
     want = np.linalg.inv(h)[:, ii, jj]
     cond = lam.max(1) / lam.min(1)
     err = np.abs(got - want).max(1) / np.abs(want).max(1)
     assert np.all(err <= 8 * d * cond * EPS32), (err / (cond * EPS32)).max()
     # leading axes: the same numbers for the batch split in two chunks
     split = packed.reshape(-1, 2, b // 2).transpose(1, 0, 2)
-    again = np.asarray(_lsq._sweep_inverse(split, d)).transpose(1, 0, 2).reshape(-1, b)
+    again = np.asarray(sweep(split, d)).transpose(1, 0, 2).reshape(-1, b)
     np.testing.assert_array_equal(again.T, got.astype(np.float32))
     # not positive definite: NaN, never a plausible-looking inverse
     bad = h[:1].copy()
     bad[0] -= 2 * np.eye(d)
-    out = _lsq._sweep_inverse(jnp.asarray(bad[:, ii, jj].T, jnp.float32), d)
+    out = sweep(jnp.asarray(bad[:, ii, jj].T, jnp.float32), d)
     assert np.all(np.isnan(np.asarray(out)))
 
 
@@ -205,7 +241,7 @@ def test_tridiagonal_lambda_max_matches_eigvalsh(np_rng):
     m, b = 4, 200
     diag = np_rng.uniform(0, 10, (m, b))
     off = np_rng.standard_normal((m - 1, b))
-    got = _lsq._tridiagonal_lambda_max(
+    got = jax.jit(_lsq._tridiagonal_lambda_max)(
         [jnp.asarray(x, jnp.float32) for x in diag],
         [jnp.asarray(x, jnp.float32) for x in off],
     )
@@ -231,8 +267,9 @@ def test_lanczos_is_a_lower_bound_and_exact_on_the_full_space(np_rng):
         return jnp.einsum("bde,be->bd", mat, x)
 
     v = jnp.asarray(np_rng.standard_normal((b, d)), jnp.float32)
-    two = np.asarray(_lsq._lanczos_lambda_max(matvec, v, 2), np.float64)
-    full = np.asarray(_lsq._lanczos_lambda_max(matvec, v, d), np.float64)
+    lanczos = jax.jit(_lsq._lanczos_lambda_max, static_argnums=(0, 2))
+    two = np.asarray(lanczos(matvec, v, 2), np.float64)
+    full = np.asarray(lanczos(matvec, v, d), np.float64)
     assert np.all(two <= lam * (1 + 1e-5))
     np.testing.assert_allclose(full, lam, rtol=1e-4)
 
@@ -241,9 +278,9 @@ def test_too_few_rows_and_faulty_workers_in_a_batch(np_rng):
     alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
     masks = np.ones((4, M), bool)
     masks[1, D - 1 :] = False  # D - 1 responders
-    y = jnp.asarray(np_rng.standard_normal((4, M, 2)), jnp.float32)
+    y = jnp.asarray(np_rng.standard_normal((4, M, F)), jnp.float32)
     y = y.at[2, 5].set(jnp.nan)  # a faulty worker in mask 2
-    r = cj.chebyls_decode_batched(y, jnp.asarray(masks), alpha, beta, num_coeffs=D)
+    r = _batched(y, masks, alpha, beta)
     assert np.asarray(r.ok).tolist() == [True, False, True, True]
     assert np.asarray(r.num_used).tolist() == [M, D - 1, M - 1, M]
     assert np.isinf(float(r.cond[1])) and np.all(np.asarray(r.value[1]) == 0)
@@ -257,13 +294,11 @@ _HARD_MISSING = [2, 5, 19, 21, 24, 26, 31, 33, 36, 39]
 
 def test_cond_estimate_on_the_mask_whose_krylov_start_misses_sigma_min():
     alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
-    masks = np.ones((3, M), bool)  # the shapes of the test above: no new compile
+    masks = np.ones((3, M), bool)
     masks[0, _HARD_MISSING] = False
     masks[1, _HARD_MISSING[::2]] = False
     masks[2, _HARD_MISSING[1::2]] = False
-    r = cj.chebyls_decode_batched(
-        jnp.zeros((M, 1), jnp.float32), jnp.asarray(masks), alpha, beta, num_coeffs=D
-    )
+    r = _batched(ZEROS, masks, alpha, beta)
     exact = np.linalg.cond(
         _equilibrated(np.asarray(alpha, np.float64), D)[None] * masks[:, :, None]
     )
@@ -288,8 +323,7 @@ def test_qr_tier_cond_against_numpy_float64(kind):
             for n in (24, 30)
         ]
     )
-    qr = jax.jit(_lsq.qr_decoding_matrices, static_argnums=(3, 4))
-    _, ok, cond, _ = qr(masks, alpha, beta, D, jnp.float32)
+    _, ok, cond, _ = _qr(masks, alpha, beta)
     exact = np.linalg.cond(
         _equilibrated(np.asarray(alpha, np.float64), D)[None]
         * np.asarray(masks)[:, :, None]

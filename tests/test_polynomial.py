@@ -17,6 +17,9 @@ import codedjax as cj
 
 K, M, DEG = 8, 40, 3
 D = DEG * (K - 1) + 1  # 22
+# the batch and payload sizes of test_lsq.py: the batched kernels compiled there
+# serve these tests too
+B, F = 256, 16
 
 
 def _points():
@@ -122,7 +125,9 @@ def test_threshold_float64_square_solve(x64, key, np_rng):
     alpha, beta = _points()
     x = jnp.asarray(np_rng.standard_normal((K, 4)))
     y = cubic(cj.lagrange_encode(x, beta, alpha))
-    arr = cj.sample_arrivals(key, num_workers=M, num_responses=30, model=cj.Uniform(0.0, 1.0))
+    arr = cj.sample_arrivals(
+        key, num_workers=M, num_responses=30, model=cj.Uniform(0.0, 1.0)
+    )
     r = cj.threshold_decode(y, arr.mask, alpha, beta, num_coeffs=D, order=arr.order)
     assert int(r.num_used) == D
     first = np.asarray(arr.order)[:D]
@@ -168,6 +173,17 @@ def test_bf16_workers_chebyls_beats_threshold():
     worker = cj.low_precision_worker(cross_tower, jnp.bfloat16)
     n_towers, n_masks = 4, 200
     errs = {(s, n): [] for s in ("ls", "thr", "spread") for n in (30, 40)}
+
+    @jax.jit  # the three decoders of every (tower, N) in one compiled program
+    def decoders(y, masks, orders):
+        ls = cj.chebyls_decode_batched(y, masks, alpha, beta, num_coeffs=D)
+
+        def square(mk, od):
+            return cj.threshold_decode(y, mk, alpha, beta, num_coeffs=D, order=od)
+
+        spread = jax.vmap(lambda mk: square(mk, cj.spread_order(mk, num_coeffs=D)))
+        return ls, jax.vmap(square)(masks, orders), spread(masks)
+
     floors = []
     for t in range(n_towers):
         kp, kx, km = jax.random.split(jax.random.key(t), 3)
@@ -188,23 +204,8 @@ def test_bf16_workers_chebyls_beats_threshold():
                 model=cj.Uniform(0.0, 1.0),
                 shape=(n_masks,),
             )
-            ls = cj.chebyls_decode_batched(y, arr.mask, alpha, beta, num_coeffs=D)
+            ls, thr, spread = decoders(y, arr.mask, arr.order)
             assert ls.value.dtype == jnp.float32 and bool(jnp.all(ls.ok))
-            thr = jax.vmap(
-                lambda mk, od, y=y: cj.threshold_decode(
-                    y, mk, alpha, beta, num_coeffs=D, order=od
-                )
-            )(arr.mask, arr.order)
-            spread = jax.vmap(
-                lambda mk, y=y: cj.threshold_decode(
-                    y,
-                    mk,
-                    alpha,
-                    beta,
-                    num_coeffs=D,
-                    order=cj.spread_order(mk, num_coeffs=D),
-                )
-            )(arr.mask)
             for name, r in (("ls", ls), ("thr", thr), ("spread", spread)):
                 errs[name, n].append(_rel_err(np.asarray(r.value, np.float64), truth))
     med = {k: float(np.median(np.concatenate(v))) for k, v in errs.items()}
@@ -227,9 +228,9 @@ def test_bf16_workers_chebyls_beats_threshold():
 # transforms: jit equals eager, vmap equals a loop, no recompilation across masks
 
 
-def _setup(key, n=30, batch=5):
+def _setup(key, n=30, batch=B):
     alpha, beta = _points()
-    x = jax.random.normal(key, (K, 3))
+    x = jax.random.normal(key, (K, F))
     y = cubic(cj.lagrange_encode(x, beta, alpha))
     masks = cj.sample_masks(
         jax.random.fold_in(key, 1), num_workers=M, num_responses=n, shape=(batch,)
@@ -238,20 +239,22 @@ def _setup(key, n=30, batch=5):
 
 
 def test_jit_equals_eager_and_vmap_equals_loop(key):
-    alpha, beta, y, masks = _setup(key)
-    masks = list(masks)
+    alpha, beta, y, stacked = _setup(key)
+    masks = list(stacked[:8])  # the loop: 8 of the B masks
     eager = [cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D) for mk in masks]
-    jitted = jax.jit(
-        lambda yy, mk: cj.chebyls_decode(yy, mk, alpha, beta, num_coeffs=D)
-    )
-    stacked = jnp.stack(masks)
-    vm = jax.vmap(lambda mk: cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D))(
+
+    def one(mk):
+        return cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D)
+
+    # under jit: the single-mask decode of each mask (lax.map: a loop, not vmap)
+    # and the vmapped decode of all B, in one compiled program
+    jitted, vm = jax.jit(lambda mks: (jax.lax.map(one, mks[:8]), jax.vmap(one)(mks)))(
         stacked
     )
     bat = cj.chebyls_decode_batched(y, stacked, alpha, beta, num_coeffs=D)
-    vm, bat = jax.tree_util.tree_map(np.asarray, (vm, bat))
+    jitted, vm, bat = jax.tree_util.tree_map(np.asarray, (jitted, vm, bat))
     for i, e in enumerate(eager):
-        j = jitted(y, masks[i])
+        j = jax.tree_util.tree_map(lambda a, i=i: a[i], jitted)
         tol = 64 * cj.unit_roundoff(jnp.float32) * float(e.cond) * np.abs(e.value).max()
         for other in (j.value, vm.value[i], bat.value[i]):
             np.testing.assert_allclose(np.asarray(other), np.asarray(e.value), atol=tol)
@@ -263,18 +266,18 @@ def test_jit_equals_eager_and_vmap_equals_loop(key):
 
 def test_batched_with_per_mask_payloads(key):
     alpha, beta, y, masks = _setup(key)
-    ys = jnp.stack([y * (i + 1.0) for i in range(masks.shape[0])])
+    ys = y[None] * jnp.arange(1.0, masks.shape[0] + 1)[:, None, None]
     bat = np.asarray(
         cj.chebyls_decode_batched(ys, masks, alpha, beta, num_coeffs=D).value
     )
-    for i, (yi, mk) in enumerate(zip(list(ys), list(masks), strict=True)):
+    for i, (yi, mk) in enumerate(zip(list(ys[:8]), list(masks[:8]), strict=True)):
         one = cj.chebyls_decode(yi, mk, alpha, beta, num_coeffs=D)
         np.testing.assert_allclose(bat[i], np.asarray(one.value), rtol=1e-4, atol=1e-4)
 
 
 def test_new_masks_do_not_recompile(key, caplog):
-    alpha, beta, y, masks = _setup(key, batch=4)
-    masks = list(masks)  # slice outside the logged region
+    alpha, beta, y, masks = _setup(key)
+    masks = list(masks[:4])  # slice outside the logged region
     order = jnp.arange(M)
     with jax.log_compiles(True), caplog.at_level(logging.WARNING, logger="jax"):
         for i, mk in enumerate(masks):

@@ -24,8 +24,8 @@ SCRIPT = textwrap.dedent(
     import jax, jax.numpy as jnp
     import codedjax as cj
 
-    M, K = 40, 8
-    D = cj.recovery_threshold(K, 3)  # 22: N = D + 1 sends masks to the QR tier
+    M, K = 20, 4  # small programs: the sizes do not matter to the deadlock
+    D = cj.recovery_threshold(K, 3)  # 10: N = D + 1 sends masks to the QR tier
     alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
     masks = cj.sample_masks(jax.random.key(1), num_workers=M, num_responses=D + 1,
                             shape=(64,))
