@@ -38,7 +38,9 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 EPS32 = float(np.finfo(np.float32).eps)
-K, M = 3, 9  # D = 5 for degree 2
+# the codes and payload width of tests/test_codes.py (equal codes are one static
+# argument of jit): their float32 decode programs compiled there serve these too
+K, M, F = 3, 12, 3  # D = 5 for degree 2
 
 # one code per decoder (second-kind points and the uncoded baseline share a decoder
 # with chebyls and replication)
@@ -49,7 +51,7 @@ CODES = {
     ),
     "bacc": cj.bacc_code(num_inputs=K, num_workers=M),
     "nercc": cj.nercc_code(num_inputs=K, num_workers=M, smoothing=(1e-4, 1e-3)),
-    "repapprox": cj.repapprox_code(num_inputs=K, num_workers=M, replication=2),
+    "repapprox": cj.repapprox_code(num_inputs=K, num_workers=M, replication=3),
     "replication": cj.replication_code(num_inputs=K, num_workers=M),
 }
 STATUS = {int(s) for s in cj.Status}
@@ -70,7 +72,7 @@ def decode_cases(draw):
         st.lists(
             st.tuples(
                 st.integers(0, m - 1),
-                st.integers(0, 1),
+                st.integers(0, F - 1),
                 st.sampled_from([np.nan, np.inf, -np.inf]),
             ),
             max_size=3,
@@ -86,7 +88,7 @@ def decode_cases(draw):
 def test_decoder_contract(case):
     name, dtype, mask, bad, seed, k = case
     code = CODES[name]
-    x = np.random.default_rng(seed).uniform(-1, 1, (K, 2)).astype(np.float32)
+    x = np.random.default_rng(seed).uniform(-1, 1, (K, F)).astype(np.float32)
     clean = _worker(code.encode(jnp.asarray(x))).astype(dtype)
     y = np.asarray(clean).copy()
     for row, col, val in bad:
@@ -96,7 +98,7 @@ def test_decoder_contract(case):
     usable = mask & finite
 
     r = code.decode(y, jnp.asarray(mask))
-    assert r.value.shape == (K, 2) and r.value.dtype == jnp.float32
+    assert r.value.shape == (K, F) and r.value.dtype == jnp.float32
     for f in (r.ok, r.cond, r.num_used, r.status, r.error):
         assert f.shape == ()
     status, ok = int(r.status), bool(r.ok)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from statistics import NormalDist
 
@@ -24,6 +25,38 @@ def _setup(seed, f=1):
     ya = np.polynomial.chebyshev.chebval(alpha, c).T  # [M, F]
     yb = np.polynomial.chebyshev.chebval(beta, c).T  # [K, F]
     return rng, jnp.asarray(alpha, jnp.float32), jnp.asarray(beta, jnp.float32), ya, yb
+
+
+# the batched decoders of the statistical tests: B = 200 masks per call (fewer are
+# padded), the noise levels an argument, one compiled program per configuration
+B = 200
+
+
+@functools.cache
+def _vdec_program(wdt, with_sd):
+    def one(yy, mk, sd, alpha, beta):
+        return cj.robust_decode(
+            yy, mk, alpha, beta, num_coeffs=D, max_corrupted=2, worker_dtype=wdt,
+            noise_sd=sd if with_sd else None,
+        )  # fmt: skip
+
+    return jax.jit(jax.vmap(one, in_axes=(0, 0, None, None, None)))
+
+
+def _vdec(y, masks, alpha, beta, *, wdt=jnp.bfloat16, sd=None):
+    """robust_decode of each (y[i], masks[i]), B at a time (numpy result)."""
+    y, masks = np.asarray(y, np.float32), np.asarray(masks)
+    n = len(y)
+    pad = -n % B
+    y = np.concatenate([y, np.repeat(y[:1], pad, axis=0)])
+    masks = np.concatenate([masks, np.repeat(masks[:1], pad, axis=0)])
+    dec = _vdec_program(jnp.dtype(wdt).name, sd is not None)
+    sd = jnp.zeros(M, jnp.float32) if sd is None else jnp.asarray(sd, jnp.float32)
+    out = [
+        dec(jnp.asarray(y[i : i + B]), jnp.asarray(masks[i : i + B]), sd, alpha, beta)
+        for i in range(0, n + pad, B)
+    ]
+    return jax.tree_util.tree_map(lambda *a: np.concatenate(a)[:n], *out)
 
 
 def _decode(y, mask, alpha, beta, a=2, **kw):
@@ -86,7 +119,7 @@ def test_false_alarm_rate_under_the_noise_model():
     answer's own size) flag a clean request at most at the nominal rate 1%; the
     vmapped decoder equals the one-mask decoder."""
     rng, alpha, beta, ya, _ = _setup(3)
-    b = 300
+    b = 2 * B
     masks = cj.sample_masks(
         jax.random.key(4), num_workers=M, num_responses=16, shape=(b,)
     )
@@ -97,15 +130,7 @@ def test_false_alarm_rate_under_the_noise_model():
     rms = np.sqrt(np.sum(np.where(mk, ya[None, :, 0] ** 2, 0), axis=1) / mk.sum(1))
     size = np.hypot(ya[None, :, 0], 0.5 * rms[:, None])
     y = ya[None, :, 0] + gamma * u * size * rng.standard_normal((b, M))
-    dec = jax.jit(
-        jax.vmap(
-            lambda yy, mk: cj.robust_decode(
-                yy, mk, alpha, beta, num_coeffs=D, max_corrupted=2,
-                worker_dtype=jnp.bfloat16,
-            )
-        )
-    )  # fmt: skip
-    r = dec(jnp.asarray(y, jnp.float32), masks)
+    r = _vdec(y, masks, alpha, beta)
     for i in range(2):  # vmap equals the one-mask decoder
         r1 = _decode(y[i], masks[i], alpha, beta)
         np.testing.assert_array_equal(
@@ -164,22 +189,14 @@ def test_noise_sd_per_answer_locates_below_the_dtype_level():
     dtype-only model (one level at every answer's size) does not; a worker
     without a valid noise level counts as missing."""
     rng, alpha, beta, ya, _ = _setup(6)
-    b = 200
+    b = B
     rms = np.sqrt(np.mean(ya**2))
     sd = rms * 2.0**-8 * np.where(np.arange(M) % 2 == 0, 0.05, 5.0)
     masks = np.asarray(
         cj.sample_masks(jax.random.key(7), num_workers=M, num_responses=16, shape=(b,))
     )
     y = ya[None, :, 0] + sd * rng.standard_normal((b, M))
-    dec = jax.jit(
-        jax.vmap(
-            lambda yy, mk: cj.robust_decode(
-                yy, mk, alpha, beta, num_coeffs=D, max_corrupted=2,
-                worker_dtype=jnp.bfloat16, noise_sd=jnp.asarray(sd, jnp.float32),
-            )
-        )
-    )  # fmt: skip
-    r = dec(jnp.asarray(y, jnp.float32), jnp.asarray(masks))
+    r = _vdec(y, masks, alpha, beta, sd=sd)
     flagged = int(np.sum(np.any(np.asarray(r.suspects), axis=1)))
     from scipy.stats import binom
 
@@ -261,15 +278,8 @@ def test_subset_search_matches_float64_refits(np_rng):
     y = y.astype(np.float32)
     fa = 0.01
     tau = NormalDist().inv_cdf(1 - fa / (2 * M))
-    r = jax.jit(
-        jax.vmap(
-            lambda yy, mk: cj.robust_decode(
-                yy, mk, alpha, beta, num_coeffs=D, max_corrupted=a_max,
-                worker_dtype=jnp.bfloat16, false_alarm=fa,
-                noise_sd=jnp.asarray(sd, jnp.float32),
-            )
-        )
-    )(jnp.asarray(y), jnp.asarray(masks))  # fmt: skip
+    assert a_max == 2 and fa == 0.01  # the settings of _vdec
+    r = _vdec(y, masks, alpha, beta, sd=sd)
     compared = 0
     for i in range(b):
         want, gap = _reference_search(
@@ -292,6 +302,7 @@ def test_deletion_formulas_equal_refits(np_rng):
     below it."""
     from codedjax import _robust
 
+    exclusion = jax.jit(_robust._exclusion, static_argnums=(6, 7))  # one compile
     t = np.polynomial.chebyshev.chebvander(
         np.asarray(cj.chebyshev_points(M), np.float64), D - 1
     )
@@ -313,7 +324,7 @@ def test_deletion_formulas_equal_refits(np_rng):
             ids = jnp.asarray(s + [-1] * (3 - len(s)))
             args = (jnp.asarray(p), jnp.asarray(r[:, None]), jnp.asarray(mask))
             for tau, want in ((worst * (1 + 1e-9), True), (worst * (1 - 1e-9), False)):
-                drop, _, consistent, excluded = _robust._exclusion(
+                drop, _, consistent, excluded = exclusion(
                     ids, *args, jnp.ones(1), jnp.zeros(1), idx.size, D, tau
                 )
                 assert bool(consistent) is want, (s, tau)
@@ -336,15 +347,7 @@ def test_float32_answers_decoded_in_float32():
     masks = np.asarray(
         cj.sample_masks(jax.random.key(17), num_workers=M, num_responses=14, shape=(b,))
     )
-    dec = jax.jit(
-        jax.vmap(
-            lambda yy, mk: cj.robust_decode(
-                yy, mk, alpha, beta, num_coeffs=D, max_corrupted=2,
-                worker_dtype=jnp.float32,
-            )
-        )
-    )  # fmt: skip
-    r = dec(jnp.asarray(y), jnp.asarray(masks))
+    r = _vdec(y, masks, alpha, beta, wdt=jnp.float32)
     assert np.all(np.asarray(r.ok))
     from scipy.stats import binom
 
@@ -353,7 +356,7 @@ def test_float32_answers_decoded_in_float32():
     j = [np_j for np_j in range(3, M) if masks[0, np_j]][0]
     yc = y[0].copy()
     yc[j] += 1e-3 * np.sqrt(np.mean(y[0][masks[0]] ** 2))
-    r1 = dec(jnp.asarray(yc[None]), jnp.asarray(masks[:1]))
+    r1 = _vdec(yc[None], masks[:1], alpha, beta, wdt=jnp.float32)
     assert np.flatnonzero(np.asarray(r1.suspects[0])).tolist() == [j]
 
 
