@@ -87,7 +87,9 @@ def test_layout_errors():
         cj.repapprox_layout(8, 4, 30)
     with pytest.raises(ValueError, match="repapprox_layout: replication must be >= 1"):
         cj.repapprox_layout(8, 0, 30)
-    with pytest.raises(TypeError, match="repapprox_layout: num_inputs must be a Python"):
+    with pytest.raises(
+        TypeError, match="repapprox_layout: num_inputs must be a Python"
+    ):
         cj.repapprox_layout(8.0, 4, 40)
     with pytest.raises(ValueError, match="repapprox_layout: beta must have shape"):
         cj.repapprox_layout(2, 1, 3, beta=[0.0])
