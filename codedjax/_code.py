@@ -35,6 +35,9 @@ from ._dtypes import accumulation_dtype, check_floating, check_mask
 from ._result import DecodeResult
 from ._threads import serialised_call
 
+#: the role of a worker that runs the model itself (:attr:`Code.roles`)
+BASE_ROLE = "base"
+
 
 def points(n: int, kind: int, dtype: Any) -> jax.Array:
     """Chebyshev points [n] of ``kind`` in ``dtype`` (a constant in a trace)."""
@@ -125,6 +128,20 @@ class Code:
         answers it is built to correct: D + 2A for a robust Lagrange code, equal to
         ``threshold`` for every code that corrects none."""
         return self.threshold
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The role of each worker, M names: which function worker i runs.
+
+        A serving runtime is given one function per role
+        (``Server(code, {role: fn})``) and runs worker i with the function of
+        ``roles[i]``. Every worker of every code here is ``"base"`` (the model
+        itself); a code whose workers run different functions (a parity code:
+        ``"base"`` for the systematic workers, ``"parity"`` for the parity
+        workers) overrides this. Names only, never functions, so a code stays
+        hashable.
+        """
+        return (BASE_ROLE,) * self.num_workers
 
     def may_decode(self, mask: ArrayLike) -> np.ndarray:
         """Whether ``decode`` can return ``ok`` from these responders, judged on

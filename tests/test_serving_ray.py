@@ -87,3 +87,46 @@ def test_ray_backend_same_values_as_threads_and_survives_a_killed_actor(ray_sess
         # the next request finds the dead actor's workers failing at once
         r2 = s.infer(xs[1])
         assert r2.ok and r2.failed.sum() == M // 2
+
+
+def _make_rounds():
+    # closures (shipped by value): a 2-role round (the last worker runs a function
+    # of its own) and a second round of another function
+    def base(v):
+        return v * jnp.float32(2)
+
+    def other(v):
+        return v * jnp.float32(2) + jnp.float32(0)
+
+    def second(v):
+        return v - jnp.float32(1)
+
+    return base, other, second
+
+
+def test_ray_backend_runs_roles_and_rounds_like_the_simulator(ray_session):
+    import dataclasses
+
+    from codedjax.serving import Pipeline, PipelineServer, Round, SimulatedCluster
+
+    @dataclasses.dataclass(frozen=True)
+    class Tagged(type(CODE)):
+        @property
+        def roles(self):
+            return ("base",) * (M - 1) + ("other",)
+
+    tagged = Tagged(*[getattr(CODE, f.name) for f in dataclasses.fields(CODE)])
+    base, other, second = _make_rounds()
+    pipe = Pipeline([Round(tagged, {"base": base, "other": other}, policy=FixedN(M)),
+                     Round(CODE, second, policy=FixedN(M))])  # fmt: skip
+    xs = np.random.default_rng(1).uniform(-1, 1, (2, K, 4)).astype(np.float32)
+    with PipelineServer(pipe, backend=SimulatedCluster()) as server:
+        want = server.serve(xs)
+    backend = RayCluster(num_actors=1, slots_per_actor=M)  # one actor starts faster
+    with PipelineServer(pipe, backend=backend) as server:
+        got = server.serve(xs, max_in_flight=2)
+    for a, b in zip(got, want, strict=True):
+        assert a.ok and b.ok
+        for ra, rb in zip(a.rounds, b.rounds, strict=True):
+            np.testing.assert_array_equal(ra.responses, rb.responses)
+        np.testing.assert_array_equal(a.value, b.value)

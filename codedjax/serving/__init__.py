@@ -1,10 +1,13 @@
 """codedjax.serving: coded inference against real (or simulated) workers.
 
 A :class:`Server` takes a code (``codedjax.lagrange_code(...)`` and friends), a worker
-function, a cluster backend and a wait policy. ``infer(x[K, ...])`` encodes the K
-queries into M coded rows, sends row i to worker i, collects the answers as they
-arrive, decodes when the policy says so and cancels the stragglers; ``serve`` does
-the same for a stream of requests with several in flight.
+function (or one per worker role, ``code.roles``), a cluster backend and a wait
+policy. ``infer(x[K, ...])`` encodes the K queries into M coded rows, sends row i to
+worker i, collects the answers as they arrive, decodes when the policy says so and
+cancels the stragglers; ``serve`` does the same for a stream of requests with
+several in flight. A :class:`PipelineServer` serves requests in rounds (layer-wise
+coding: a :class:`Pipeline` of :class:`Round` objects, each a fan-out with its own
+worker functions, policy and decode, and a master step between rounds).
 
 Backends (one small interface, :class:`Backend`):
 
@@ -27,9 +30,15 @@ from ._backends import Backend as Backend
 from ._backends import Completion as Completion
 from ._backends import SimulatedCluster as SimulatedCluster
 from ._backends import ThreadCluster as ThreadCluster
+from ._backends import WorkerFunctions as WorkerFunctions
 from ._faults import FAULT_KINDS as FAULT_KINDS
 from ._faults import Injector as Injector
 from ._faults import WorkerFault as WorkerFault
+from ._faults import latency_shift as latency_shift
+from ._pipeline import Pipeline as Pipeline
+from ._pipeline import PipelineResult as PipelineResult
+from ._pipeline import PipelineServer as PipelineServer
+from ._pipeline import Round as Round
 from ._policy import Adaptive as Adaptive
 from ._policy import ArrivalState as ArrivalState
 from ._policy import ArrivalTimes as ArrivalTimes

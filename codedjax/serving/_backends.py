@@ -4,6 +4,12 @@ Every backend has the same small interface (:class:`Backend`): the server calls
 ``start(worker_fn, num_workers)`` once, then ``submit(request_id, rows)``,
 ``next_completed(timeout)`` (one answer, or None when ``timeout`` seconds passed),
 ``cancel(request_id)`` and finally ``close()``; ``now()`` is the backend's clock.
+
+``worker_fn`` is one function for every worker, or a :class:`WorkerFunctions`
+table: the function of each worker in each round (per-worker roles, multi-round
+pipelines); ``submit(..., round=j, draw=r, work=w)`` then runs round j's functions,
+with request r's delay draws scaled to the round's fraction w of the work
+(:meth:`Injector.plan_one`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,104 @@ import jax
 import numpy as np
 
 from ._faults import HANG, Injector, apply_fault
+
+
+class WorkerFunctions:
+    """What the workers compute: the function of every worker in every round.
+
+    ``functions[j][i]`` is what worker i computes on its coded row in round j (a
+    one-shot server has one round). Workers of one role share one function
+    object, and a backend compiles each distinct function once (``jax.jit``; the
+    simulated cluster ``jax.vmap``-s it over the rows of the workers that run it).
+    The server builds the table from a code's :attr:`~codedjax.Code.roles` and its
+    ``{role: function}`` mapping; a backend given a plain callable treats it as
+    one round of one function (:meth:`of`).
+
+    Args:
+        functions: [L][M] callables.
+        roles: [L][M] role names, for messages (default every worker ``"base"``).
+
+    Raises:
+        ValueError: no rounds, rounds of different M.
+        TypeError: an entry that is not callable.
+    """
+
+    def __init__(self, functions, roles=None):
+        fns = tuple(tuple(r) for r in functions)
+        if not fns or not fns[0]:
+            raise ValueError("WorkerFunctions: need at least one round of workers")
+        m = len(fns[0])
+        if any(len(r) != m for r in fns):
+            raise ValueError(
+                f"WorkerFunctions: every round must have the same number of workers, "
+                f"got {[len(r) for r in fns]}"
+            )
+        for j, r in enumerate(fns):
+            for i, f in enumerate(r):
+                if not callable(f):
+                    raise TypeError(
+                        f"WorkerFunctions: round {j} worker {i} is not callable: {f!r}"
+                    )
+        self.functions = fns
+        self.roles = (
+            tuple(("base",) * m for _ in fns)
+            if roles is None
+            else tuple(tuple(r) for r in roles)
+        )
+        self.num_workers = m
+        self.num_rounds = len(fns)
+
+    @classmethod
+    def of(cls, worker_fn, num_workers: int) -> WorkerFunctions:
+        """``worker_fn`` as a table: a table is returned as it is, a callable is
+        one round in which every worker runs it."""
+        if isinstance(worker_fn, WorkerFunctions):
+            if worker_fn.num_workers != int(num_workers):
+                raise ValueError(
+                    f"WorkerFunctions: the table has {worker_fn.num_workers} workers, "
+                    f"the backend was started with {num_workers}"
+                )
+            return worker_fn
+        if not callable(worker_fn):
+            raise TypeError(
+                f"worker_fn must be callable or a WorkerFunctions table, got "
+                f"{worker_fn!r}"
+            )
+        return cls([[worker_fn] * int(num_workers)])
+
+    def function(self, round: int, worker: int) -> Callable:
+        """The function worker ``worker`` runs in round ``round``."""
+        return self.functions[round][worker]
+
+    def groups(self, round: int) -> tuple[tuple[Callable, np.ndarray], ...]:
+        """Round ``round``'s distinct functions, each with the workers [n] that run
+        it (in increasing order; the groups in order of their first worker)."""
+        seen: dict[int, tuple[Callable, list[int]]] = {}
+        for i, f in enumerate(self.functions[round]):
+            seen.setdefault(id(f), (f, []))[1].append(i)
+        return tuple((f, np.asarray(ws, np.int64)) for f, ws in seen.values())
+
+    def distinct(self) -> tuple[Callable, ...]:
+        """Every distinct function of every round, once."""
+        seen: dict[int, Callable] = {}
+        for r in self.functions:
+            for f in r:
+                seen.setdefault(id(f), f)
+        return tuple(seen.values())
+
+    def compiled(self, wrap: Callable = jax.jit) -> list[list[Callable]]:
+        """[L][M] the functions passed through ``wrap`` (default ``jax.jit``), each
+        distinct function wrapped once."""
+        done = {id(f): wrap(f) for f in self.distinct()}
+        return [[done[id(f)] for f in r] for r in self.functions]
+
+
+def round_draws(injector, request_id, draw, work, m):
+    """(delays [M], faults [M]) of one round: request ``draw``'s draws (default
+    ``request_id``) at the round's fraction ``work`` of the work."""
+    if injector is None:
+        return np.zeros(m), np.zeros(m, np.int8)
+    return injector.plan_one(request_id if draw is None else draw, m, work=work)
 
 
 class Completion(NamedTuple):
@@ -44,11 +148,21 @@ class Completion(NamedTuple):
 class Backend(Protocol):
     """The interface a cluster backend implements."""
 
-    def start(self, worker_fn: Callable, num_workers: int) -> None: ...
+    def start(
+        self, worker_fn: Callable | WorkerFunctions, num_workers: int
+    ) -> None: ...
 
     def now(self) -> float: ...
 
-    def submit(self, request_id: int, rows: np.ndarray) -> None: ...
+    def submit(
+        self,
+        request_id: int,
+        rows: np.ndarray,
+        *,
+        round: int = 0,
+        draw: int | None = None,
+        work: float = 1.0,
+    ) -> None: ...
 
     def next_completed(self, timeout: float | None) -> Completion | None: ...
 
@@ -59,6 +173,7 @@ class Backend(Protocol):
 
 class _Task(NamedTuple):
     request_id: int
+    round: int
     row: np.ndarray
     sent: float
     delay: float
@@ -72,20 +187,22 @@ _SKIPPED = object()  # a worker thread skipped a task cancelled before it began
 class ThreadCluster:
     """M worker threads in this process (the default backend).
 
-    Worker i runs ``worker_fn`` (jitted once, shared) on row i of each request, in
-    the order requests were submitted; JAX releases the GIL while it computes, so
-    the workers overlap. Its answer is delivered when its injected service time has
-    passed, counted from when the request was sent to it (or from when it finished
-    its previous task, if it was still busy, so queueing shows), and never before
-    its computation has returned. The wait is not spent in the worker's thread:
-    a worker thread computes and deposits its answer, and :meth:`next_completed`
-    (the server's thread) delivers the answers at their times. So one thread wakes
-    per answer, not two, and :meth:`cancel` releases a worker waiting out its
-    service time at once (bookkeeping, nothing has to run); a hung worker is
-    released the same way, a cancelled task still queued is skipped, and a worker
-    whose thread is inside its jitted call when its request is cancelled is free
-    when the call returns. ``submit``, ``next_completed`` and ``cancel`` are called
-    from one thread (the server's); ``close`` may come from any.
+    Worker i runs its function (``worker_fn``, or its role's function in a
+    :class:`WorkerFunctions` table; each distinct function jitted once) on row i of
+    each request, in the order requests were submitted; JAX releases the GIL while
+    it computes, so the workers overlap. Its answer is delivered when its injected
+    service time has passed, counted from when the request was sent to it (or from
+    when it finished its previous task, if it was still busy, so queueing shows),
+    and never before its computation has returned. The wait is not spent in the
+    worker's thread: a worker thread computes and deposits its answer, and
+    :meth:`next_completed` (the server's thread) delivers the answers at their
+    times. So one thread wakes per answer, not two, and :meth:`cancel` releases a
+    worker waiting out its service time at once (bookkeeping, nothing has to run); a
+    hung worker is released the same way, a cancelled task still queued is skipped,
+    and a worker whose thread is inside its jitted call when its request is
+    cancelled is free when the call returns. ``submit``, ``next_completed`` and
+    ``cancel`` are called from one thread (the server's); ``close`` may come from
+    any.
 
     Args:
         injector: the seeded delay and fault plan (:class:`Injector`); None injects
@@ -142,15 +259,18 @@ class ThreadCluster:
         self._events: dict[int, threading.Event] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self._fn = None
+        self._fns: list[list[Callable]] = []
+        self.functions: WorkerFunctions | None = None
         self.num_workers = 0
 
-    def start(self, worker_fn: Callable, num_workers: int) -> None:
+    def start(self, worker_fn: Callable | WorkerFunctions, num_workers: int) -> None:
         if self._threads:
             raise RuntimeError("ThreadCluster.start: already started (one server each)")
         if self._closed:
             raise RuntimeError("ThreadCluster.start: the cluster is closed")
-        self._fn = jax.jit(worker_fn) if self.jit else worker_fn
+        table = WorkerFunctions.of(worker_fn, num_workers)
+        self.functions = table
+        self._fns = table.compiled(jax.jit if self.jit else (lambda f: f))
         m = self.num_workers = int(num_workers)
         self._lines = [deque() for _ in range(m)]
         self._free_at = [-math.inf] * m
@@ -165,25 +285,36 @@ class ThreadCluster:
     def now(self) -> float:
         return time.perf_counter()
 
-    def warmup(self, rows: np.ndarray) -> None:
-        """Compiles ``worker_fn`` for rows like ``rows[0]`` (outside any timing)."""
-        np.asarray(self._fn(rows[0]))
+    def warmup(self, rows: np.ndarray, *, round: int = 0) -> None:
+        """Compiles round ``round``'s functions for rows like ``rows`` (each on
+        the row of its first worker; outside any timing)."""
+        for _, workers in self.functions.groups(round):
+            i = int(workers[0])
+            np.asarray(self._fns[round][i](rows[i]))
 
-    def submit(self, request_id: int, rows: np.ndarray) -> None:
+    def submit(
+        self,
+        request_id: int,
+        rows: np.ndarray,
+        *,
+        round: int = 0,
+        draw: int | None = None,
+        work: float = 1.0,
+    ) -> None:
+        """Sends row i to worker i, to run with its function of round ``round``;
+        its service time is request ``draw``'s (default ``request_id``) draw at
+        the fraction ``work`` of the work (:meth:`Injector.plan_one`)."""
         if self._closed:
             raise RuntimeError("ThreadCluster.submit: the cluster is closed")
         m = self.num_workers
-        if self.injector is not None:
-            delays, faults = self.injector.plan_one(request_id, m)
-        else:
-            delays, faults = np.zeros(m), np.zeros(m, np.int8)
+        delays, faults = round_draws(self.injector, request_id, draw, work, m)
         ev = threading.Event()
         with self._lock:
             self._events[request_id] = ev
         sent = time.perf_counter()
         for i in range(m):
             task = _Task(
-                request_id, rows[i], sent, float(delays[i]), int(faults[i]), ev
+                request_id, round, rows[i], sent, float(delays[i]), int(faults[i]), ev
             )
             self._lines[i].append(task)
             # the soonest-due answers are computed first
@@ -273,7 +404,7 @@ class ThreadCluster:
                 value = _SKIPPED
             else:
                 try:
-                    value = np.asarray(self._fn(task.row))
+                    value = np.asarray(self._fns[task.round][i](task.row))
                     value = apply_fault(value, task.fault, scale, i)
                 except Exception as exc:  # a failing worker answers its exception
                     value = exc
@@ -314,18 +445,21 @@ class ThreadCluster:
 class SimulatedCluster:
     """A deterministic cluster on a virtual clock (tests and Monte Carlo).
 
-    The M rows of a request are computed at once (``jax.vmap(worker_fn)``, or row by
-    row with ``vectorize=False``); answer i arrives at the submit time plus
-    ``compute_time`` plus its injected delay. Workers are never busy (each request
-    finds them idle), so queueing does not show here; it does on
-    :class:`ThreadCluster`. ``next_completed(timeout)`` advances the clock to the
-    next arrival, or by ``timeout`` when none comes before.
+    The M rows of a request are computed at once: each distinct worker function
+    (one per role, :class:`WorkerFunctions`) ``jax.vmap``-ped over the rows of the
+    workers that run it (or row by row with ``vectorize=False``); answer i arrives
+    at the submit time plus ``compute_time`` plus its injected delay. Workers are
+    never busy (each request finds them idle), so queueing does not show here; it
+    does on :class:`ThreadCluster`. ``next_completed(timeout)`` advances the clock
+    to the next arrival, or by ``timeout`` when none comes before; :meth:`advance`
+    moves it by the master's own time.
 
     Args:
         injector: the delay and fault plan; None: every answer arrives after
             ``compute_time``.
         compute_time: seconds added to every answer.
-        vectorize: compute the rows with one vmapped call (default True).
+        vectorize: compute each function's rows with one vmapped call (default
+            True).
     """
 
     def __init__(
@@ -347,46 +481,68 @@ class SimulatedCluster:
         self._heap: list = []
         self._seq = itertools.count()
         self._cancelled: set[int] = set()
-        self._fn = None
+        self.functions: WorkerFunctions | None = None
+        self._row_fns: list[list[Callable]] = []
+        self._vmapped: dict[int, Callable] = {}
         self.num_workers = 0
         self._closed = False
 
-    def start(self, worker_fn: Callable, num_workers: int) -> None:
+    def start(self, worker_fn: Callable | WorkerFunctions, num_workers: int) -> None:
+        table = WorkerFunctions.of(worker_fn, num_workers)
+        self.functions = table
         self.num_workers = int(num_workers)
-        self._row_fn = jax.jit(worker_fn)
-        self._fn = jax.jit(jax.vmap(worker_fn)) if self.vectorize else None
+        self._row_fns = table.compiled(jax.jit)
+        self._vmapped = (
+            {id(f): jax.jit(jax.vmap(f)) for f in table.distinct()}
+            if self.vectorize
+            else {}
+        )
 
     def now(self) -> float:
         return self._t
 
-    def warmup(self, rows: np.ndarray) -> None:
-        """Compiles the worker function for requests like ``rows``."""
-        if self._fn is not None:
-            np.asarray(self._fn(rows))
-        else:
-            np.asarray(self._row_fn(rows[0]))
+    def _compute(self, rows: np.ndarray, round: int) -> list:
+        """Every worker's answer to ``rows`` in round ``round`` (an exception for
+        the workers whose function raised)."""
+        values: list = [None] * self.num_workers
+        for f, workers in self.functions.groups(round):
+            try:
+                if self.vectorize:
+                    part = rows if len(workers) == len(rows) else rows[workers]
+                    outs = np.asarray(self._vmapped[id(f)](part))
+                    for k, i in enumerate(workers):
+                        values[i] = outs[k]
+                else:
+                    for i in workers:
+                        values[i] = np.asarray(self._row_fns[round][i](rows[i]))
+            except Exception as exc:
+                for i in workers:
+                    values[i] = exc
+        return values
+
+    def warmup(self, rows: np.ndarray, *, round: int = 0) -> None:
+        """Compiles round ``round``'s functions for requests like ``rows``."""
+        self._compute(rows, round)
 
     def advance(self, seconds: float) -> None:
         """Moves the virtual clock forward (time spent at the master)."""
         self._t += max(0.0, float(seconds))
 
-    def submit(self, request_id: int, rows: np.ndarray) -> None:
+    def submit(
+        self,
+        request_id: int,
+        rows: np.ndarray,
+        *,
+        round: int = 0,
+        draw: int | None = None,
+        work: float = 1.0,
+    ) -> None:
         if self._closed:
             raise RuntimeError("SimulatedCluster.submit: the cluster is closed")
         m = self.num_workers
-        if self.injector is not None:
-            delays, faults = self.injector.plan_one(request_id, m)
-            scale = self.injector.corrupt_scale
-        else:
-            delays, faults, scale = np.zeros(m), np.zeros(m, np.int8), 0.0
-        try:
-            if self._fn is not None:
-                outs = np.asarray(self._fn(rows))
-                values = [outs[i] for i in range(m)]
-            else:
-                values = [np.asarray(self._row_fn(rows[i])) for i in range(m)]
-        except Exception as exc:
-            values = [exc] * m
+        delays, faults = round_draws(self.injector, request_id, draw, work, m)
+        scale = self.injector.corrupt_scale if self.injector is not None else 0.0
+        values = self._compute(rows, round)
         for i in range(m):
             if faults[i] == HANG:
                 continue

@@ -137,11 +137,32 @@ class Injector:
             delays[sel], faults[sel] = d[rows[sel]], f[rows[sel]]
         return delays, faults
 
-    def plan_one(self, request_id: int, num_workers: int):
-        """:meth:`plan` of one request (blocks cached)."""
+    def plan_one(self, request_id: int, num_workers: int, *, work: float = 1.0):
+        """:meth:`plan` of one request (blocks cached), at a fraction of the work.
+
+        A request served in rounds (:class:`~codedjax.serving.Pipeline`) draws
+        once per (request, worker) and every round reuses the draw: with worker
+        i's draw T_i and the latency model's shift s (:func:`latency_shift`),
+        round j costs ``s + work_j * (T_i - s)``, so a slow worker is slow in
+        every round and ``work = 1`` is the one-shot service time T_i itself.
+        The faults are the request's, in every round.
+
+        Args:
+            request_id: the request number (>= 0).
+            num_workers: M.
+            work: the round's fraction of the work (finite, > 0).
+
+        Returns:
+            ``(delays, faults)``: float64 [M] seconds, int8 [M] fault codes.
+        """
         block, row = divmod(int(request_id), _BLOCK)
         d, f = _cached_block(self, block, int(num_workers))
-        return d[row], f[row]
+        d = d[row]
+        if work != 1.0:
+            w = _check_nonneg("Injector.plan_one", "work", work, positive=True)
+            s = latency_shift(self.latency)
+            d = s + w * (d - s)
+        return d, f[row]
 
     def _block(self, block: int, m: int):
         r = _BLOCK
@@ -171,6 +192,22 @@ class Injector:
 
 
 _BLOCK = 256
+
+
+def latency_shift(model: LatencyModel) -> float:
+    """The fixed part of a latency model's service time, in seconds: its
+    ``shift`` (``ShiftedExponential``, ``Pareto``), that of its base for a
+    slowdown (``RandomSlowdown``, ``PersistentSlowdown``), 0 for the others
+    (``Constant`` and ``Uniform`` are all work). Every round of a multi-round
+    request pays it once (:meth:`Injector.plan_one`)."""
+    while True:
+        shift = getattr(model, "shift", None)
+        if shift is not None:
+            return float(shift)
+        base = getattr(model, "base", None)
+        if not isinstance(base, LatencyModel):
+            return 0.0
+        model = base
 
 
 @functools.lru_cache(maxsize=64)

@@ -1,6 +1,8 @@
 """Ray backend: the workers are slots of Ray actors (optional: ``codedjax[ray]``).
 
-Worker i of a request runs on actor ``i % num_actors``; each actor is an async actor
+Worker i of a request runs on actor ``i % num_actors``, with the function of its
+role (and round) from the :class:`~codedjax.serving.WorkerFunctions` table every
+actor holds; each actor is an async actor
 with ``slots_per_actor`` concurrent slots, so a straggler's injected delay is an
 ``asyncio.sleep`` that ``ray.cancel`` interrupts. Answers are collected with a
 ``ray.wait`` loop that always passes a timeout (a ``ray.wait`` without one can hang),
@@ -20,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ._backends import Completion
+from ._backends import Completion, WorkerFunctions, round_draws
 from ._faults import HANG, Injector, apply_fault
 
 
@@ -35,25 +37,26 @@ def _import_ray():
 
 
 class _WorkerActor:
-    """One Ray actor: runs the jitted worker function for several worker slots."""
+    """One Ray actor: runs the jitted worker functions (each distinct function of
+    the :class:`WorkerFunctions` table jitted once) for several worker slots."""
 
-    def __init__(self, worker_fn, corrupt_scale):
+    def __init__(self, functions, corrupt_scale):
         import jax
 
-        self._fn = jax.jit(worker_fn)
+        self._fns = functions.compiled(jax.jit)
         self._scale = corrupt_scale
 
     def ping(self):
         return True
 
-    def warmup(self, row):
-        np.asarray(self._fn(row))
+    def warmup(self, row, round, worker):
+        np.asarray(self._fns[round][worker](row))
         return True
 
-    async def run(self, row, delay, fault, worker):
+    async def run(self, row, delay, fault, worker, round=0):
         start = time.perf_counter()
         try:
-            value = np.asarray(self._fn(row))
+            value = np.asarray(self._fns[round][worker](row))
             value = apply_fault(value, fault, self._scale, worker)
         except Exception as exc:
             value = exc
@@ -109,6 +112,7 @@ class RayCluster:
         self.init_kwargs = init_kwargs
         self.poll = float(poll)
         self.actors: list = []
+        self.functions: WorkerFunctions | None = None
         self._refs: dict[Any, tuple[int, int]] = {}
         self._by_request: dict[int, list] = {}
         self._ready: deque = deque()
@@ -117,8 +121,10 @@ class RayCluster:
         self._closed = False
         self.num_workers = 0
 
-    def start(self, worker_fn: Callable, num_workers: int) -> None:
+    def start(self, worker_fn: Callable | WorkerFunctions, num_workers: int) -> None:
         ray = self.ray
+        table = WorkerFunctions.of(worker_fn, num_workers)
+        self.functions = table
         self.num_workers = m = int(num_workers)
         a = m if self.num_actors is None else int(self.num_actors)
         if not ray.is_initialized():
@@ -133,32 +139,47 @@ class RayCluster:
         cls = ray.remote(num_cpus=0, max_concurrency=self.slots, max_restarts=0)(
             _WorkerActor
         )
-        self.actors = [cls.remote(worker_fn, scale) for _ in range(a)]
+        self.actors = [cls.remote(table, scale) for _ in range(a)]
         ray.get([act.ping.remote() for act in self.actors], timeout=120)
 
     def now(self) -> float:
         return time.perf_counter()
 
-    def warmup(self, rows: np.ndarray) -> None:
-        """Compiles the worker function on every actor (outside any timing)."""
-        for ref in [a.warmup.remote(rows[0]) for a in self.actors]:
+    def warmup(self, rows: np.ndarray, *, round: int = 0) -> None:
+        """Compiles round ``round``'s functions on every actor that runs them
+        (outside any timing)."""
+        n = len(self.actors)
+        refs = []
+        for a, act in enumerate(self.actors):
+            seen = set()
+            for i in range(a, self.num_workers, n):
+                f = id(self.functions.function(round, i))
+                if f not in seen:
+                    seen.add(f)
+                    refs.append(act.warmup.remote(rows[i], round, i))
+        for ref in refs:
             try:
                 self.ray.get(ref, timeout=300)
             except Exception:  # a dead actor: its workers will answer as failures
                 pass
 
-    def submit(self, request_id: int, rows: np.ndarray) -> None:
+    def submit(
+        self,
+        request_id: int,
+        rows: np.ndarray,
+        *,
+        round: int = 0,
+        draw: int | None = None,
+        work: float = 1.0,
+    ) -> None:
         if self._closed:
             raise RuntimeError("RayCluster.submit: the cluster is closed")
         m = self.num_workers
-        if self.injector is not None:
-            delays, faults = self.injector.plan_one(request_id, m)
-        else:
-            delays, faults = np.zeros(m), np.zeros(m, np.int8)
+        delays, faults = round_draws(self.injector, request_id, draw, work, m)
         refs = []
         for i in range(m):
             act = self.actors[i % len(self.actors)]
-            ref = act.run.remote(rows[i], float(delays[i]), int(faults[i]), i)
+            ref = act.run.remote(rows[i], float(delays[i]), int(faults[i]), i, round)
             self._refs[ref] = (request_id, i)
             refs.append(ref)
         self._by_request[request_id] = refs
