@@ -52,7 +52,6 @@ from codedjax.serving import (
     FixedN,
     Injector,
     Server,
-    ShiftedExponential,
     SimulatedCluster,
 )
 from runkit import environment, progress
@@ -276,9 +275,11 @@ def run(
     rows = []
     for factor in cfg.factors:
         inj = Injector(
-            latency=ShiftedExponential(cfg.shift, cfg.mean),
-            slow_prob=cfg.slow_prob,
-            slow_factor=cfg.slow_factor,
+            latency=cj.RandomSlowdown(
+                cj.ShiftedExponential(cfg.shift, cfg.mean),
+                prob=cfg.slow_prob,
+                factor=cfg.slow_factor,
+            ),  # fmt: skip
             fault_kinds=("corrupt",),
             max_faulty=1,
             corrupt_scale=factor * rms,

@@ -66,7 +66,7 @@ def compute(chunk: int, memory_bytes: int = 128 << 20) -> dict[str, np.ndarray]:
     )
     r = mc.recovery_monte_carlo(
         jax.random.fold_in(key, 3),
-        num_tasks=3,
+        num_inputs=3,
         replication=2,
         num_workers=9,
         num_trials=101,

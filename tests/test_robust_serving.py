@@ -9,7 +9,7 @@ import pytest
 
 import codedjax as cj
 from benchmarks import robust_serving as rs
-from codedjax.serving import FirstDecodable, Injector, ShiftedExponential
+from codedjax.serving import FirstDecodable, Injector
 
 APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
 
@@ -26,7 +26,7 @@ def test_robust_serving_benchmark_counts_and_its_rounding_model():
     assert gamma > np.sqrt((3**2 + 1) / 3)
     code = cj.lagrange_code(num_inputs=K, num_workers=M, degree=3, decoder="robust",
                             max_corrupted=1, noise_scale=gamma)  # fmt: skip
-    inj = Injector(latency=ShiftedExponential(0.001, 0.01), seed=2,
+    inj = Injector(latency=cj.ShiftedExponential(0.001, 0.01), seed=2,
                    fault_kinds=("corrupt",), max_faulty=1,
                    corrupt_scale=rs.answer_rms(cfg, xs, cheb))  # fmt: skip
     row = rs.run_scheme(cfg, "robust1-first", code, FirstDecodable(), xs, inj,

@@ -90,7 +90,7 @@ def test_recovery_counts_match_exact_formula():
     k, c, m, t = 4, 3, 12, 6000
     counts = mc.recovery_monte_carlo(
         jax.random.key(5),
-        num_tasks=k,
+        num_inputs=k,
         replication=c,
         num_workers=m,
         num_trials=t,

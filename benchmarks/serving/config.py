@@ -15,7 +15,6 @@ from codedjax.serving import (
     FirstDecodable,
     FixedN,
     Injector,
-    ShiftedExponential,
 )
 
 from .workload import inputs, worker_fn
@@ -94,13 +93,12 @@ def schemes(cfg: ServingConfig) -> list[tuple[str, Any, Any]]:
 
 
 def injector(cfg: ServingConfig, *, rack: bool = False) -> Injector:
-    return Injector(
-        latency=ShiftedExponential(cfg.shift, cfg.mean),
-        slow_prob=cfg.slow_prob,
-        slow_factor=cfg.slow_factor,
+    base = cj.ShiftedExponential(cfg.shift, cfg.mean)
+    latency = cj.RandomSlowdown(
+        base, prob=cfg.slow_prob, factor=cfg.slow_factor,
         group_size=cfg.rack_size if rack else 1,
-        seed=cfg.seed,
-    )
+    )  # fmt: skip
+    return Injector(latency=latency if cfg.slow_prob > 0 else base, seed=cfg.seed)
 
 
 def request_inputs(cfg: ServingConfig, count: int) -> np.ndarray:

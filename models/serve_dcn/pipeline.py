@@ -12,11 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import codedjax as cj
 from codedjax.serving import (
     FixedN,
     Injector,
     Server,
-    ShiftedExponential,
     SimulatedCluster,
     ThreadCluster,
 )
@@ -58,7 +58,9 @@ def _calibrate(cfg: ServeDCNConfig, data, model, worker) -> float:
         embed(jnp.asarray(cat[:q], jnp.int32), jnp.asarray(num[:q], jnp.float32))
     )
     cheb = schemes(cfg, 1.0)[-1][1]
-    inj = Injector(latency=ShiftedExponential(cfg.shift, cfg.mean), seed=cfg.seed + 1)
+    inj = Injector(
+        latency=cj.ShiftedExponential(cfg.shift, cfg.mean), seed=cfg.seed + 1
+    )
     with Server(cheb, worker, backend=SimulatedCluster(injector=inj),
                 policy=FixedN(n)) as server:  # fmt: skip
         res = server.serve(x0.reshape(-1, k, x0.shape[-1]))
@@ -92,9 +94,9 @@ def run_serve_dcn(
     bias = float(np.asarray(model.output_bias(), np.float32))
     groups = x0.reshape(g, k, -1)
     worker = make_worker(model, jnp.bfloat16)
-    inj = Injector(latency=ShiftedExponential(cfg.shift, cfg.mean),
-                   slow_prob=cfg.slow_prob, slow_factor=cfg.slow_factor,
-                   seed=cfg.seed)  # fmt: skip
+    slow = cj.RandomSlowdown(cj.ShiftedExponential(cfg.shift, cfg.mean),
+                             prob=cfg.slow_prob, factor=cfg.slow_factor)  # fmt: skip
+    inj = Injector(latency=slow, seed=cfg.seed)
     budget = _calibrate(cfg, data, model, worker)
     rows = {}
     ref = {"auc": binary_auc(labels, z32), "logloss": binary_logloss(labels, z32)}

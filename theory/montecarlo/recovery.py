@@ -30,7 +30,7 @@ def _recovery_program(k: int, c: int, m: int, mesh: Mesh):
 def recovery_monte_carlo(
     key: jax.Array,
     *,
-    num_tasks: int,
+    num_inputs: int,
     replication: int,
     num_workers: int,
     num_trials: int,
@@ -50,7 +50,7 @@ def recovery_monte_carlo(
         int64 [M + 1]: the number of trials with exact recovery at N = 0..M.
     """
     mesh = make_mesh() if mesh is None else mesh
-    k, c, m = int(num_tasks), int(replication), int(num_workers)
+    k, c, m = int(num_inputs), int(replication), int(num_workers)
     if k * c > m:
         raise ValueError(
             f"recovery_monte_carlo: need K c <= M, got K={k}, c={c}, M={m}"

@@ -6,7 +6,7 @@ The bf16 cross-tower setting of :mod:`theory.demo` (K = 8, M = 40, D = 22, N = 3
 every request draws fresh queries and a uniformly random set of N responders; A of
 the responders (chosen uniformly) add +-size x RMS(answers) to their answer. Reported:
 
-* Lagrange-coded answers, :func:`codedjax.chebyls_decode_robust` (``max_corrupted``
+* Lagrange-coded answers, :func:`codedjax.robust_decode` (``max_corrupted``
   = 4, the most N = 30 = D + 2 * 4 allows), with two noise models: ``noise_sd``
   from a first-order rounding analysis of the bf16 tower at each coded input
   (:func:`cross_tower_rounding_sd`), and the dtype-only model (no ``noise_sd``).

@@ -97,7 +97,7 @@ def _robust_decoder(cfg: RobustConfig, alpha, beta, d: int, *, per_answer: bool)
     ``f(y, masks, noise_sd)`` with a level per answer, else ``f(y, masks)``."""
 
     def one(yy, mk, sd=None):
-        return cj.chebyls_decode_robust(
+        return cj.robust_decode(
             yy, mk, alpha, beta, num_coeffs=d, max_corrupted=cfg.max_corrupted,
             worker_dtype=jnp.bfloat16, false_alarm=cfg.false_alarm, noise_sd=sd,
         )  # fmt: skip

@@ -29,7 +29,7 @@ def format_tables(summary: dict) -> str:
             continue  # that model was not run
         lines += [
             "",
-            f"Lagrange-coded answers, chebyls_decode_robust, {title}:",
+            f"Lagrange-coded answers, robust_decode, {title}:",
             "",
             "| corrupted | size x RMS | located exactly | ML locator told the "
             f"count | located, leverage < {cut:g} (share of requests) | all "

@@ -42,7 +42,7 @@ def recovery_section(
     for k, c, m in cfg.recovery_grid:
         counts = mc.recovery_monte_carlo(
             key(cfg.seed, 3, k, c, m),
-            num_tasks=k,
+            num_inputs=k,
             replication=c,
             num_workers=m,
             num_trials=cfg.recovery_trials,
