@@ -160,6 +160,8 @@ def nercc_code(
         'nercc'
 
     References:
+        P. Moradi and M. A. Maddah-Ali, NeRCC: nested-regression coded computing
+        for resilient distributed prediction serving systems, arXiv:2402.04377;
         P. Moradi, B. Tahmasebi and M. A. Maddah-Ali, Coded computing for resilient
         distributed computing: a learning-theoretic framework, arXiv:2406.00300.
     """

@@ -251,7 +251,7 @@ def nercc_encode(
         True
 
     References:
-        P. Moradi, B. Tahmasebi and M. A. Maddah-Ali, NeRCC: nested-regression coded
+        P. Moradi and M. A. Maddah-Ali, NeRCC: nested-regression coded
         computing for resilient distributed prediction serving systems,
         arXiv:2402.04377; C. H. Reinsch, Smoothing by spline functions, Numer. Math.
         10, 1967.
@@ -409,9 +409,9 @@ def nercc_decode(
         (True, True)
 
     References:
-        P. Moradi, B. Tahmasebi and M. A. Maddah-Ali, arXiv:2402.04377; P. Moradi
-        and M. A. Maddah-Ali, LeTCC, arXiv:2406.00300; C. H. Reinsch, Numer. Math.
-        10, 1967.
+        P. Moradi and M. A. Maddah-Ali, NeRCC, arXiv:2402.04377; P. Moradi,
+        B. Tahmasebi and M. A. Maddah-Ali, LeTCC, arXiv:2406.00300; C. H. Reinsch,
+        Numer. Math. 10, 1967.
     """
     fname = "nercc_decode"
     y, mask, alpha, beta, lam, acc = _check_decode(
@@ -635,7 +635,7 @@ def tune_nercc(
         ((2, 2), [0.0, 0.001])
 
     References:
-        P. Moradi, B. Tahmasebi and M. A. Maddah-Ali, NeRCC: nested-regression coded
+        P. Moradi and M. A. Maddah-Ali, NeRCC: nested-regression coded
         computing for resilient distributed prediction serving systems,
         arXiv:2402.04377.
     """

@@ -295,7 +295,7 @@ def repapprox_decode(
 
     References:
         The more the merrier (seed paper of codedjax); T. Jahani-Nezhad and M. A.
-        Maddah-Ali, arXiv:2009.08327; P. Moradi, B. Tahmasebi and M. A. Maddah-Ali,
+        Maddah-Ali, arXiv:2009.08327; P. Moradi and M. A. Maddah-Ali, NeRCC,
         arXiv:2402.04377.
     """
     fname = "repapprox_decode"

@@ -18,7 +18,7 @@ cell (model, M, S):
   ratio NeRCC / BACC and a paired bootstrap 95% interval (test patterns and test
   input sets resampled).
 
-NeRCC (Moradi, Tahmasebi and Maddah-Ali, arXiv:2402.04377) reports up to 23% lower MSE
+NeRCC (Moradi and Maddah-Ali, arXiv:2402.04377) reports up to 23% lower MSE
 than BACC on LeNet5, RepVGG and ViT; the report says in which cells of this synthetic
 setting that holds (ratio <= 0.77), where NeRCC is merely better, and where it is not.
 """

@@ -40,8 +40,8 @@ References:
     The more the merrier: numerically accurate coded computing for ML inference (seed
     paper of codedjax); Q. Yu et al., Lagrange Coded Computing, arXiv:1806.00939;
     M. Fahim and V. R. Cadambe, arXiv:1903.08326; T. Jahani-Nezhad and M. A.
-    Maddah-Ali, Berrut approximated coded computing, arXiv:2009.08327; P. Moradi,
-    B. Tahmasebi and M. A. Maddah-Ali, NeRCC, arXiv:2402.04377; R. Wang et al., DCN
+    Maddah-Ali, Berrut approximated coded computing, arXiv:2009.08327; P. Moradi
+    and M. A. Maddah-Ali, NeRCC, arXiv:2402.04377; R. Wang et al., DCN
     V2, arXiv:2008.13535.
 """
 
