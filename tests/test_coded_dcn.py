@@ -203,7 +203,11 @@ def test_one_compiled_decoder_for_every_n(run):
     code = build_schemes(Sizes(K, M, C, L + 1))["chebyls+repapprox"].cross
     b = 2 * math.ceil(N_TEST / K)
     arr = cj.sample_arrivals(
-        jax.random.key(5), num_workers=M, num_responses=M, model="uniform", shape=(b,)
+        jax.random.key(5),
+        num_workers=M,
+        num_responses=M,
+        model=cj.Uniform(0.0, 1.0),
+        shape=(b,),
     )
     orders = np.asarray(arr.order, np.int32)
     ranks = np.argsort(orders, axis=-1, kind="stable")
@@ -262,7 +266,11 @@ def test_deep_exact_rate_matches_exact_probability():
     n, t = 8, 2004
     code = build_schemes(Sizes(K, M, C, L + 1))["chebyls+repapprox"].deep
     arr = cj.sample_arrivals(
-        jax.random.key(7), num_workers=M, num_responses=n, model="uniform", shape=(t,)
+        jax.random.key(7),
+        num_workers=M,
+        num_responses=n,
+        model=cj.Uniform(0.0, 1.0),
+        shape=(t,),
     )
     exact = exact_tasks(code, np.asarray(arr.mask))
     all_exact = exact.all(axis=1)

@@ -113,6 +113,11 @@ def run_demo(cfg: DemoConfig) -> DemoSummary:
         v = np.asarray(v, np.float64)
         return np.linalg.norm(v - truth, axis=-1) / np.linalg.norm(truth)
 
+    def _decode_all(code, y, arr):
+        # the arrival order goes to the codes that read it (the threshold code)
+        extra = {"order": arr.order} if "order" in code.answer_fields else {}
+        return code.decode_batched(y, arr.mask, shared_y=True, **extra)
+
     rows = []
     for n in cfg.responses:
         if not d <= n <= m:
@@ -121,15 +126,12 @@ def run_demo(cfg: DemoConfig) -> DemoSummary:
             jax.random.fold_in(km, n),
             num_workers=m,
             num_responses=n,
-            model="uniform",
+            model=cj.Uniform(0.0, 1.0),
             shape=(cfg.num_masks,),
         )
         row = {"N": n}
         for wd, y in answers.items():
-            res = {
-                name: code.decode_batched(y, arr.mask, order=arr.order, shared_y=True)
-                for name, code in codes.items()
-            }
+            res = {name: _decode_all(code, y, arr) for name, code in codes.items()}
             for name, r in res.items():
                 row[f"{name}_{wd}"] = _quantiles(rel(r.value))
                 if wd == "bf16":

@@ -26,12 +26,12 @@ def _sim_errors(code, sim, xs, inj, worker=worker_fn, truth=truth) -> np.ndarray
     # first answers in arrival order, ignored by the others)
     delays, _ = inj.plan(np.arange(b), code.num_workers)
     order = jnp.asarray(np.argsort(delays, axis=1, kind="stable").astype(np.int32))
+    reads_order = "order" in code.answer_fields
     vals, oks = [], []
     for s in range(0, b, 256):
+        extra = {"order": order[s : s + 256]} if reads_order else {}
         r = code.decode_batched(
-            y[s : s + 256],
-            jnp.asarray(sim.masks[s : s + 256]),
-            order=order[s : s + 256],
+            y[s : s + 256], jnp.asarray(sim.masks[s : s + 256]), **extra
         )
         vals.append(np.asarray(r.value))
         oks.append(np.asarray(r.ok))

@@ -9,7 +9,7 @@ is lost for both branches (one mask per group of queries, shared by the branches
 by every scheme).
 
 Straggler model: i.i.d. uniform latencies, i.e. a uniformly random arrival order per
-group and repetition (:func:`codedjax.sample_arrivals`, ``model="uniform"``); the
+group and repetition (:func:`codedjax.sample_arrivals` with ``cj.Uniform(0, 1)``); the
 mask for N is the first N arrivals of that order, so the masks are nested in N and
 identical for every scheme. Reported per scheme and N: test AUC and logloss (every
 test query; the last group is completed by wrapping around to the first queries,
@@ -94,7 +94,7 @@ def decode_masks(code: cj.Code, y, masks, orders):
 
     def one(args):
         yy, mask, order = args
-        r = code.decode(yy, mask, order=order)
+        r = code.decode_answers(cj.Answers(yy, mask, order))
         return r.value, r.ok, r.cond
 
     if isinstance(code, cj.LagrangeCode):
@@ -309,7 +309,11 @@ def run_coded_dcn(
     # its first N arrivals, so the masks are nested in N
     k_arr, k_tune = jax.random.split(jax.random.key(config.seed))
     arrivals = cj.sample_arrivals(
-        k_arr, num_workers=m, num_responses=m, model="uniform", shape=(r, len(gidx))
+        k_arr,
+        num_workers=m,
+        num_responses=m,
+        model=cj.Uniform(0.0, 1.0),
+        shape=(r, len(gidx)),
     )
     orders = np.asarray(arrivals.order, np.int32).reshape(-1, m)
     ranks = np.argsort(orders, axis=-1, kind="stable")  # arrival rank of each worker

@@ -62,12 +62,24 @@ class BranchCode:
     def encode(self, x):
         return _branch_encode(self, jnp.asarray(x))
 
+    @property
+    def answer_fields(self) -> tuple[str, ...]:
+        return ("y", "mask", "order")
+
+    def may_decode(self, mask):
+        """Both branches' structural coverage (host side)."""
+        return self.cross.may_decode(mask) & self.deep.may_decode(mask)
+
     def decode(self, y, mask, *, order=None):
         m = self.num_workers
         order = jnp.arange(m, dtype=jnp.int32) if order is None else order
         return _branch_decode(
             self, jnp.asarray(y), jnp.asarray(mask), jnp.asarray(order)
         )
+
+    def decode_answers(self, answers: cj.Answers) -> cj.DecodeResult:
+        """The runtime's entry point: each branch reads the fields it needs."""
+        return self.decode(answers.y, answers.mask, order=answers.order)
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -77,8 +89,8 @@ def _branch_encode(code: BranchCode, x):
 
 @functools.partial(jax.jit, static_argnums=0)
 def _branch_decode(code: BranchCode, y, mask, order):
-    rc = code.cross.decode(y[:, 0], mask, order=order)
-    rd = code.deep.decode(y[:, 1], mask, order=order)
+    rc = code.cross.decode_answers(cj.Answers(y[:, 0], mask, order))
+    rd = code.deep.decode_answers(cj.Answers(y[:, 1], mask, order))
     ok = rc.ok & rd.ok
     return cj.DecodeResult(
         value=jnp.stack([rc.value, rd.value], axis=-1),

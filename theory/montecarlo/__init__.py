@@ -31,7 +31,7 @@ process writes the outputs (process 0). The other Monte Carlo drivers of the pro
 A trial is one uniformly random arrival order of the M workers: i.i.d. uniform
 latencies (``jax.random.uniform(fold_in(key, t), (width,))``, the first M used) put
 in order by the library's ``first_arrivals``, which is how ``sample_arrivals(
-model="uniform")`` draws them. The responders for N are the first N arrivals, so one
+model=Uniform(0, 1))`` draws them. The responders for N are the first N arrivals, so one
 trial serves every N of the grid (common random numbers across N; each N on its own
 is an exact uniform N-subset, the law of ``sample_masks``). The latencies come from
 one shared sampler program, because the threefry hash is slow to compile on CPU;
