@@ -17,6 +17,7 @@ import pytest
 from numpy.polynomial import chebyshev as npcheb
 from scipy import stats
 
+import codedjax as cj
 from theory import plan as tp
 from theory.plan.__main__ import main as plan_main
 
@@ -181,8 +182,11 @@ def test_latency_order_statistic_mean():
         se = mean * math.sqrt(np.sum(inv**2) / trials)
         assert abs(p["mean"] - want) <= 5 * se
         assert p["p50"] <= p["p95"] <= p["p99"]
-    assert tp.parse_latency("exp:2ms") == ("shifted-exp", (0.0, 2e-3))
-    assert tp.parse_latency("pareto:1s,1.5") == ("pareto", (1.0, 1.5))
+    # the planner reads the library's latency vocabulary
+    assert tp.parse_latency("exp:2ms") == cj.ShiftedExponential(0.0, 2e-3)
+    assert tp.parse_latency("pareto:1s,1.5") == cj.Pareto(1.0, 1.5)
+    slow = tp.parse_latency("shifted-exp:5ms,5ms; slow=0.05 extra=exp:100ms rack=5")
+    assert slow == cj.parse_latency(slow.spec())
 
 
 def test_cli_writes_summary_and_names_bad_flags(tmp_path, capsys):

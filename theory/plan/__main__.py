@@ -32,7 +32,13 @@ FLAGS = {
     "trials": ("--trials", {"help": "default 20,000 (--quick: 2,000)"}),
     "exhaustive_limit": ("--exhaustive-limit", {"help": "default 1e5"}),
     "confidence": "--confidence",
-    "latency": ("--latency", {"help": "e.g. shifted-exp:5ms,5ms"}),
+    "latency": (
+        "--latency",
+        {
+            "help": "a codedjax latency model, e.g. "
+            "'shifted-exp:5ms,5ms; slow=0.05 extra=exp:100ms'"
+        },
+    ),
     "worst_exact": "--worst-exact",
     "worst_greedy": "--worst-greedy",
 }

@@ -104,7 +104,7 @@ def decoder_errors(
             num_inputs=cfg.inputs,
             num_workers=m,
             degree=cfg.degree,
-            points=cfg.points,
+            kind=1 if cfg.points == "first" else 2,
         )
         for lo in range(0, b, _CHUNK):
             hi = min(lo + _CHUNK, b)
