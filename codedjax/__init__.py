@@ -95,6 +95,8 @@ from ._replication_codes import ReplicationCode as ReplicationCode
 from ._replication_codes import repapprox_code as repapprox_code
 from ._replication_codes import replication_code as replication_code
 from ._replication_codes import uncoded_code as uncoded_code
+from ._parity import ParityCode as ParityCode
+from ._parity import parity_code as parity_code
 
 # --- bounds (codedjax.bounds is a public submodule): re-exports below ---
 from . import bounds as bounds

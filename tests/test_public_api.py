@@ -82,12 +82,14 @@ PUBLIC = {
     "NerccCode",
     "RepApproxCode",
     "ReplicationCode",
+    "ParityCode",
     "lagrange_code",
     "bacc_code",
     "nercc_code",
     "repapprox_code",
     "replication_code",
     "uncoded_code",
+    "parity_code",
     # bounds (a public submodule)
     "bounds",
 }
@@ -117,6 +119,7 @@ RANK = {
     "_lagrange_codes": 6.5,
     "_approx_codes": 6.5,
     "_replication_codes": 6.5,
+    "_parity": 6.5,
     "bounds": 6,
     "__init__": 7,
 }
