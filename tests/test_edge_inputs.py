@@ -532,6 +532,77 @@ def _rep_cases():
 
 _rep_cases()
 
+# ---- the learned-parity code (ParM): a Code's decode, K = 6 in groups of 3, M = 8 --
+
+PARITY = cj.parity_code(num_inputs=6, group=3)
+
+
+def ref_parity(y, mask, k=3):
+    """A rebuilt answer is its group's parity minus the group's other answers."""
+    sel = _usable(y, mask)
+    yy = np.asarray(y, np.float64).reshape(y.shape[0], -1)
+    kk = 6
+    out = yy[:kk].copy()
+    for g in range(kk // k):
+        rows = list(range(g * k, g * k + k))
+        lost = [i for i in rows if not sel[i]]
+        assert len(lost) <= 1 and (not lost or sel[kk + g]), "not decodable"
+        for i in lost:
+            out[i] = yy[kk + g] - sum(yy[j] for j in rows if j != i)
+    return out.reshape((kk,) + y.shape[1:]), float(k)
+
+
+def _parity_cases():
+    f = "ParityCode.decode"
+    x = jnp.asarray(np.linspace(-1, 1, 12).reshape(6, 2), F32)
+    y = PARITY.encode(x)  # the identity as base model and parity model: exact
+    m8 = jnp.ones(8, bool)
+
+    def add(tag, arrays, expect, **kw):
+        case(f"{f}/{tag}", f, PARITY.decode, arrays, {}, expect, **kw)
+
+    one_each = jnp.array([1, 0, 1, 1, 1, 0, 1, 1], bool)  # one lost per group
+    par_lost = jnp.array([1, 1, 1, 1, 1, 1, 0, 0], bool)
+    for tag, mk in (
+        ("all", m8),
+        ("one_lost_each", one_each),
+        ("parity_lost", par_lost),
+    ):
+        add(tag, (y, mk), "correct", ref=ref_parity(y, mk))
+    add("two_lost", (y, jnp.array([0, 0, 1, 1, 1, 1, 1, 1], bool)), "ok_false")
+    add("base_and_parity", (y, jnp.array([1, 1, 1, 0, 1, 1, 1, 0], bool)), "ok_false")
+    add("none", (y, jnp.zeros(8, bool)), "ok_false")
+    yn = _with_row(y, 4, jnp.nan)
+    add("nan_row", (yn, m8), "correct", ref=ref_parity(yn, m8))
+    yi = _with_row(y, 0, -jnp.inf)
+    add("inf_row", (yi, one_each), "ok_false")  # rows 0 and 1 of group 0 lost
+    add("nan_parity", (_with_row(y, 7, jnp.nan), one_each), "ok_false")
+    big = PARITY.encode(x * 1e38)  # parity answers up to 3e38: representable
+    add("huge", (big, one_each), "correct", ref=ref_parity(big, one_each))
+    tiny = y * 1e-30
+    add("tiny", (tiny, one_each), "correct", ref=ref_parity(tiny, one_each))
+    add("zeros", (jnp.zeros_like(y), one_each), "correct",
+        ref=ref_parity(np.zeros((8, 2)), one_each))  # fmt: skip
+    # other payload shapes and dtypes compile another program: eager only
+    y3 = jnp.stack([y, 2 * y], axis=2)
+    eager = {"eager": "correct"}
+    add("y_3d", (y3, one_each), eager, ref=ref_parity(y3, one_each))
+    ybf = y.astype(jnp.bfloat16)
+    add(
+        "bf16",
+        (ybf, one_each),
+        eager,
+        ref=ref_parity(ybf.astype(jnp.float32), one_each),
+        worker=jnp.bfloat16,
+    )
+    add("y_int", (y.astype(jnp.int32), m8), "error")
+    add("y_short", (y[:-1], m8), "error")
+    add("mask_int", (y, m8.astype(jnp.int32)), "error")
+    add("mask_short", (y, m8[:-1]), "error")
+
+
+_parity_cases()
+
 # ---- batched ChebyLS -------------------------------------------------------------
 
 
