@@ -22,8 +22,9 @@ the responders' logits are decoded back into K logit vectors. Reported per schem
   coded minus uncoded accuracy), and for NeRCC the smoothing pair chosen on the
   VALIDATION images (with its validation MSE, and that of (0, 0)).
 
-Models (``--models``, default all of :data:`models.train_mnist.MODELS`): LeNet5,
-RepVGG and the small ViT, trained (or loaded) by :mod:`models.train_mnist`; a model's
+Models (``--models``, default LeNet5, RepVGG and the ViT of the registry
+:data:`models.train_mnist.MODELS`), trained (or loaded) by :mod:`models.train_mnist`;
+a model's
 coded workers run its deployed network, for RepVGG the fused one (one 3x3
 convolution per block, :func:`models.repvgg.reparameterize`). The paper evaluates
 LeNet5 on MNIST, RepVGG on CIFAR-10 and ViT on CIFAR-100, as we read it (not

@@ -17,7 +17,7 @@ class ExperimentConfig:
     """The grid and the sample sizes of the experiment.
 
     Attributes:
-        models: model names of :data:`models.train_mnist.MODELS` (``"lenet5"``,
+        models: model names of :data:`models.train_mnist.MODELS` (default ``"lenet5"``,
             ``"vit"``, ``"repvgg"``).
         num_inputs: the K values (queries coded together).
         worker_factors: M = factor * K for each factor.
@@ -36,7 +36,7 @@ class ExperimentConfig:
         seed: root seed of the straggler masks.
     """
 
-    models: tuple[str, ...] = MODEL_NAMES
+    models: tuple[str, ...] = ("lenet5", "vit", "repvgg")
     num_inputs: tuple[int, ...] = (10, 20)
     worker_factors: tuple[int, ...] = (2, 3, 4, 5)
     straggler_fractions: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4)

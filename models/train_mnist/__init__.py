@@ -1,4 +1,4 @@
-"""Train the MNIST models (LeNet5, a small ViT, RepVGG) on the vendored subset.
+"""Train the MNIST models (LeNet5, ParM's MLP, a small ViT, RepVGG) on the subset.
 
 Usage::
 

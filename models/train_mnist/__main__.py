@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point: trains (or loads) each model, writes the report."""
     p = argparse.ArgumentParser(
         prog="python -m models.train_mnist",
-        description="Train MNIST models (LeNet5, a small ViT, RepVGG) on the "
+        description="Train MNIST models (LeNet5, an MLP, a small ViT, RepVGG) on the "
         "vendored subset, with checkpoints.",
     )
     runkit.add_run_arguments(

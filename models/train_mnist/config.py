@@ -16,6 +16,7 @@ from typing import Any
 from flax import nnx
 
 from ..lenet import LeNet5
+from ..mlp import MLP
 from ..repvgg import RepVGG, reparameterize
 from ..vit import SmallViT
 
@@ -52,6 +53,13 @@ MODELS: dict[str, MnistModel] = {
         quick=dict(epochs=4, learning_rate=3e-3, shift=0),
         description="LeNet5",
     ),
+    # the parity-models paper's MNIST base model
+    "mlp": MnistModel(
+        build=lambda seed: MLP(rngs=nnx.Rngs(seed)),
+        full=dict(epochs=12, learning_rate=1e-3, shift=0),
+        quick=dict(epochs=4, learning_rate=2e-3, shift=0),
+        description="MLP 784-200-100-10",
+    ),
     "vit": MnistModel(
         build=lambda seed: SmallViT(
             rngs=nnx.Rngs(seed), patch=7, width=64, depth=3, heads=4, mlp_ratio=2
@@ -75,7 +83,8 @@ MODEL_NAMES = tuple(MODELS)
 
 def build_model(name: str, *, seed: int = 0) -> nnx.Module:
     """A freshly initialised model of :data:`MODELS` (``"lenet5"``: :class:`LeNet5`;
-    ``"vit"``: :class:`SmallViT`, patch 7, width 64, depth 3, 4 heads;
+    ``"mlp"``: ParM's 784-200-100-10 :class:`~models.mlp.MLP`; ``"vit"``:
+    :class:`SmallViT`, patch 7, width 64, depth 3, 4 heads;
     ``"repvgg"``: the multi-branch :class:`RepVGG`, widths 16/32/64, blocks
     1/2/2)."""
     if name not in MODELS:
