@@ -24,8 +24,7 @@ the responders' logits are decoded back into K logit vectors. Reported per schem
 
 Models (``--models``, default LeNet5, RepVGG and the ViT of the registry
 :data:`models.train_mnist.MODELS`), trained (or loaded) by :mod:`models.train_mnist`;
-a model's
-coded workers run its deployed network, for RepVGG the fused one (one 3x3
+a model's coded workers run its deployed network, for RepVGG the fused one (one 3x3
 convolution per block, :func:`models.repvgg.reparameterize`). The paper evaluates
 LeNet5 on MNIST, RepVGG on CIFAR-10 and ViT on CIFAR-100, as we read it (not
 verified here); the bundled MNIST subset stands in for all three here, since no other
