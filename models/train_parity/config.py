@@ -1,0 +1,69 @@
+"""What fixes a trained parity model: :class:`ParityConfig` and its presets."""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["BASE_MODELS", "ParityConfig"]
+
+#: the base models a parity model can be trained for: the Adult DCNv2 and two of the
+#: MNIST registry (models.train_mnist.MODELS)
+BASE_MODELS = ("dcn", "lenet5", "mlp")
+
+
+@dataclasses.dataclass(frozen=True)
+class ParityConfig:
+    """How one parity model is trained (the parity-models paper's settings where they
+    fit: MSE to the sum of the base model's outputs, Adam at 1e-3 with L2 weight
+    decay 1e-5, batch 64 for k = 2 and 32 for k > 2).
+
+    Attributes:
+        model: the base model, one of :data:`BASE_MODELS`.
+        group: k, the queries summed into one parity query (>= 2).
+        steps: optimiser steps (each a batch of fresh parity queries: k training
+            queries drawn at random and summed).
+        batch_size: parity queries per step; None: 64 for k = 2, 32 for k > 2.
+        learning_rate: Adam step size.
+        weight_decay: L2 weight decay added to the gradient (as the paper's PyTorch
+            Adam does).
+        base_quick: the base model is the quick preset of its trainer.
+        seed: seed of the parity model's initialisation and of the query draws.
+    """
+
+    model: str = "lenet5"
+    group: int = 2
+    steps: int = 3000
+    batch_size: int | None = None
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-5
+    base_quick: bool = False
+    seed: int = 0
+
+    def __post_init__(self):
+        name = "ParityConfig"
+        if self.model not in BASE_MODELS:
+            raise ValueError(
+                f"{name}: model must be one of {BASE_MODELS}, got {self.model!r}"
+            )
+        if isinstance(self.group, bool) or not isinstance(self.group, int):
+            raise TypeError(f"{name}: group must be an int, got {self.group!r}")
+        if self.group < 2:
+            raise ValueError(f"{name}: group must be >= 2, got {self.group}")
+        if self.steps < 1:
+            raise ValueError(f"{name}: steps must be >= 1, got {self.steps}")
+        if self.batch_size is None:
+            object.__setattr__(self, "batch_size", 64 if self.group == 2 else 32)
+        if self.batch_size < 1:
+            raise ValueError(f"{name}: batch_size must be >= 1, got {self.batch_size}")
+        if not self.learning_rate > 0 or self.weight_decay < 0:
+            raise ValueError(
+                f"{name}: need learning_rate > 0 and weight_decay >= 0, got "
+                f"{self.learning_rate} and {self.weight_decay}"
+            )
+
+    @classmethod
+    def preset(cls, model: str, group: int, *, quick: bool = False, **over):
+        """The full preset (3000 steps on the full base model), or ``quick``
+        (400 steps on the quick base model), with ``over`` on top."""
+        base = dict(steps=400, base_quick=True) if quick else {}
+        return cls(model=model, group=group, **{**base, **over})
