@@ -1,0 +1,163 @@
+"""The degraded-mode experiment: ParM's parity models against BACC and NeRCC.
+
+For each base model and each k, at M = K + K/k workers:
+
+* **ParM** (:func:`codedjax.parity_code`): degraded mode, one answer of every group
+  lost; the accuracy of the rebuilt predictions (every test query rebuilt once,
+  :func:`models.train_parity.degraded_predictions`).
+* **BACC** and **NeRCC** (:func:`codedjax.bacc_code`, :func:`codedjax.nercc_code`,
+  NeRCC's smoothing tuned with :func:`codedjax.tune_nercc` on validation queries):
+  the same number of workers and the same number of lost answers, K/k (so N = K
+  answers decode); the base model runs on the coded queries and every one of the K
+  predictions is approximate. T random patterns, the same for every test batch;
+  the metric is the mean over the patterns.
+* **base**: the base model on the same test queries (no straggler).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import codedjax as cj
+
+from ..train_parity import (
+    ParityConfig,
+    ParityTask,
+    apply_fn,
+    degraded_predictions,
+    load_or_train,
+    load_task,
+    task_metrics,
+)
+from .config import ExperimentConfig
+
+__all__ = ["coded_predictions", "run_cell", "run_experiment"]
+
+
+def _batches(x: np.ndarray, k: int) -> np.ndarray:
+    b = x.shape[0] // k
+    return x[: b * k].reshape((b, k) + x.shape[1:])
+
+
+def coded_predictions(
+    code: cj.Code, task: ParityTask, masks: np.ndarray, *, split: str = "test"
+) -> tuple[np.ndarray, np.ndarray]:
+    """The decoded predictions [T, n, ...] of every test query under each of the T
+    ``masks`` (the base model run on the coded queries), and the labels [n]."""
+    k, m = code.num_inputs, code.num_workers
+    xb = jnp.asarray(_batches(task.queries[split], k))  # [B, K, ...]
+    b = xb.shape[0]
+    coded = jax.vmap(code.encode)(xb)  # [B, M, ...]
+    f = apply_fn(task.kind, task.base)
+    y = f(coded.reshape((b * m,) + coded.shape[2:]))
+    y = y.reshape((b, m) + y.shape[1:])
+    t = masks.shape[0]
+    ys = jnp.repeat(y, t, axis=0)  # [B T, M, ...]
+    ms = jnp.asarray(np.tile(masks, (b, 1)))
+    r = code.decode_batched(ys, ms)
+    if not bool(np.all(np.asarray(r.ok))):
+        raise RuntimeError(f"coded_predictions: a {code.name} decode was not ok")
+    v = np.asarray(r.value).reshape((b, t, k) + y.shape[2:])
+    v = np.moveaxis(v, 1, 0).reshape((t, b * k) + y.shape[2:])
+    return v, task.labels[split][: b * k]
+
+
+def _mean_metrics(kind, preds, labels) -> dict[str, float]:
+    per = [task_metrics(kind, p, labels) for p in preds]
+    return {key: float(np.mean([d[key] for d in per])) for key in per[0]}
+
+
+def run_cell(
+    task: ParityTask,
+    parity,
+    group: int,
+    config: ExperimentConfig,
+    *,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Base, ParM, BACC and NeRCC for one (model, k) at M = K + K/k."""
+    kk = config.num_inputs
+    code = cj.parity_code(num_inputs=kk, group=group)
+    m, lost = code.num_workers, code.num_groups
+    rebuilt, labels, info = degraded_predictions(task, parity, group, num_inputs=kk)
+    n = labels.shape[0]
+    row = {
+        "model": task.model,
+        "group": group,
+        "K": kk,
+        "M": m,
+        "lost": lost,
+        "test_n": n,
+        "base": task_metrics(task.kind, task.outputs["test"][:n], labels),
+        "parm_degraded": task_metrics(task.kind, rebuilt, labels),
+        "parm_ok": info["ok"],
+        "parm_cond": info["cond"],
+    }
+    key = jax.random.key(config.seed)
+    k_test, k_val = jax.random.split(jax.random.fold_in(key, group))
+    masks = np.asarray(
+        cj.sample_masks(k_test, num_workers=m, num_responses=m - lost,
+                        shape=(config.test_masks,))
+    )  # fmt: skip
+    bacc = cj.bacc_code(num_inputs=kk, num_workers=m)
+    preds, _ = coded_predictions(bacc, task, masks)
+    row["bacc"] = _mean_metrics(task.kind, preds, labels)
+    # NeRCC: its smoothing pair tuned on validation queries, then tested
+    nv = min(config.num_val, task.queries["val"].shape[0]) // kk
+    xv = jnp.asarray(_batches(task.queries["val"][: nv * kk], kk))
+    untuned = cj.nercc_code(num_inputs=kk, num_workers=m, smoothing=(0.0, 0.0))
+    val_masks = cj.sample_masks(
+        k_val, num_workers=m, num_responses=m - lost, shape=(config.val_masks,)
+    )
+    tuning = cj.tune_nercc(
+        k_val, apply_fn(task.kind, task.base), xv, num_workers=m,
+        beta=untuned.beta(), alpha=untuned.alpha(), grid=config.smoothing_grid,
+        masks=val_masks,
+    )  # fmt: skip
+    lam = (float(tuning.encoder_smoothing), float(tuning.decoder_smoothing))
+    nercc = cj.nercc_code(num_inputs=kk, num_workers=m, smoothing=lam)
+    preds, _ = coded_predictions(nercc, task, masks)
+    row["nercc"] = _mean_metrics(task.kind, preds, labels)
+    row["nercc_smoothing"] = list(lam)
+    log(f"[parity_experiment] {task.model} k={group} M={m}: {row}")
+    return row
+
+
+def run_experiment(
+    config: ExperimentConfig,
+    out,
+    *,
+    log: Callable[[str], None] = print,
+    show_progress: bool | None = None,
+) -> dict:
+    """Every (model, k) cell; trains (or loads from ``out``) the base and parity
+    models. Returns ``{"config", "rows", "parity_models", "seconds"}``."""
+    t0 = time.perf_counter()
+    rows, trained = [], {}
+    for name in config.models:
+        task = load_task(name, out, base_quick=config.quick, log=log,
+                         show_progress=show_progress)  # fmt: skip
+        for k in config.groups:
+            over = {} if config.steps is None else {"steps": config.steps}
+            pcfg = ParityConfig.preset(name, k, quick=config.quick, **over)
+            parity, meta, _ = load_or_train(
+                pcfg, out, task=task, log=log, show_progress=show_progress
+            )
+            trained[f"{name}-k{k}"] = {
+                "config": meta["config"],
+                "val_mse": meta["val_mse"],
+                "train_seconds": meta["train_seconds"],
+                "checkpoint": meta["checkpoint"],
+                "base_checkpoint": task.base_meta.get("checkpoint"),
+            }
+            rows.append(run_cell(task, parity, k, config, log=log))
+    return {
+        "rows": rows,
+        "parity_models": trained,
+        "seconds": time.perf_counter() - t0,
+    }
