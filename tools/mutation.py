@@ -71,6 +71,11 @@ TESTS = {
         "tests/test_properties.py",
         "tests/test_edge_inputs.py",
     ],
+    "codedjax/_parity.py": [
+        "tests/test_parity.py",
+        "tests/test_codes.py",
+        "tests/test_edge_inputs.py",
+    ],
     "codedjax/_berrut.py": ["tests/test_berrut.py"],
     "codedjax/_nercc.py": ["tests/test_nercc.py"],
     "codedjax/_repapprox.py": ["tests/test_repapprox.py"],
