@@ -13,6 +13,7 @@ import pytest
 from flax import nnx
 
 from models.lenet import LeNet5
+from models.mlp import MLP
 from models.mnist import (
     MNIST_PATH,
     check_images,
@@ -150,10 +151,11 @@ def test_patchify_matches_numpy():
     "make",
     [
         lambda: LeNet5(rngs=nnx.Rngs(0)),
+        lambda: MLP(rngs=nnx.Rngs(0)),
         lambda: SmallViT(rngs=nnx.Rngs(0), patch=7, width=32, depth=1, heads=2),
         lambda: SmallViT(rngs=nnx.Rngs(0), patch=4, width=16, depth=1, heads=4),
     ],
-    ids=["lenet5", "vit-p7", "vit-p4"],
+    ids=["lenet5", "mlp", "vit-p7", "vit-p4"],
 )
 def test_model_shapes_and_bad_input(make):
     model = make()
@@ -172,6 +174,15 @@ def test_model_shapes_and_bad_input(make):
         ValueError, match=rf"{name}: x must have shape \[B, 28, 28, 1\]"
     ):
         apply(state, jnp.zeros((3, 28, 28)))
+
+
+def test_mlp_is_parms_784_200_100_10():
+    model = build_model("mlp")
+    sizes = [(lay.in_features, lay.out_features) for lay in (model.fc1, model.fc2,
+             model.fc3)]  # fmt: skip
+    assert sizes == [(784, 200), (200, 100), (100, 10)]
+    n = sum(v.size for v in jax.tree.leaves(nnx.state(model, nnx.Param)))
+    assert n == 784 * 200 + 200 + 200 * 100 + 100 + 100 * 10 + 10
 
 
 def test_vit_bad_settings():
