@@ -77,7 +77,10 @@ class DecodeResult(NamedTuple):
         error: [...] the predicted absolute error of ``value`` (max over the
             outputs) from rounding in the workers' dtype and in the decoder; inf
             when not ``ok``. For a decoding-matrix function (``value`` = A) it is
-            the predicted error per unit of max |y|.
+            the predicted error per unit of max |y|. The parity code
+            (:func:`parity_code`) adds its parity model's stated error to a
+            rebuilt answer's rounding, and reports inf, though ``ok``, when that
+            error was not stated.
     """
 
     value: jax.Array
