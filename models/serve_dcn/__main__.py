@@ -27,17 +27,44 @@ def main(argv: list[str] | None = None) -> ServeDCNSummary:
     )
     p.add_argument("--max-groups", type=int, default=None)
     p.add_argument("--ckpt-dir", default="checkpoints")
+    p.add_argument(
+        "--layerwise",
+        action="store_true",
+        help="instead: layer-wise coding against replication at M <= 2K on the "
+        "simulator (AUC on the test set; writes layerwise.json and layerwise.md)",
+    )
     a = p.parse_args(argv)
     over: dict[str, Any] = {"ckpt_dir": a.ckpt_dir, "seed": a.seed}
     if a.max_groups is not None:
         over["max_groups"] = a.max_groups
     cfg = ServeDCNConfig.quick(**over) if a.quick else ServeDCNConfig(**over)
+    if a.layerwise:
+        return _layerwise(cfg, a.out, a.quick)
     summary = run_serve_dcn(
         cfg, out=a.out, show_progress=False if a.no_progress else None
     )
     print(format_table(summary))
     print(f"wrote {a.out} ({summary['seconds']:.0f} s)", file=sys.stderr)
     return summary
+
+
+def _layerwise(cfg: ServeDCNConfig, out: str, quick: bool) -> dict:
+    import time
+    from pathlib import Path
+
+    from .layerwise import format_layerwise, run_layerwise
+
+    t0 = time.perf_counter()
+    res = run_layerwise(cfg, requests=20_000 if quick else 100_000)
+    res["seconds"] = time.perf_counter() - t0
+    table = format_layerwise(res)
+    path = Path(out)
+    path.mkdir(parents=True, exist_ok=True)
+    runkit.write_summary(path / "layerwise.json", res)
+    (path / "layerwise.md").write_text(table + "\n")
+    print(table)
+    print(f"wrote {out}/layerwise.json ({res['seconds']:.0f} s)", file=sys.stderr)
+    return res
 
 
 if __name__ == "__main__":

@@ -1,0 +1,55 @@
+"""``python -m benchmarks.regimes [--quick] --out DIR``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import runkit
+
+from .config import RegimesConfig
+from .run import run_regimes
+
+FLAGS = {
+    "num_inputs": ("--k", {"help": "the K of the grid (default 8,32)"}),
+    "ratios": ("--ratios", {"help": "the M/K of the grid (default 1.25,1.5,2,3,5)"}),
+    "workloads": ("--workloads", {"help": "linear,cross1,cross2,deep (default all)"}),
+    "stragglers": (
+        "--stragglers",
+        {"help": "independent,heavy-tail,racks,persistent (default all)"},
+    ),
+    "num_requests": ("--requests", {"help": "simulated requests per cell"}),
+    "error_requests": ("--error-requests", {"help": "requests decoded per cell"}),
+}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Command-line entry point; returns the summary."""
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.regimes",
+        description="The regime map: every scheme at equal workers over K, M/K, "
+        "workload and straggler model; which one has the lowest p99 at the "
+        "accuracy target.",
+    )
+    runkit.add_run_arguments(
+        p, out="results/regimes", quick="K = 8 only, 2e4 requests per cell"
+    )
+    runkit.add_config_arguments(p, RegimesConfig, FLAGS)
+    a = p.parse_args(argv)
+    over = runkit.config_overrides(a, RegimesConfig)
+    try:
+        cfg = RegimesConfig.quick(**over) if a.quick else RegimesConfig(**over)
+    except ValueError as e:
+        p.error(str(e))
+    summary = run_regimes(cfg, out=a.out, show_progress=not a.no_progress)
+    print(summary["headline"])
+    print(
+        f"wrote {a.out}/summary.json, report.md and the winner maps "
+        f"({summary['seconds']:.0f} s)",
+        file=sys.stderr,
+    )
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""The regime map's cells: simulated latency (``simulate_latency``) and decoded
+error on real payloads, for every scheme of every cell."""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import codedjax as cj
+from codedjax.serving import (
+    FirstDecodable,
+    FixedN,
+    Injector,
+    latency_shift,
+    simulate_latency,
+)
+from models.layerwise import CachedPlan, pipeline_values
+
+from .config import RegimesConfig, latency_model
+from .schemes import schemes
+from .workloads import Workload, batched_worker, inputs, rel_err, workload
+
+__all__ = ["layerwise_value", "run_block", "tune_block"]
+
+_CHUNK = 256
+#: payloads are widened to this many columns by repeating their own, so one decode
+#: program per code serves every workload (the error is read on the first F)
+_WIDTH = 32
+
+
+def _pct(a, q) -> float:
+    a = np.asarray(a, np.float64)
+    if not a.size:
+        return math.nan
+    # no interpolation next to an infinite value (a decode that failed)
+    method = "linear" if np.isfinite(a).all() else "higher"
+    return float(np.percentile(a, q, method=method))
+
+
+def _chunks(n):
+    return [slice(s, min(n, s + _CHUNK)) for s in range(0, n, _CHUNK)]
+
+
+def _decode_errors(code, y, masks, order, truth):
+    """Relative error per request of decoding y [E, M, F'] with masks [E, M]
+    (inf where the decode is not ok); truth [E, K, F], F <= F'."""
+    vals, oks = [], []
+    for sl in _chunks(y.shape[0]):
+        kw = {"order": jnp.asarray(order[sl])} if code.name == "threshold" else {}
+        r = code.decode_batched(y[sl], jnp.asarray(masks[sl]), **kw)
+        vals.append(np.asarray(r.value))
+        oks.append(np.asarray(r.ok))
+    err = rel_err(np.concatenate(vals)[..., : truth.shape[-1]], truth)
+    return np.where(np.concatenate(oks), err, np.inf)
+
+
+def layerwise_value(code, wl: Workload, x, masks) -> np.ndarray:
+    """Layer-wise coding's answers to requests x [E, K, F] with masks [E, M]: the
+    workload's layers as rounds of ``code`` (``models.layerwise``), bf16 workers."""
+    return pipeline_values(code, _rounds(wl), x, masks)
+
+
+@functools.cache
+def _rounds(wl: Workload):
+    return wl.rounds()
+
+
+def tune_block(cfg: RegimesConfig, k: int, m: int) -> tuple[float, float]:
+    """NeRCC's smoothing for (K, M): tuned once on the Deep branch (bf16 workers,
+    random masks of ceil(nercc_responses M) answers), used in every cell."""
+    wl = workload("deep", cfg.width, cfg.seed)
+    x_val = inputs(cfg.seed + 1, cfg.nercc_groups, k, cfg.width)
+    fn = jax.jit(jax.vmap(wl.worker))
+    n = max(2, math.ceil(cfg.nercc_responses * m))
+    t = cj.tune_nercc(
+        jax.random.key(cfg.seed),
+        lambda v: fn(v).astype(jnp.float32),
+        jnp.asarray(x_val),
+        num_workers=m,
+        num_responses=n,
+        grid=(1e-6, 1e-4, 1e-2),
+        num_masks=32,
+    )
+    return (t.encoder_smoothing, t.decoder_smoothing)
+
+
+def _payload_key(code):
+    return "lagrange" if isinstance(code, cj.LagrangeCode) else code
+
+
+def run_block(cfg: RegimesConfig, k: int, m: int, straggler: str, progress=None):
+    """Every workload's rows at (K, M) under one straggler model.
+
+    Returns:
+        {workload: {"target": ..., "uncoded_error": ..., "rows": [row, ...]}}
+    """
+    model = latency_model(straggler, m, cfg.seed)
+    inj = CachedPlan(Injector(latency=model, seed=cfg.seed))
+    shift = latency_shift(model)
+    r, e = cfg.num_requests, cfg.error_requests
+    delays, _ = inj.plan(np.arange(r), m)
+    order = np.argsort(delays[:e], axis=1, kind="stable").astype(np.int32)
+    smoothing = _nercc_cache(cfg, k, m)
+    sims: dict = {}
+
+    def sim(code, policy: str, n: int | None = None):
+        key = (code.num_workers, policy, n if policy != "first" else code.name)
+        if key not in sims:
+            pol = FirstDecodable() if policy == "first" else FixedN(n)
+            s = simulate_latency(code, pol, inj, r)
+            sims[key] = (s.latency, s.masks[:e], float(np.mean(s.ok)))
+        return sims[key]
+
+    x = inputs(cfg.seed, e, k, cfg.width)
+    out = {}
+    for name in cfg.workloads:
+        wl = workload(name, cfg.width, cfg.seed)
+        truth = wl.truth(x)
+        payloads: dict = {}
+
+        def payload(code, wl=wl, payloads=payloads):
+            key = _payload_key(code)
+            if key not in payloads:
+                enc = jax.vmap(code.encode)(jnp.asarray(x))
+                y = batched_worker(wl)(enc)
+                reps = -(-_WIDTH // y.shape[-1])
+                payloads[key] = jnp.concatenate([y] * reps, -1)[..., :_WIDTH]
+            return payloads[key]
+
+        rows = []
+        target = None
+        for sch in schemes(cfg, k, m, wl, smoothing):
+            t0 = time.perf_counter()
+            row = {"scheme": sch.name, "note": sch.note}
+            if sch.reason is not None:
+                rows.append({**row, "applies": False, "reason": sch.reason})
+                continue
+            ns = (
+                sch.n_grid
+                if sch.policy == "fixed"
+                else [k if sch.name == "uncoded" else sch.code.threshold]
+            )
+            tries = []
+            for n in ns:
+                if sch.policy == "first":
+                    lat, masks, okf = sim(sch.code, "first")
+                else:
+                    lat, masks, okf = sim(sch.code, "fixed", n)
+                if sch.name == "layerwise":
+                    val = layerwise_value(sch.code, wl, x, masks)
+                    err = rel_err(val, truth)
+                    lat = lat + (sch.rounds - 1) * shift
+                else:
+                    y = payload(sch.code)
+                    err = _decode_errors(sch.code, y, masks, order, truth)
+                tries.append((n, lat, err, okf))
+                if target is None and sch.name == "uncoded":
+                    target = cfg.target_factor * _pct(err, 50)
+                if target is not None and _pct(err, 50) <= target:
+                    break  # the smallest N of the grid that meets the target
+            n, lat, err, okf = tries[-1]
+            med = _pct(err, 50)
+            row.update(
+                {
+                    "applies": True,
+                    "n": int(n) if sch.policy != "first" else None,
+                    "rounds": sch.rounds,
+                    "latency_ms": {q: 1e3 * _pct(lat, q) for q in (50, 99, 99.9)},
+                    "ok_fraction": okf,
+                    "error_median": med,
+                    "error_p99": _pct(err, 99),
+                    "meets_target": bool(med <= target),
+                    "tried": [
+                        {
+                            "n": int(t[0]),
+                            "p99_ms": 1e3 * _pct(t[1], 99),
+                            "error_median": _pct(t[2], 50),
+                        }
+                        for t in tries
+                    ],
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
+            rows.append(row)
+        out[name] = {
+            "target": target,
+            "uncoded_error": target / cfg.target_factor,
+            "degree": wl.degree,
+            "layers": wl.num_layers,
+            "rows": rows,
+        }
+        if progress is not None:
+            progress()
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _nercc_cache(cfg, k, m):
+    return tune_block(cfg, k, m)

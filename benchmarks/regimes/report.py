@@ -1,0 +1,197 @@
+"""The regime map's report: winners per cell, the tables, the winner-map plots."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from runkit import fmt
+
+__all__ = ["format_report", "plot_maps", "winners"]
+
+_CODED = ("chebyls", "threshold", "graceful", "bacc", "nercc", "repapprox", "layerwise")
+
+
+def _p99(row):
+    return row["latency_ms"][99]
+
+
+def winners(summary: dict) -> list[dict]:
+    """One entry per cell: the scheme meeting the accuracy target with the lowest
+    p99, its ratio to the runner-up, and replication's p99 over the best coded
+    scheme's (> 1: coding is faster at equal workers and equal accuracy)."""
+    out = []
+    for cell in summary["cells"]:
+        for wl, block in cell["workloads"].items():
+            ok = sorted(
+                (r for r in block["rows"] if r["applies"] and r["meets_target"]),
+                key=_p99,
+            )
+            rep = next((r for r in ok if r["scheme"] == "replication"), None)
+            coded = [r for r in ok if r["scheme"] in _CODED]
+            best = ok[0] if ok else None
+            out.append(
+                {
+                    "workload": wl,
+                    "straggler": cell["straggler"],
+                    "K": cell["K"],
+                    "M": cell["M"],
+                    "ratio": cell["M"] / cell["K"],
+                    "winner": best["scheme"] if best else None,
+                    "winner_n": best.get("n") if best else None,
+                    "winner_p99_ms": _p99(best) if best else math.nan,
+                    "runner_up": ok[1]["scheme"] if len(ok) > 1 else None,
+                    "margin": _p99(ok[1]) / _p99(best) if len(ok) > 1 else math.nan,
+                    "best_coded": coded[0]["scheme"] if coded else None,
+                    "replication_over_coded": (
+                        _p99(rep) / _p99(coded[0]) if rep and coded else math.nan
+                    ),
+                }
+            )
+    return out
+
+
+def _cell_table(cell, wl, block) -> list[str]:
+    head = (
+        f"#### {wl} (degree {block['degree'] or 'none'}), K = {cell['K']}, "
+        f"M = {cell['M']}, {cell['straggler']}: target error <= "
+        f"{block['target']:.2e}"
+    )
+    lines = [
+        head,
+        "",
+        "| scheme | N | p50 ms | p99 ms | p99.9 ms | error median | "
+        "error p99 | meets target | note |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in block["rows"]:
+        if not r["applies"]:
+            lines.append(f"| {r['scheme']} | | | | | | | | {r['reason']} |")
+            continue
+        lt = r["latency_ms"]
+        lines.append(
+            f"| {r['scheme']} | {r['n'] if r['n'] is not None else 'first'} | "
+            f"{lt[50]:.1f} | {lt[99]:.1f} | {lt[99.9]:.1f} | "
+            f"{fmt(r['error_median'], '.2e')} | {fmt(r['error_p99'], '.2e')} | "
+            f"{'yes' if r['meets_target'] else 'no'} | {r['note']} |"
+        )
+    return lines + [""]
+
+
+def format_report(summary: dict) -> str:
+    """Markdown: the winner map as tables, then every cell's rows."""
+    cfg = summary["config"]
+    ws = winners(summary)
+    lines = [
+        "# Regime map: when coding beats replication at equal workers",
+        "",
+        f"Simulator (`simulate_latency`, zero engine overhead), "
+        f"{cfg['num_requests']} requests per cell, the first "
+        f"{cfg['error_requests']} decoded on real payloads (bf16 workers, float32 "
+        f"decoding, error relative to the float64 truth). Accuracy target: median "
+        f"error at most {cfg['target_factor']}x an uncoded bf16 worker's. Winner: the "
+        f"lowest p99 among the schemes meeting it (each at the smallest N of its "
+        f"grid that meets it); margin = runner-up p99 / winner p99; rep/coded = "
+        f"replication's p99 / the best coded scheme's (> 1: coding wins).",
+        "",
+    ]
+    for wl in cfg["workloads"]:
+        for st in cfg["stragglers"]:
+            sel = [w for w in ws if w["workload"] == wl and w["straggler"] == st]
+            lines += [
+                f"### {wl}, {st}",
+                "",
+                "| K | M/K | M | winner (N) | p99 ms | margin | runner-up | "
+                "rep/coded |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+            for w in sel:
+                n = f" (N = {w['winner_n']})" if w["winner_n"] is not None else ""
+                lines.append(
+                    f"| {w['K']} | {w['ratio']:g} | {w['M']} | {w['winner']}{n} | "
+                    f"{fmt(w['winner_p99_ms'], '.1f')} | {fmt(w['margin'], '.2f')} | "
+                    f"{w['runner_up']} | {fmt(w['replication_over_coded'], '.2f')} |"
+                )
+            lines.append("")
+    if summary.get("master_overhead"):
+        lines += [
+            "## Layer-wise coding: the master's measured work",
+            "",
+            "Every round's encode, decode and master step on `PipelineServer` "
+            "(wall clock, this machine), median per request; the map's "
+            "layer-wise p99 excludes it, as every scheme's excludes its decode.",
+            "",
+            "| K | M | workload | rounds | master ms / request | ms / round |",
+            "|---|---|---|---|---|---|",
+        ]
+        for c in summary["master_overhead"]:
+            lines.append(
+                f"| {c['K']} | {c['M']} | {c['workload']} | {c['rounds']} | "
+                f"{c['master_ms_median']:.2f} | "
+                f"{c['master_ms_per_round']:.2f} |"
+            )
+        lines.append("")
+    if summary.get("spot_check"):
+        lines += [
+            "## Thread cluster against the simulator (K = 8)",
+            "",
+            "| straggler | M | workload | scheme (N) | requests | thread p50 | "
+            "sim p50 | thread p99 | sim p99 |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for c in summary["spot_check"]:
+            t, s = c["thread_ms"], c["simulator_ms"]
+            n = f" ({c['n']})" if c["n"] else ""
+            lines.append(
+                f"| {c['straggler']} | {c['M']} | {c['workload']} | {c['scheme']}{n} "
+                f"| {c['requests']} | {t[50]:.1f} | {s[50]:.1f} | {t[99]:.1f} | "
+                f"{s[99]:.1f} |"
+            )
+        lines.append("")
+    lines += ["## Every cell", ""]
+    for cell in summary["cells"]:
+        for wl, block in cell["workloads"].items():
+            lines += _cell_table(cell, wl, block)
+    return "\n".join(lines)
+
+
+def plot_maps(summary: dict, out: Path) -> list[str]:
+    """One PNG per (workload, straggler model): the K x M/K grid coloured by the
+    winner, with its margin over the runner-up."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cfg = summary["config"]
+    ws = winners(summary)
+    names = sorted({w["winner"] for w in ws if w["winner"]})
+    colour = {n: plt.cm.tab10(i % 10) for i, n in enumerate(names)}
+    files = []
+    ks, ratios = cfg["num_inputs"], cfg["ratios"]
+    for wl in cfg["workloads"]:
+        for st in cfg["stragglers"]:
+            fig, ax = plt.subplots(figsize=(1.3 * len(ratios) + 1, 1.0 * len(ks) + 1))
+            for w in ws:
+                if w["workload"] != wl or w["straggler"] != st:
+                    continue
+                i, j = ks.index(w["K"]), ratios.index(w["ratio"])
+                c = colour.get(w["winner"], (0.9, 0.9, 0.9, 1))
+                ax.add_patch(plt.Rectangle((j, i), 1, 1, color=c, alpha=0.6))
+                txt = f"{w['winner']}\nx{w['margin']:.2f}" if w["winner"] else "none"
+                ax.text(j + 0.5, i + 0.5, txt, ha="center", va="center", fontsize=7)
+            ax.set_xlim(0, len(ratios))
+            ax.set_ylim(0, len(ks))
+            ax.set_xticks(
+                [j + 0.5 for j in range(len(ratios))], [f"{r:g}" for r in ratios]
+            )
+            ax.set_yticks([i + 0.5 for i in range(len(ks))], [str(k) for k in ks])
+            ax.set_xlabel("M / K")
+            ax.set_ylabel("K")
+            ax.set_title(f"{wl}, {st}: lowest p99 at the target", fontsize=8)
+            fig.tight_layout()
+            path = out / f"winners_{wl}_{st}.png"
+            fig.savefig(path, dpi=110)
+            plt.close(fig)
+            files.append(path.name)
+    return files

@@ -1,0 +1,213 @@
+"""Layer-wise coding of a deep network: every linear layer a round of a degree-1 code.
+
+A round's workers compute only matrix products ``v W`` on their coded rows (in the
+workers' dtype); the master decodes the K products (exact for a degree-1 code from
+any D = K answers, so from M = K + 1 workers on), adds the bias and applies what is
+not a matrix product (a ReLU; a cross layer's ``x0 * h + x_l`` with its own x0 and
+x_l), and encodes the result for the next round. Exact for any network, at one
+round trip per layer; with N > K answers ChebyLS averages the workers' rounding at
+every layer.
+
+A round may hold several branches side by side (the DCNv2's cross and deep layers
+of the same depth): the master's state is their concatenation, a worker splits its
+row by the branches' input widths and answers the concatenated products.
+
+* :func:`layer_pipeline`: a :class:`~codedjax.serving.Pipeline` from rounds of
+  ``(weights, master_fn)``.
+* :func:`dcn_rounds`: the rounds of a parallel DCNv2 (``models.dcn``): round j the
+  j-th cross layer and the j-th deep layer, the heads at the last master step.
+* :func:`mlp_rounds`: the rounds of a ReLU MLP given as (W, b) pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from codedjax.serving import Pipeline, Round
+
+__all__ = [
+    "CachedPlan",
+    "dcn_rounds",
+    "layer_pipeline",
+    "layer_worker",
+    "mlp_rounds",
+    "pipeline_values",
+    "reference",
+]
+
+#: one round: the branches' weight matrices [F_in_b, F_out_b] and the master's step
+#: ``master_fn(products, x, x0) -> next state`` (products [K, sum F_out_b])
+LayerRound = tuple[Sequence[np.ndarray], Callable]
+
+
+class CachedPlan:
+    """An :class:`~codedjax.serving.Injector` whose plan of R requests on M workers
+    is drawn once: ``simulate_latency`` of every policy of a comparison sees the
+    same delays without drawing them again (only ``plan`` is forwarded)."""
+
+    def __init__(self, injector):
+        self.injector = injector
+        self._plans: dict = {}
+
+    def plan(self, request_ids, num_workers):
+        ids = np.asarray(request_ids, np.int64)
+        key = (int(ids[0]), ids.size, int(num_workers))
+        if key not in self._plans:
+            self._plans[key] = self.injector.plan(ids, num_workers)
+        return self._plans[key]
+
+
+def layer_worker(weights: Sequence[np.ndarray], dtype) -> Callable:
+    """A round's worker: its coded row [sum F_in_b] split by the branches' input
+    widths, each part times its matrix, in ``dtype``: [sum F_out_b]."""
+    ws = [jnp.asarray(w, dtype) for w in weights]
+    cuts = np.cumsum([w.shape[0] for w in weights])[:-1].tolist()
+
+    def worker(v):
+        parts = jnp.split(v.astype(dtype), cuts, axis=-1) if cuts else [v.astype(dtype)]
+        return jnp.concatenate([p @ w for p, w in zip(parts, ws, strict=True)], -1)
+
+    return worker
+
+
+def layer_pipeline(
+    code, rounds: Sequence[LayerRound], *, dtype=jnp.bfloat16, policy=None
+) -> Pipeline:
+    """The :class:`~codedjax.serving.Pipeline` of ``rounds`` on ``code`` (a degree-1
+    code, the same for every round), workers in ``dtype``, every round waiting by
+    ``policy`` (default: the code's threshold); equal work per round."""
+    return Pipeline(
+        [
+            Round(code, layer_worker(w, dtype), policy=policy, master_fn=fn)
+            for w, fn in rounds
+        ]
+    )
+
+
+def pipeline_values(
+    code,
+    rounds: Sequence[LayerRound],
+    x,
+    masks,
+    *,
+    dtype=jnp.bfloat16,
+    chunk: int = 256,
+) -> np.ndarray:
+    """What :func:`layer_pipeline` answers, vectorised over requests: x [B, K, F]
+    with the same mask [B, M] in every round (a slow worker is slow in every
+    round, so the first N answers are the same workers in every round), in chunks
+    of ``chunk`` requests (one compiled program)."""
+    fn = _values_fn(code, tuple(id(r) for r in rounds), dtype, rounds)
+    x, masks = np.asarray(x), np.asarray(masks)
+    outs = []
+    for s in range(0, x.shape[0], chunk):
+        xb, mb = x[s : s + chunk], masks[s : s + chunk]
+        b = xb.shape[0]
+        if b < chunk:  # pad to the compiled size
+            xb = np.concatenate([xb, np.repeat(xb[-1:], chunk - b, 0)])
+            mb = np.concatenate([mb, np.repeat(mb[-1:], chunk - b, 0)])
+        outs.append(np.asarray(fn(jnp.asarray(xb), jnp.asarray(mb)))[:b])
+    return np.concatenate(outs)
+
+
+_VALUES: dict = {}
+
+
+def _values_fn(code, key, dtype, rounds):
+    k = (code, key, jnp.dtype(dtype).name)
+    if k not in _VALUES:
+        enc = jax.vmap(code.encode)
+        workers = [jax.vmap(jax.vmap(layer_worker(w, dtype))) for w, _ in rounds]
+        fns = [fn for _, fn in rounds]
+
+        def run(x, masks):
+            x0 = xs = x
+            for wk, fn in zip(workers, fns, strict=True):
+                h = code.decode_batched(wk(enc(xs)), masks).value
+                xs = fn(h, xs, x0)
+            return xs
+
+        _VALUES[k] = (jax.jit(run), rounds)  # rounds kept alive: ids stay unique
+    return _VALUES[k][0]
+
+
+def reference(rounds: Sequence[LayerRound], x: np.ndarray, dtype=np.float64):
+    """The network of ``rounds`` on x [B, F] without coding, in ``dtype`` (numpy):
+    the truth a pipeline's answer is compared with."""
+    x0 = xs = np.asarray(x, dtype)
+    for weights, fn in rounds:
+        cuts = np.cumsum([w.shape[0] for w in weights])[:-1]
+        parts = np.split(xs, cuts, axis=-1)
+        prods = np.concatenate(
+            [p @ np.asarray(w, dtype) for p, w in zip(parts, weights, strict=True)], -1
+        )
+        xs = np.asarray(fn(prods, xs, x0, np), dtype)
+    return xs
+
+
+def mlp_rounds(
+    layers: Sequence[tuple[np.ndarray, np.ndarray]], *, last_relu: bool = True
+) -> list[LayerRound]:
+    """A ReLU MLP ``relu(... relu(x W1 + b1) ...)``, one round per layer (the last
+    layer without ReLU when ``last_relu`` is False, as a classifier's logits)."""
+    out = []
+    for j, (w, b) in enumerate(layers):
+        relu = last_relu or j < len(layers) - 1
+        b = np.asarray(b)
+
+        def fn(h, x, x0, xp=jnp, b=b, relu=relu):
+            z = h + xp.asarray(b, h.dtype)
+            return xp.maximum(z, 0) if relu else z
+
+        out.append(([np.asarray(w)], fn))
+    return out
+
+
+def dcn_rounds(model) -> list[LayerRound]:
+    """A parallel DCNv2's logit as rounds: round j codes the j-th cross layer
+    (``x_l W``) beside the j-th deep layer; the master adds the biases, forms
+    ``x0 * h + x_l`` and the ReLU, and after the last round the heads and the
+    output bias (dot products, at the master). Needs as many cross layers as deep
+    layers, a full-rank cross, and the parallel structure."""
+    cfg = model.config
+    if cfg.structure != "parallel" or cfg.low_rank is not None:
+        raise ValueError(
+            "dcn_rounds: needs a parallel DCNv2 with full-rank cross layers"
+        )
+    if len(model.cross_layers) != len(model.deep_layers):
+        raise ValueError(
+            f"dcn_rounds: needs as many cross as deep layers, got "
+            f"{len(model.cross_layers)} and {len(model.deep_layers)}"
+        )
+
+    def arr(p):
+        return np.asarray(p[...], np.float32)
+
+    d0 = cfg.input_dim
+    wc_head = arr(model.cross_head.kernel)[:, 0]
+    wd_head = arr(model.deep_head.kernel)[:, 0]
+    bias = float(np.asarray(model.bias[...]).reshape(()))
+    n = len(model.cross_layers)
+    out = []
+    for j, (c, d) in enumerate(zip(model.cross_layers, model.deep_layers, strict=True)):
+        bc, bd = arr(c.up.bias), arr(d.bias)
+        last = j == n - 1
+
+        def fn(h, x, x0, xp=jnp, bc=bc, bd=bd, last=last):
+            xc = x0 * (h[..., :d0] + xp.asarray(bc, h.dtype)) + x[..., :d0]
+            xd = xp.maximum(h[..., d0:] + xp.asarray(bd, h.dtype), 0)
+            if not last:
+                return xp.concatenate([xc, xd], -1)
+            z = xc @ xp.asarray(wc_head, h.dtype) + xd @ xp.asarray(wd_head, h.dtype)
+            return (z + bias)[..., None]
+
+        ws = [arr(c.up.kernel), arr(d.kernel)]
+        if j == 0:
+            # round 0's input is x0 alone: both branches read it
+            ws = [np.concatenate([arr(c.up.kernel), arr(d.kernel)], 1)]
+        out.append((ws, fn))
+    return out

@@ -1,0 +1,88 @@
+"""Layer-wise coding (models.layerwise) on PipelineServer: exact in float64 for the
+regime map's workloads and a DCNv2, and the regime map's vectorised layer-wise
+answers and latencies equal the served ones."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+import codedjax as cj
+from benchmarks.regimes.workloads import inputs, workload
+from codedjax.serving import (
+    FixedN,
+    Injector,
+    PipelineServer,
+    SimulatedCluster,
+    latency_shift,
+    simulate_latency,
+)
+from models.dcn import DCNConfig, DCNv2
+from models.layerwise import dcn_rounds, layer_pipeline, pipeline_values, reference
+
+APPLICATION_TEST = True
+pytestmark = pytest.mark.loose_promotion
+
+K, M, N = 4, 7, 5
+
+
+@pytest.fixture(scope="module")
+def code():
+    return cj.lagrange_code(num_inputs=K, num_workers=M, degree=1)
+
+
+def test_layerwise_is_exact_in_float64_through_every_round(x64, code):
+    wl = workload("deep", 8, 0)
+    rounds = wl.rounds()
+    pipe = layer_pipeline(code, rounds, dtype=jnp.float64, policy=FixedN(N))
+    inj = Injector(latency=cj.ShiftedExponential(0.005, 0.005), seed=3)
+    x = inputs(1, 1, K, 8)[0].astype(np.float64)
+    with PipelineServer(pipe, backend=SimulatedCluster(injector=inj)) as server:
+        r = server.infer(jnp.asarray(x))
+    assert r.ok and len(r.rounds) == wl.num_layers
+    truth = wl.truth(x)
+    np.testing.assert_allclose(reference(rounds, x), truth, rtol=0, atol=1e-13)
+    err = np.abs(np.asarray(r.value) - truth).max() / np.abs(truth).max()
+    assert err < 1e-10  # a degree-1 code of every layer, ReLU at the master
+
+
+def test_dcn_rounds_give_the_models_logits_in_float64(x64, code):
+    cfg = DCNConfig(
+        vocab_sizes=(), num_numeric=6, num_cross_layers=2, deep_sizes=(12, 5)
+    )
+    model = DCNv2(cfg, rngs=nnx.Rngs(2))
+    rounds = dcn_rounds(model)
+    x = np.random.default_rng(0).uniform(-1, 1, (K, 6))
+    want = np.asarray(model.logits_from_x0(jnp.asarray(x, jnp.float32)), np.float64)
+    got = reference(rounds, x)[:, 0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    pipe = layer_pipeline(code, rounds, dtype=jnp.float64, policy=FixedN(K))
+    with PipelineServer(pipe, backend=SimulatedCluster()) as server:
+        r = server.infer(jnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(r.value)[:, 0], got, rtol=0, atol=1e-10)
+
+
+def test_vectorised_layerwise_equals_the_served_pipeline_with_bf16_workers(code):
+    wl = workload("deep", 8, 0)
+    rounds = wl.rounds()
+    model = cj.RandomSlowdown(
+        cj.ShiftedExponential(0.005, 0.005), prob=0.3, factor=10.0
+    )
+    inj = Injector(latency=model, seed=5)
+    xs = inputs(2, 4, K, 8)
+    pipe = layer_pipeline(code, rounds, policy=FixedN(N))
+    with PipelineServer(
+        pipe, backend=SimulatedCluster(injector=inj), charge_master=False
+    ) as server:
+        served = server.serve([jnp.asarray(x) for x in xs], max_in_flight=1)
+    sim = simulate_latency(code, FixedN(N), inj, len(xs))
+    vals = pipeline_values(code, rounds, xs, sim.masks, chunk=8)
+    for r, v in zip(served, vals, strict=True):
+        np.testing.assert_allclose(np.asarray(r.value), v, rtol=1e-6, atol=1e-6)
+    # L rounds of s + (T - s) / L each: the one-shot time plus (L - 1) shifts
+    want = sim.latency + (wl.num_layers - 1) * latency_shift(model)
+    np.testing.assert_allclose([r.latency for r in served], want, rtol=1e-9)
+    err = np.abs(vals - wl.truth(xs)).max() / np.abs(wl.truth(xs)).max()
+    assert 1e-5 < err < 3e-2  # bf16 rounding, not an exact float32 answer

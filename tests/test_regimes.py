@@ -1,0 +1,100 @@
+"""benchmarks.regimes on a tiny grid: every scheme has a row (a reason where it
+does not apply), latencies agree with the delays drawn directly, bad options exit
+with one line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.regimes import RegimesConfig, latency_model, run_regimes
+from benchmarks.regimes.__main__ import main
+from codedjax.serving import Injector
+
+APPLICATION_TEST = True
+pytestmark = pytest.mark.loose_promotion
+
+SCHEMES = [
+    "uncoded",
+    "replication",
+    "chebyls",
+    "threshold",
+    "graceful",
+    "bacc",
+    "nercc",
+    "repapprox",
+    "layerwise",
+]
+
+
+@pytest.fixture(scope="module")
+def summary():
+    cfg = RegimesConfig(
+        num_inputs=(4,),
+        ratios=(1.5,),
+        workloads=("cross1", "deep"),
+        stragglers=("independent", "persistent"),
+        num_requests=4000,
+        error_requests=256,
+        master_requests=0,
+        spot_requests=0,
+        nercc_groups=4,
+    )
+    return run_regimes(cfg, show_progress=False)
+
+
+def test_every_scheme_has_a_row_in_every_cell(summary):
+    assert len(summary["cells"]) == 2
+    for cell in summary["cells"]:
+        for wl, block in cell["workloads"].items():
+            assert [r["scheme"] for r in block["rows"]] == SCHEMES
+            for r in block["rows"]:
+                if not r["applies"]:
+                    assert r["reason"].startswith("does not apply: ")
+                    continue
+                lat = r["latency_ms"]
+                assert 0 < lat[50] <= lat[99] <= lat[99.9] < np.inf
+                assert np.isfinite(r["error_median"])
+            reasons = {r["scheme"]: r.get("reason") for r in block["rows"]}
+            # M = 6 < D = 2 (K - 1) + 1 = 7 for one cross layer; ReLU: no Lagrange
+            want = "M = 6 < D = 7" if wl == "cross1" else "not a polynomial"
+            assert want in reasons["chebyls"]
+            rows = {r["scheme"]: r for r in block["rows"]}
+            assert (
+                rows["uncoded"]["meets_target"] and rows["replication"]["meets_target"]
+            )
+    assert summary["winners"] and summary["headline"]
+
+
+def test_baseline_latencies_are_the_order_statistics_of_the_delays(summary):
+    cell = summary["cells"][1]  # persistent stragglers, K = 4, M = 6
+    delays, _ = Injector(latency=latency_model("persistent", 6), seed=0).plan(
+        np.arange(4000), 6
+    )
+    rows = {r["scheme"]: r for r in cell["workloads"]["deep"]["rows"]}
+    uncoded = delays[:, :4].max(axis=1)
+    # replication: query q on workers q, q + 4; done when every query has one
+    repl = np.maximum(
+        np.minimum(delays[:, 0], delays[:, 4]), np.minimum(delays[:, 1], delays[:, 5])
+    )
+    repl = np.maximum(repl, delays[:, 2:4].max(axis=1))
+    for name, t in (("uncoded", uncoded), ("replication", repl)):
+        for q in (50, 99, 99.9):
+            np.testing.assert_allclose(
+                rows[name]["latency_ms"][q], 1e3 * np.percentile(t, q), rtol=1e-12
+            )
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--ratios", "0.5"], "ratios"),
+        (["--stragglers", "sunny"], "stragglers"),
+    ],
+)
+def test_bad_options_exit_with_one_line(argv, flag, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--out", str(tmp_path)])
+    assert e.value.code != 0
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert flag in err and "Traceback" not in err
