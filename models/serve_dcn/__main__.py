@@ -55,7 +55,7 @@ def _layerwise(cfg: ServeDCNConfig, out: str, quick: bool) -> dict:
     from .layerwise import format_layerwise, run_layerwise
 
     t0 = time.perf_counter()
-    res = run_layerwise(cfg, requests=20_000 if quick else 100_000)
+    res = run_layerwise(cfg, requests=100_000)
     res["seconds"] = time.perf_counter() - t0
     table = format_layerwise(res)
     path = Path(out)
