@@ -172,6 +172,11 @@ def replication_code(*, num_inputs: int, num_workers: int) -> ReplicationCode:
     function, ``ok`` once every input has a responding replica (so ``threshold`` is
     K, though K responses need not suffice).
 
+    Layout: the replicas of input k are workers k, k + K, k + 2K, ... (K apart), so
+    racks of up to K consecutive workers (``RandomSlowdown(..., group_size=g)`` with
+    g <= K) never hold two replicas of the same input. With M not a multiple of K,
+    inputs 0 .. (M mod K) - 1 have one replica more than the others.
+
     Args:
         num_inputs: K >= 1. num_workers: M >= K.
 

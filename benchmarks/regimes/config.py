@@ -71,6 +71,7 @@ class RegimesConfig:
         nercc_responses: NeRCC is tuned once per (K, M) on the Deep branch with
             random masks of ceil(this * M) answers.
         nercc_groups: validation groups of the tuning.
+        nercc_smoothing: a fixed (encoder, decoder) smoothing instead of tuning.
         master_requests: requests served by ``PipelineServer`` per layer-wise row
             to measure the master's decode and re-encode (0: not measured).
         spot_requests: requests per cell of the thread-cluster spot check of
@@ -89,6 +90,7 @@ class RegimesConfig:
     n_fractions: tuple[float, ...] = (0.0, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0)
     nercc_responses: float = 0.8
     nercc_groups: int = 16
+    nercc_smoothing: tuple[float, ...] | None = None
     master_requests: int = 8
     spot_requests: int = 300
     seed: int = 0

@@ -201,4 +201,6 @@ def run_block(cfg: RegimesConfig, k: int, m: int, straggler: str, progress=None)
 
 @functools.lru_cache(maxsize=16)
 def _nercc_cache(cfg, k, m):
+    if cfg.nercc_smoothing is not None:
+        return tuple(cfg.nercc_smoothing)
     return tune_block(cfg, k, m)
