@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> ServeDCNSummary:
         over["max_groups"] = a.max_groups
     cfg = ServeDCNConfig.quick(**over) if a.quick else ServeDCNConfig(**over)
     if a.layerwise:
-        return _layerwise(cfg, a.out, a.quick)
+        return _layerwise(cfg, a.out)
     summary = run_serve_dcn(
         cfg, out=a.out, show_progress=False if a.no_progress else None
     )
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> ServeDCNSummary:
     return summary
 
 
-def _layerwise(cfg: ServeDCNConfig, out: str, quick: bool) -> dict:
+def _layerwise(cfg: ServeDCNConfig, out: str) -> dict:
     import time
     from pathlib import Path
 
