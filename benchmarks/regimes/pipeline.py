@@ -51,7 +51,8 @@ def _decode_errors(code, y, masks, order, truth):
     (inf where the decode is not ok); truth [E, K, F], F <= F'."""
     vals, oks = [], []
     for sl in _chunks(y.shape[0]):
-        kw = {"order": jnp.asarray(order[sl])} if code.name == "threshold" else {}
+        reads = "order" in getattr(code, "answer_fields", ())
+        kw = {"order": jnp.asarray(order[sl])} if reads else {}
         r = code.decode_batched(y[sl], jnp.asarray(masks[sl]), **kw)
         vals.append(np.asarray(r.value))
         oks.append(np.asarray(r.ok))
