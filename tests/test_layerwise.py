@@ -20,7 +20,13 @@ from codedjax.serving import (
     simulate_latency,
 )
 from models.dcn import DCNConfig, DCNv2
-from models.layerwise import dcn_rounds, layer_pipeline, pipeline_values, reference
+from models.layerwise import (
+    dcn_rounds,
+    layer_pipeline,
+    mlp_rounds,
+    pipeline_values,
+    reference,
+)
 
 APPLICATION_TEST = True
 pytestmark = pytest.mark.loose_promotion
@@ -71,3 +77,16 @@ def test_vectorised_layerwise_equals_the_served_pipeline_with_bf16_workers(code)
     np.testing.assert_allclose([r.latency for r in served], want, rtol=1e-9)
     err = np.abs(vals - wl.truth(xs)).max() / np.abs(wl.truth(xs)).max()
     assert 1e-5 < err < 3e-2  # bf16 rounding, not an exact float32 answer
+
+
+def test_mlp_rounds_are_the_mlp_with_logits_last():
+    rng = np.random.default_rng(1)
+    layers = [
+        (rng.normal(size=(6, 5)), rng.normal(size=5)),
+        (rng.normal(size=(5, 3)), rng.normal(size=3)),
+    ]
+    x = rng.normal(size=(4, 6))
+    h = np.maximum(x @ layers[0][0] + layers[0][1], 0)
+    want = h @ layers[1][0] + layers[1][1]  # no ReLU on the logits
+    got = reference(mlp_rounds(layers, last_relu=False), x)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
