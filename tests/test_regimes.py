@@ -100,6 +100,7 @@ def test_baseline_latencies_are_the_order_statistics_of_the_delays(summary):
     [
         (["--ratios", "0.5"], "ratios"),
         (["--stragglers", "sunny"], "stragglers"),
+        (["--k", "1"], "--k"),
     ],
 )
 def test_bad_options_exit_with_one_line(argv, flag, tmp_path, capsys):

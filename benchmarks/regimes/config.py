@@ -114,8 +114,24 @@ class RegimesConfig:
                 raise ValueError(
                     f"RegimesConfig: stragglers must be among {STRAGGLERS}, got {s!r}"
                 )
+        if not self.num_inputs or any(k < 2 for k in self.num_inputs):
+            raise ValueError(
+                f"RegimesConfig: num_inputs (--k) must be K >= 2 each, got "
+                f"{self.num_inputs}"
+            )
+        for name in ("num_requests", "error_requests", "width"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"RegimesConfig: {name} must be >= 1, got {getattr(self, name)}"
+                )
+        if not self.target_factor > 0:
+            raise ValueError(
+                f"RegimesConfig: target_factor must be > 0, got {self.target_factor}"
+            )
         if any(r < 1 for r in self.ratios):
-            raise ValueError(f"RegimesConfig: ratios must be >= 1, got {self.ratios}")
+            raise ValueError(
+                f"RegimesConfig: ratios (--ratios) must be M/K >= 1, got {self.ratios}"
+            )
         if self.error_requests > self.num_requests:
             raise ValueError(
                 f"RegimesConfig: error_requests ({self.error_requests}) must be at "
