@@ -24,6 +24,7 @@ SCHEMES = [
     "bacc",
     "nercc",
     "repapprox",
+    "parity",
     "layerwise",
 ]
 

@@ -20,6 +20,14 @@ FLAGS = {
     ),
     "num_requests": ("--requests", {"help": "simulated requests per cell"}),
     "error_requests": ("--error-requests", {"help": "requests decoded per cell"}),
+    "spot_requests": (
+        "--spot-requests",
+        {"help": "thread-cluster spot check requests per cell (0: none; default 300)"},
+    ),
+    "master_requests": (
+        "--master-requests",
+        {"help": "layer-wise requests served to measure the master (0: none)"},
+    ),
 }
 
 

@@ -9,7 +9,16 @@ from runkit import fmt
 
 __all__ = ["format_report", "plot_maps", "winners"]
 
-_CODED = ("chebyls", "threshold", "graceful", "bacc", "nercc", "repapprox", "layerwise")
+_CODED = (
+    "chebyls",
+    "threshold",
+    "graceful",
+    "bacc",
+    "nercc",
+    "repapprox",
+    "parity",
+    "layerwise",
+)
 
 
 def _p99(row):

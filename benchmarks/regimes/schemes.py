@@ -10,6 +10,11 @@ Equal resources: every scheme of a cell has the same M workers. How each uses th
   coded rows, decode at the N-th answer (``FixedN(N)``) for the smallest N of the
   tried grid that meets the accuracy target (the N is in the row).
 * ``threshold``: all M coded rows, decodes from the first D answers.
+* ``parity`` (ParM): K systematic workers and K/k parity workers for the smallest
+  group size k that fits (the other M - K - K/k workers idle), decodes at the first
+  moment every group has lost at most one answer and its parity arrived. Its parity
+  model here is the workload itself on the group's sum (no parity model is trained
+  for the map): exact for a linear map without bias, an approximation otherwise.
 
 A scheme that cannot serve the cell is a row with its reason.
 """
@@ -114,6 +119,27 @@ def schemes(
             note=f"c = {c} replicas, {m - k * c} Berrut-coded extras",
         )
     )
+    groups = [g for g in range(2, k + 1) if k % g == 0 and k + k // g <= m]
+    if not groups:
+        out.append(
+            Scheme(
+                "parity",
+                reason=f"does not apply: M = {m} < K + K/k for "
+                f"every group size k >= 2 dividing K = {k}",
+            )
+        )
+    else:
+        g = min(groups)  # the most parity workers that fit
+        out.append(
+            Scheme(
+                "parity",
+                cj.parity_code(num_inputs=k, group=g),
+                "first",
+                note=f"k = {g}: {k + k // g} of the {m} workers; parity "
+                "model = the workload itself (untrained; exact for the "
+                "linear map, whose bias is 0)",
+            )
+        )
     if m < k + 1:
         out.append(Scheme("layerwise", reason=f"does not apply: M = {m} < K + 1"))
     else:
