@@ -666,3 +666,120 @@ def test_worst_case_condition_against_worst_case_mask(x64, m, d, s):
         )
     with pytest.raises(ValueError, match="num_missing"):
         cb.worst_case_condition(num_workers=m, num_coeffs=d, num_missing=m - d + 1)
+
+
+# ------------------------------------------------ exhaustive cond of the literature
+
+
+def _scheme_rows(scheme, m, d, seed=0):
+    """Each scheme's generator rows, built independently of codedjax.bounds."""
+    if scheme == "circle":
+        return np.exp(2j * np.pi * np.arange(m) / m)[:, None] ** np.arange(d)
+    if scheme == "chebyshev":
+        return npcheb.chebvander(np.cos(_theta(m)), d - 1)
+    if scheme == "chebyshev_equilibrated":
+        return _u(m, d)
+    if scheme == "monomial":
+        return np.linspace(-1, 1, m)[:, None] ** np.arange(d)
+    import jax  # the draw is the library's own; the loop checks everything after it
+
+    from codedjax import _random_code
+
+    key = jax.random.key(seed)
+    return np.asarray(
+        _random_code.gaussian_encoding_matrix(key, num_inputs=d, num_workers=m),
+        np.float64,
+    )
+
+
+@pytest.mark.parametrize("scheme", cb.SCHEMES)
+@pytest.mark.parametrize("n", [6, 7])
+def test_exhaustive_condition_against_a_loop(scheme, n):
+    m, d = 9, 6
+    seeds = (3, 4)
+    r = cb.exhaustive_condition(
+        scheme=scheme, num_workers=m, num_coeffs=d, num_responses=n, seeds=seeds
+    )
+    draws = seeds if scheme == "random" else (0,)
+    worst, mean = [], []
+    for s in draws:
+        v = _scheme_rows(scheme, m, d, s)
+        np.testing.assert_allclose(
+            cb.generator_matrix(scheme=scheme, num_workers=m, num_coeffs=d, seed=s),
+            v,
+            rtol=0,
+            atol=64 * EPS * np.abs(v).max(),
+        )
+        c = [
+            np.linalg.cond(v[list(rows)])
+            for rows in itertools.combinations(range(m), n)
+        ]
+        worst.append(max(c))
+        mean.append(np.mean(c))
+    tol = _cond_tol(max(worst), n, d)
+    assert r.num_examined == math.comb(m, n) * len(draws)
+    assert r.draws_worst == pytest.approx(worst, rel=tol)
+    assert r.draws_mean == pytest.approx(mean, rel=tol)
+    assert r.worst == pytest.approx(max(worst), rel=tol)
+    assert r.mean == pytest.approx(np.mean(mean), rel=tol)
+    assert r.mask.sum() == n
+    best = _scheme_rows(scheme, m, d, draws[int(np.argmax(worst))])
+    assert np.linalg.cond(best[r.mask]) == pytest.approx(r.worst, rel=tol)
+
+
+def test_rotation_embedding_has_the_circle_condition_numbers():
+    # Ramamoorthy and Tang's matrix-vector setting: n = 31 workers, threshold k = 29.
+    # Their generator is real: block (i, j) is R^(i j), R the rotation by 2 pi / n;
+    # the recovery matrix of k workers is 2k x 2k. Its condition numbers equal those
+    # of the complex Vandermonde rows alpha_j^i (R is unitarily similar to
+    # diag(alpha, conj(alpha))).
+    n, k = 31, 29
+    t = 2 * np.pi * np.mod(np.arange(k)[:, None] * np.arange(n)[None, :], n) / n
+    g = np.zeros((2 * k, 2 * n))
+    g[0::2, 0::2], g[0::2, 1::2] = np.cos(t), -np.sin(t)
+    g[1::2, 0::2], g[1::2, 1::2] = np.sin(t), np.cos(t)
+    sets = np.array(list(itertools.combinations(range(n), k)))
+    cols = np.stack([2 * sets, 2 * sets + 1], axis=-1).reshape(len(sets), 2 * k)
+    sv = np.linalg.svd(np.swapaxes(g[:, cols], 0, 1), compute_uv=False)
+    c = sv[:, 0] / sv[:, -1]
+    r = cb.exhaustive_condition(scheme="circle", num_workers=n, num_coeffs=k)
+    assert r.num_examined == len(sets) == math.comb(31, 2)
+    assert r.worst == pytest.approx(c.max(), rel=_cond_tol(c.max(), 2 * k, 2 * k))
+    assert r.mean == pytest.approx(c.mean(), rel=_cond_tol(c.max(), 2 * k, 2 * k))
+    # the published Chebyshev figure on the same configuration (docs/theory.md 8)
+    fc = cb.exhaustive_condition(scheme="chebyshev", num_workers=n, num_coeffs=k)
+    assert round(fc.worst, -2) == 1.22e4
+    eq = cb.exhaustive_condition(
+        scheme="chebyshev_equilibrated", num_workers=n, num_coeffs=k
+    )
+    ref = cb.worst_case_condition(num_workers=n, num_coeffs=k, num_missing=2)
+    assert eq.worst == pytest.approx(ref.cond, rel=_cond_tol(ref.cond, k, k))
+
+
+@pytest.mark.parametrize("scheme", ["circle", "chebyshev_equilibrated"])
+def test_every_worker_responding_is_perfectly_conditioned(scheme):
+    r = cb.exhaustive_condition(
+        scheme=scheme, num_workers=20, num_coeffs=16, num_responses=20
+    )
+    assert r.num_examined == 1 and r.mask.all()
+    assert r.worst == pytest.approx(1.0, abs=_cond_tol(1.0, 20, 16))
+
+
+def test_exhaustive_condition_static_mistakes():
+    fn = "exhaustive_condition"
+    with pytest.raises(ValueError, match=rf"{fn}: C\(M, N\) = C\(40, 20\) = .* max_"):
+        cb.exhaustive_condition(
+            scheme="circle", num_workers=40, num_coeffs=20, num_responses=20
+        )
+    with pytest.raises(ValueError, match=f"{fn}: scheme must be one of"):
+        cb.exhaustive_condition(scheme="vandermonde", num_workers=9, num_coeffs=6)
+    with pytest.raises(
+        ValueError, match=rf"{fn}: num_responses \(N\) must be at least"
+    ):
+        cb.exhaustive_condition(
+            scheme="circle", num_workers=9, num_coeffs=6, num_responses=5
+        )
+    with pytest.raises(ValueError, match=f"{fn}: seeds must hold at least one"):
+        cb.exhaustive_condition(scheme="random", num_workers=9, num_coeffs=6, seeds=())
+    with pytest.raises(ValueError, match=r"generator_matrix: num_coeffs \(D\) must"):
+        cb.generator_matrix(scheme="monomial", num_workers=5, num_coeffs=6)

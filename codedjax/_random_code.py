@@ -1,0 +1,306 @@
+r"""Random (Gaussian) codes for linear workloads, decoded by least squares.
+
+The encoding matrix G [M, K] has i.i.d. N(0, 1/K) entries; worker j is sent
+sum_i G[j, i] X_i and, for a linear f, answers sum_i G[j, i] f(X_i). Any K responders
+determine f(X) (G_S has full column rank with probability one); the decoder solves
+the least-squares problem over every responder,
+
+.. math::
+    \widehat{f(X)} = \arg\min_Z \lVert G_S Z - y_S \rVert_2 = G_S^+ y_S,
+
+by Householder QR (never normal equations), in the manner of ChebyLS. This is the
+unstructured baseline both stable-coding papers compare against: a Gaussian matrix
+has no clustered-straggler weakness, but its N x K submatrices are only moderately
+well conditioned near N = K (the smallest singular value of a square Gaussian matrix
+is of order 1 / sqrt(K)).
+
+The draw is reproducible: :func:`gaussian_encoding_matrix` takes a typed key and
+always draws in float32 (so float64 references see exactly the same numbers). A
+``Code`` holds the integer seed of its key, which keeps it hashable.
+
+References:
+    Z. Chen and J. Dongarra, Numerically stable real number codes based on random
+    matrices, ICCS 2005; A. M. Subramaniam, A. Heidarzadeh and K. R. Narayanan,
+    Random Khatri-Rao-product codes for numerically-stable distributed matrix
+    multiplication, Allerton 2019; A. Ramamoorthy and L. Tang,
+    arXiv:1910.06515.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from ._batching import batching_decoder
+from ._dense_lsq import dense_ls_matrices, dense_ls_matrix, residual_sq
+from ._dtypes import (
+    check_floating,
+    check_int,
+    check_mask,
+    finite_rows,
+    resolve_accum_dtype,
+    unit_roundoff,
+)
+from ._result import DecodeResult, apply_decoding, finish, predicted_error, status_of
+
+
+def gaussian_encoding_matrix(
+    key: Any, *, num_inputs: int, num_workers: int
+) -> jax.Array:
+    """G [M, K] with i.i.d. N(0, 1/K) entries, drawn in float32 from ``key``.
+
+    Args:
+        key: a typed PRNG key (``jax.random.key(seed)``).
+        num_inputs: K >= 1. num_workers: M >= K.
+
+    Returns:
+        float32 [M, K]; the same numbers whether or not float64 is enabled.
+
+    Raises:
+        TypeError: ``key`` is not a typed key (a legacy uint32 key or an int).
+        ValueError: K < 1 or M < K.
+
+    Examples:
+        >>> import jax
+        >>> g = gaussian_encoding_matrix(jax.random.key(0), num_inputs=4,
+        ...                              num_workers=6)
+        >>> g.shape, str(g.dtype)
+        ((6, 4), 'float32')
+    """
+    fname = "gaussian_encoding_matrix"
+    if not (
+        isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+    ):
+        raise TypeError(
+            f"{fname}: key must be a typed PRNG key (jax.random.key(seed)), got "
+            f"{type(key).__name__} {getattr(key, 'dtype', '')}".rstrip()
+        )
+    k, m = _sizes(fname, num_inputs, num_workers)
+    return _draw(key, k=k, m=m)
+
+
+@functools.partial(jax.jit, static_argnames=("k", "m"))
+def _draw(key, k, m):
+    g = jax.random.normal(key, (m, k), jnp.float32)
+    return g * jnp.float32(1.0 / math.sqrt(k))
+
+
+def _sizes(fname: str, num_inputs: Any, num_workers: Any) -> tuple[int, int]:
+    k = check_int(fname, "num_inputs", num_inputs, minimum=1)
+    m = check_int(fname, "num_workers", num_workers, minimum=1)
+    if m < k:
+        raise ValueError(
+            f"{fname}: a random code needs at least K={k} workers (num_workers >= "
+            f"num_inputs), got M={m}"
+        )
+    return k, m
+
+
+def _check_generator(fname: str, generator: Any, m: int | None = None) -> jax.Array:
+    g = check_floating(fname, "generator", generator)
+    if g.ndim != 2 or g.shape[0] < g.shape[1] or g.shape[1] < 1:
+        raise ValueError(
+            f"{fname}: generator must have shape [M, K] with M >= K >= 1, got "
+            f"{tuple(g.shape)}"
+        )
+    if m is not None and g.shape[0] != m:
+        raise ValueError(
+            f"{fname}: generator must have M={m} rows (one per worker), got "
+            f"{g.shape[0]}"
+        )
+    return g
+
+
+def random_encode(x: Any, generator: Any) -> jax.Array:
+    r"""Random-code encoding: worker j receives sum_i G[j, i] X_i.
+
+    Args:
+        x: [K, ...] inputs, any floating dtype.
+        generator: [M, K] encoding matrix (e.g. :func:`gaussian_encoding_matrix`).
+
+    Returns:
+        [M, ...] in the accumulation dtype of ``x`` (float32 for bf16, f16, f32;
+        float64 for float64). Non-finite inputs propagate.
+
+    Raises:
+        ValueError: shapes that disagree. TypeError: non-floating arrays.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> g = gaussian_encoding_matrix(jax.random.key(0), num_inputs=2,
+        ...                              num_workers=3)
+        >>> random_encode(jnp.ones((2, 5)), g).shape
+        (3, 5)
+    """
+    fname = "random_encode"
+    x = check_floating(fname, "x", x)
+    if x.ndim < 1:
+        raise ValueError(f"{fname}: x must have shape [K, ...], got a scalar")
+    g = _check_generator(fname, generator)
+    if g.shape[1] != x.shape[0]:
+        raise ValueError(
+            f"{fname}: x must hold K={g.shape[1]} inputs (the generator's columns), "
+            f"got {x.shape[0]}"
+        )
+    acc = resolve_accum_dtype(fname, x.dtype)
+    return _encode(x.astype(acc), g.astype(acc))
+
+
+@jax.jit
+def _encode(x, g):
+    return apply_decoding(g, x, x.dtype, zero_nonfinite=False)
+
+
+def _check_decode(fname, y, mask, generator, accum_dtype):
+    y = check_floating(fname, "y", y)
+    if y.ndim < 1:
+        raise ValueError(f"{fname}: y must have shape [M, ...], got a scalar")
+    m = y.shape[0]
+    mask = check_mask(fname, mask, m)
+    if mask.ndim != 1:
+        raise ValueError(
+            f"{fname}: mask must have shape [M] = [{m}], got {tuple(mask.shape)} "
+            f"(use jax.vmap for many masks)"
+        )
+    g = _check_generator(fname, generator, m)
+    acc = resolve_accum_dtype(fname, y.dtype, accum_dtype)
+    return y, mask, g.astype(acc), acc
+
+
+def random_decode(
+    y: Any, mask: Any, generator: Any, *, accum_dtype: Any = None
+) -> DecodeResult:
+    r"""Random code, least squares over every responder: value = G_S^+ y_S.
+
+    Householder QR of the responders' rows of G (never normal equations); a worker
+    whose answer holds a NaN or Inf is treated as missing.
+
+    Args:
+        y: [M, ...] answers in any floating dtype.
+        mask: bool [M], True for the responders.
+        generator: [M, K] the encoding matrix used (traced; the same array as for
+            :func:`random_encode`).
+        accum_dtype: float32 or float64; default float32 for bf16, f16 and f32
+            answers, float64 for float64.
+
+    Returns:
+        DecodeResult: ``value`` [K, ...] in the accumulation dtype; ``cond`` the
+        2-norm condition number of G_S; ``num_used`` N; ``status``
+        TOO_FEW_RESPONSES (N < K), BAD_POINTS (a non-finite generator),
+        ILL_CONDITIONED or NONFINITE; ``error`` the predicted error of
+        docs/decoding.md with the least-squares residual over N - K degrees of
+        freedom.
+
+    Batching: ``jax.vmap`` over masks and answers runs a kernel that factors one
+    mask at a time (no LAPACK call with a batch axis).
+
+    Raises:
+        ValueError: shapes that disagree, a mask not [M], a generator not [M, K]
+            with M >= K. TypeError: non-floating arrays, a non-boolean mask.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> g = gaussian_encoding_matrix(jax.random.key(1), num_inputs=3,
+        ...                              num_workers=6)
+        >>> x = jnp.arange(6.0).reshape(3, 2)
+        >>> r = random_decode(random_encode(x, g), jnp.arange(6) > 1, g)
+        >>> bool(r.ok), bool(jnp.allclose(r.value, x, atol=1e-4))
+        (True, True)
+
+    References:
+        Z. Chen and J. Dongarra, ICCS 2005; A. Ramamoorthy and L. Tang,
+        arXiv:1910.06515.
+    """
+    y, mask, g, acc = _check_decode("random_decode", y, mask, generator, accum_dtype)
+    return _random_decode(y, mask, g, acc=acc)
+
+
+def _finish(y, sel, g, batched, per_mask, acc):
+    lead_axes = 1 if per_mask else 0
+    m, k = g.shape
+    eye = jnp.eye(k, dtype=acc)
+    kernel = dense_ls_matrices if batched else dense_ls_matrix
+    ls = kernel(sel, g, eye, acc)
+    value = apply_decoding(ls.a, y, acc, per_mask=per_mask)
+    lead = y.shape[:lead_axes]
+    flat = y.reshape(lead + (m, math.prod(y.shape[lead_axes + 1 :])))
+    clean = flat.astype(acc)
+    clean = jnp.where(jnp.isfinite(clean), clean, jnp.zeros((), acc))
+    rss = residual_sq(ls.q, clean, sel, acc, per_mask=per_mask)
+    error = predicted_error(
+        ls.a, flat, sel, y.dtype, residual_sq=rss, dof=ls.num_used - k
+    )
+    status = status_of(
+        points_ok=jnp.all(jnp.isfinite(g)), enough=ls.num_used >= k, solved=ls.ok
+    )
+    return finish(value, ls.cond, ls.num_used, status, error)
+
+
+def _single(data, points, acc):
+    y, mask = data
+    (g,) = points
+    return _finish(y, mask & finite_rows(y), g, False, False, acc)
+
+
+def _many(data, points, per_mask, acc):
+    y, masks = data
+    (g,) = points
+    fin = jax.vmap(finite_rows)(y) if per_mask else finite_rows(y)[None, :]
+    return _finish(y, masks & fin, g, True, per_mask, acc)
+
+
+def _vmappable(y, mask, g, acc):
+    f = batching_decoder(_single, _many, (("acc", acc),))
+    return f((y, mask), (g,))
+
+
+_random_decode = jax.jit(_vmappable, static_argnames=("acc",))
+
+
+def random_decoding_matrix(
+    mask: Any, generator: Any, *, accum_dtype: Any = jnp.float32
+) -> DecodeResult:
+    """The decoding matrix G_S^+ of :func:`random_decode` for one mask, as [K, M].
+
+    Columns of missing workers are zero, so ``A @ y`` decodes any payload y [M, F].
+
+    Args:
+        mask: bool [M]. generator: [M, K]. accum_dtype: float32 (default) or
+            float64.
+
+    Returns:
+        DecodeResult with ``value`` = A [K, M], ``ok``, ``cond``, ``num_used``,
+        ``status`` as :func:`random_decode`; ``error`` per unit of max |y| (u times
+        the largest row sum of |A|).
+
+    Raises:
+        ValueError, TypeError: as :func:`random_decode`.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> g = gaussian_encoding_matrix(jax.random.key(0), num_inputs=2,
+        ...                              num_workers=4)
+        >>> random_decoding_matrix(jnp.ones(4, bool), g).value.shape
+        (2, 4)
+    """
+    fname = "random_decoding_matrix"
+    acc0 = resolve_accum_dtype(fname, jnp.float32, accum_dtype)
+    g = _check_generator(fname, generator)
+    y = jnp.zeros((g.shape[0],), acc0)
+    _, mask, g, acc = _check_decode(fname, y, mask, g, accum_dtype)
+    return _random_matrix(mask, g, acc=acc)
+
+
+@functools.partial(jax.jit, static_argnames=("acc",))
+def _random_matrix(mask, g, acc):
+    k = g.shape[1]
+    ls = dense_ls_matrix(mask, g, jnp.eye(k, dtype=acc), acc)
+    status = status_of(
+        points_ok=jnp.all(jnp.isfinite(g)), enough=ls.num_used >= k, solved=ls.ok
+    )
+    gain = jnp.max(jnp.sum(jnp.abs(ls.a), axis=-1), initial=0.0)
+    return finish(ls.a, ls.cond, ls.num_used, status, unit_roundoff(acc) * gain)

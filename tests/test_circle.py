@@ -1,0 +1,349 @@
+"""The circle code (points on the unit circle, rotation embeddings).
+
+Oracles: numpy.linalg.lstsq / solve / cond on the complex Vandermonde rows
+V[j, m] = alpha_j^m in float64, and the Lagrange basis at the K'-th roots of unity
+by its product formula. Known truths: with every worker responding V^H V = M I, so
+cond = 1; a degree-3 polynomial workload evaluated in complex arithmetic is recovered
+exactly from any D responders; two real linear queries packed into one complex query
+come back exactly. Tolerances are multiples of the unit roundoff scaled by the
+condition number the decoder reports.
+"""
+
+from statistics import NormalDist
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import codedjax as cj
+from codedjax import _circle as circ
+
+M, K, DEG, F = 12, 3, 3, 4
+D = DEG * (K - 1) + 1  # 7
+EPS64 = float(np.finfo(np.float64).eps)
+EPS32 = float(np.finfo(np.float32).eps)
+
+ALPHA = np.exp(2j * np.pi * np.arange(M) / M)
+BETA = np.exp(2j * np.pi * np.arange(K) / K)
+
+
+def _v(points, d):
+    return points[:, None] ** np.arange(d)[None, :]
+
+
+def _weights(np_rng):
+    return np_rng.standard_normal((F, F)) / 2
+
+
+def cubic(z, w):
+    """A degree-3 polynomial of a complex query z [..., F]: z * (z W)^2 (any dtype)."""
+    return z * (z @ w) ** 2
+
+
+def _answers(enc, w):
+    """Worker answers [M, 2, F] of the cubic on the coded queries (float64)."""
+    e = np.asarray(enc)
+    z = e[:, 0] + 1j * e[:, 1]
+    h = cubic(z, w)
+    return np.stack([h.real, h.imag], axis=1)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    """A float64 degree-3 problem (inputs, weights, answers), built once."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((K, F))
+    w = rng.standard_normal((F, F)) / 2
+    with jax.enable_x64(True):
+        enc = circ.circle_encode(jnp.asarray(x), num_workers=M)
+    return x, w, _answers(enc, w)
+
+
+def _mask(np_rng, n):
+    mk = np.zeros(M, bool)
+    mk[np_rng.choice(M, n, replace=False)] = True
+    return mk
+
+
+# ----------------------------------------------------------------------------------
+# encoding
+
+
+def test_encoding_matrix_is_the_lagrange_basis_at_roots_of_unity():
+    m, kp = 12, 4
+    e = circ._tables(m, kp, 1)[2]
+    beta = np.exp(2j * np.pi * np.arange(kp) / kp)
+    alpha = np.exp(2j * np.pi * np.arange(m) / m)
+    ref = np.array(
+        [
+            [np.prod([(a - beta[q]) / (beta[i] - beta[q]) for q in range(kp) if q != i])
+             for i in range(kp)]
+            for a in alpha
+        ]
+    )  # fmt: skip
+    np.testing.assert_allclose(e, ref, atol=32 * EPS64)
+    assert np.abs(e).max() <= 1 + 8 * EPS64  # coded queries do not grow
+    # K' divides M: worker 3 i sits on beta_i and receives Z_i exactly
+    np.testing.assert_allclose(e[::3], np.eye(kp), atol=32 * EPS64)
+
+
+def test_encode_unpacked_and_packed_against_numpy(x64, np_rng):
+    x = np_rng.standard_normal((6, 2, 3))
+    enc = np.asarray(circ.circle_encode(jnp.asarray(x), num_workers=5))
+    e = circ._tables(5, 6, 1)[2]
+    z = np.einsum("ji,i...->j...", e, x)
+    assert enc.shape == (5, 2, 2, 3)
+    np.testing.assert_allclose(enc[:, 0], z.real, atol=1e-14)
+    np.testing.assert_allclose(enc[:, 1], z.imag, atol=1e-14)
+    encp = np.asarray(circ.circle_encode(jnp.asarray(x), num_workers=5, pack=True))
+    ep = circ._tables(5, 3, 1)[2]
+    zp = np.einsum("ji,i...->j...", ep, x[:3] + 1j * x[3:])
+    np.testing.assert_allclose(encp[:, 0], zp.real, atol=1e-14)
+    np.testing.assert_allclose(encp[:, 1], zp.imag, atol=1e-14)
+
+
+def test_encode_dtypes_and_errors():
+    out = circ.circle_encode(jnp.ones((4, 3), jnp.bfloat16), num_workers=6)
+    assert out.dtype == jnp.float32 and out.shape == (6, 2, 3)
+    # partition of unity: constant inputs encode to the constant (imaginary part 0)
+    np.testing.assert_allclose(np.asarray(out[:, 0]), 1.0, atol=16 * EPS32)
+    np.testing.assert_allclose(np.asarray(out[:, 1]), 0.0, atol=16 * EPS32)
+    with pytest.raises(ValueError, match="circle_encode: pack=True .* even .* K=5"):
+        circ.circle_encode(jnp.ones((5, 2)), num_workers=6, pack=True)
+    with pytest.raises(TypeError, match="circle_encode: x must have a floating"):
+        circ.circle_encode(jnp.ones((4, 2), jnp.int32), num_workers=6)
+    with pytest.raises(TypeError, match="circle_encode: pack must be True or False"):
+        circ.circle_encode(jnp.ones((4, 2)), num_workers=6, pack=1)
+    with pytest.raises(ValueError, match="circle_encode: num_workers must be >= 1"):
+        circ.circle_encode(jnp.ones((4, 2)), num_workers=0)
+
+
+# ----------------------------------------------------------------------------------
+# least squares and the square solve against float64 numpy
+
+
+@pytest.mark.parametrize("n", [D, D + 1, 10, M])
+def test_least_squares_against_numpy_and_exact(x64, problem, np_rng, n):
+    x, w, y = problem
+    mk = _mask(np_rng, n)
+    r = circ.circle_decode(jnp.asarray(y), jnp.asarray(mk), num_inputs=K, degree=DEG)
+    yc = y[:, 0] + 1j * y[:, 1]
+    v = _v(ALPHA, D)
+    c = np.linalg.lstsq(v[mk], yc[mk], rcond=None)[0]
+    ref = (_v(BETA, D) @ c).real
+    kappa = np.linalg.cond(v[mk])
+    assert bool(r.ok) and int(r.status) == int(cj.Status.SUCCESS)
+    assert int(r.num_used) == n
+    assert float(r.cond) == pytest.approx(kappa, rel=64 * D * EPS64 * kappa)
+    tol = 64 * D * EPS64 * kappa * np.abs(y).max()
+    np.testing.assert_allclose(np.asarray(r.value), ref, atol=tol)
+    # known truth: the workload itself, recovered from any n >= D responders
+    np.testing.assert_allclose(np.asarray(r.value), cubic(x, w), atol=tol)
+    if n == M:  # V^H V = M I: perfectly conditioned
+        assert float(r.cond) == pytest.approx(1.0, abs=64 * D * EPS64)
+
+
+def test_threshold_decoder_is_the_square_solve_on_the_first_arrivals(
+    x64, problem, np_rng
+):
+    x, w, y = problem
+    mk = _mask(np_rng, 10)
+    order = np_rng.permutation(M)
+    r = circ.circle_threshold_decode(
+        jnp.asarray(y), jnp.asarray(mk), jnp.asarray(order), num_inputs=K, degree=DEG
+    )
+    first = [j for j in order if mk[j]][:D]
+    v = _v(ALPHA, D)[first]
+    c = np.linalg.solve(v, y[first, 0] + 1j * y[first, 1])
+    kappa = np.linalg.cond(v)
+    assert bool(r.ok) and int(r.num_used) == D
+    assert float(r.cond) == pytest.approx(kappa, rel=64 * D * EPS64 * kappa)
+    tol = 64 * D * EPS64 * kappa * np.abs(y).max()
+    np.testing.assert_allclose(np.asarray(r.value), (_v(BETA, D) @ c).real, atol=tol)
+    np.testing.assert_allclose(np.asarray(r.value), cubic(x, w), atol=tol)
+
+
+def test_predicted_error_is_the_library_model(x64, problem, np_rng):
+    # noise well above float64 rounding: the residual term decides sigma
+    _, _, y = problem
+    noisy = y + 1e-6 * np_rng.standard_normal(y.shape)
+    mk = _mask(np_rng, 10)
+    r = circ.circle_decode(
+        jnp.asarray(noisy), jnp.asarray(mk), num_inputs=K, degree=DEG
+    )
+    v = _v(ALPHA, D)
+    ac = np.zeros((K, M), complex)
+    ac[:, mk] = _v(BETA, D) @ np.linalg.pinv(v[mk])
+    a_real = np.stack([ac.real, -ac.imag], axis=-1).reshape(K, 2 * M)
+    yc = noisy[:, 0] + 1j * noisy[:, 1]
+    res = yc[mk] - v[mk] @ np.linalg.lstsq(v[mk], yc[mk], rcond=None)[0]
+    rss = np.sum(np.abs(res) ** 2, axis=0)
+    dof = 2 * (10 - D)  # 2N real answers, 2D real unknowns
+    sel2 = np.repeat(mk, 2)
+    rms = np.sqrt(np.mean(noisy.reshape(2 * M, F)[sel2] ** 2, axis=0))
+    sigma = np.maximum(EPS64 / 2 * rms, np.sqrt(rss / dof))
+    z = NormalDist().inv_cdf(1 - 0.01 / (2 * K * F))
+    gain = np.max(np.sum(a_real**2, axis=1))
+    want = z * np.sqrt(gain + 1) * sigma.max()
+    assert float(r.error) == pytest.approx(want, rel=1e-6)
+
+
+# ----------------------------------------------------------------------------------
+# transforms: jit, vmap, one program for every mask
+
+
+@pytest.fixture(scope="module")
+def linear():
+    """float32, two real queries per complex query: K = 4, M = 6, K' = D = 2."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 2)).astype(np.float32)
+    a = rng.standard_normal((2, 2)).astype(np.float32)
+    enc = circ.circle_encode(jnp.asarray(x), num_workers=6, pack=True)
+    y = jnp.asarray(np.asarray(enc) @ a)  # f applied to the real and imaginary part
+    masks = np.zeros((4, 6), bool)
+    for b, n in enumerate([2, 3, 5, 6]):
+        masks[b, rng.choice(6, n, replace=False)] = True
+    return x @ a, y, jnp.asarray(masks)
+
+
+def _dec(y, mk):
+    return circ.circle_decode(y, mk, num_inputs=4, degree=1, pack=True)
+
+
+def _fields(r):
+    """The result's fields as numpy arrays (indexing them on the host is free)."""
+    return [
+        np.asarray(f) for f in (r.value, r.ok, r.cond, r.num_used, r.status, r.error)
+    ]
+
+
+def test_packing_two_real_linear_queries_is_exact(linear):
+    want, y, masks = linear
+    for mk in masks:
+        r = _dec(y, mk)
+        assert bool(r.ok) and r.value.shape == (4, 2)
+        kappa = np.linalg.cond(_v(np.exp(2j * np.pi * np.arange(6) / 6), 2)[mk])
+        assert float(r.cond) == pytest.approx(kappa, rel=64 * EPS32 * kappa)
+        tol = 64 * 2 * EPS32 * kappa * float(jnp.abs(y).max())
+        np.testing.assert_allclose(np.asarray(r.value), want, atol=tol)
+    assert circ.circle_threshold(4, 1, pack=True) == 2
+
+
+def test_decoding_matrix_applies_the_decode(linear):
+    _, y, masks = linear
+    mk = masks[1]
+    a = circ.circle_decoding_matrix(
+        mk, num_workers=6, num_inputs=4, degree=1, pack=True
+    )
+    assert a.value.shape == (4, 6, 2) and bool(a.ok)
+    assert not np.any(np.asarray(a.value)[:, ~np.asarray(mk)])
+    got = np.einsum("kjp,jpf->kf", np.asarray(a.value), np.asarray(y))
+    np.testing.assert_allclose(got, np.asarray(_dec(y, mk).value), atol=1e-5)
+
+
+def test_jit_equals_eager_vmap_equals_loop_and_no_retrace(linear):
+    _, y, masks = linear
+    loop = [_dec(y, mk) for mk in masks]
+    size = circ._circle_ls._cache_size()
+    for mk in masks[::-1]:  # a new mask never recompiles
+        _dec(y, mk)
+    assert circ._circle_ls._cache_size() == size
+    jitted = jax.jit(_dec)(y, masks[1])
+    vm = jax.vmap(_dec, in_axes=(None, 0))(y, masks)  # one shared payload
+    vm_y = jax.vmap(_dec)(jnp.stack([y] * masks.shape[0]), masks)  # one per mask
+    for a, b in zip(_fields(jitted), _fields(loop[1]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    for batched in (_fields(vm), _fields(vm_y)):
+        for i, ref in enumerate(loop):
+            for a, b in zip(batched, _fields(ref), strict=True):
+                np.testing.assert_allclose(a[i], b, rtol=1e-5, atol=1e-6)
+
+
+def test_threshold_vmap_equals_loop_and_bad_orders_are_data(linear):
+    _, y, masks = linear
+    orders = np.stack([np.random.default_rng(i).permutation(6) for i in range(4)])
+    orders[3, 1] = orders[3, 0]  # a repeated worker: BAD_POINTS, not an exception
+
+    def one(mk, od):
+        return circ.circle_threshold_decode(
+            y, mk, od, num_inputs=4, degree=1, pack=True
+        )
+
+    vm = _fields(jax.vmap(one)(masks, jnp.asarray(orders)))
+    assert vm[4].tolist() == [0, 0, 0, int(cj.Status.BAD_POINTS)]
+    for i in range(3):
+        ref = one(masks[i], jnp.asarray(orders[i]))
+        assert int(ref.num_used) == 2
+        for a, b in zip(vm, _fields(ref), strict=True):
+            np.testing.assert_allclose(a[i], b, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------
+# precision, value-dependent trouble as data, static mistakes
+
+
+def test_bf16_workers_decode_in_float32(linear):
+    want, y, masks = linear
+    r = _dec(y.astype(jnp.bfloat16), masks[-1])
+    assert r.value.dtype == jnp.float32 and r.cond.dtype == jnp.float32
+    assert bool(r.ok) and float(r.cond) == pytest.approx(1.0, abs=1e-5)
+    # every worker answering: no factorisation in bf16, the error is the rounding
+    # of the answers, within the predicted error
+    err = np.abs(np.asarray(r.value) - want).max()
+    assert err <= float(r.error)
+    assert err < 4 * cj.unit_roundoff(jnp.bfloat16) * float(jnp.abs(y).max())
+
+
+def test_too_few_and_nonfinite_answers_are_data(linear):
+    _, y, masks = linear
+    r = _dec(y, jnp.zeros(6, bool).at[4].set(True))
+    assert not bool(r.ok) and int(r.status) == int(cj.Status.TOO_FEW_RESPONSES)
+    assert not np.any(np.asarray(r.value)) and float(r.error) == np.inf
+    assert float(r.cond) == np.inf
+    # a NaN answer is treated as missing: two responders, one of them NaN
+    two = jnp.zeros(6, bool).at[jnp.array([1, 4])].set(True)
+    r = _dec(y.at[1, 1, 0].set(jnp.nan), two)
+    assert int(r.num_used) == 1
+    assert int(r.status) == int(cj.Status.TOO_FEW_RESPONSES)
+    r = _dec(y.at[2, 0, 1].set(jnp.inf), masks[-1])
+    assert bool(r.ok) and int(r.num_used) == 5
+    assert np.all(np.isfinite(np.asarray(r.value)))
+
+
+def test_static_mistakes_raise_naming_the_function(linear):
+    _, y, masks = linear
+    mk = masks[-1]
+    with pytest.raises(
+        ValueError, match=r"circle_decode: degree 2 .* D = .* = 7 .* M=6"
+    ):
+        circ.circle_decode(y, mk, num_inputs=4, degree=2)
+    with pytest.raises(ValueError, match=r"circle_decode: y must have shape \[M, 2, "):
+        circ.circle_decode(y[:, :1], mk, num_inputs=4, degree=1, pack=True)
+    with pytest.raises(ValueError, match="circle_decode: pack=True needs a linear"):
+        circ.circle_decode(y, mk, num_inputs=4, degree=2, pack=True)
+    with pytest.raises(ValueError, match="circle_decode: pack=True .* even .* K=3"):
+        circ.circle_decode(y, mk, num_inputs=3, degree=1, pack=True)
+    with pytest.raises(ValueError, match=r"circle_decode: mask must have shape \[M\]"):
+        _dec(y, masks)
+    with pytest.raises(TypeError, match="circle_decode: mask must be boolean"):
+        _dec(y, mk.astype(jnp.float32))
+    with pytest.raises(TypeError, match="circle_decode: y must have a floating"):
+        _dec(y.astype(jnp.int32), mk)
+    with pytest.raises(TypeError, match="circle_decode: degree must be a Python int"):
+        circ.circle_decode(y, mk, num_inputs=4, degree=1.0)
+    fn = "circle_threshold_decode"
+
+    def th(order):
+        return circ.circle_threshold_decode(
+            y, mk, order, num_inputs=4, degree=1, pack=True
+        )
+
+    with pytest.raises(ValueError, match=f"{fn}: order must list distinct workers"):
+        th(jnp.array([0, 0, 1]))
+    with pytest.raises(ValueError, match=f"{fn}: order must hold worker indices"):
+        th(jnp.array([6]))
+    with pytest.raises(ValueError, match=f"{fn}: order must be a 1-D integer"):
+        th(jnp.zeros(3, jnp.float32))
+    with pytest.raises(ValueError, match=f"{fn}: order must list at most M=6"):
+        th(jnp.arange(7))

@@ -1,0 +1,156 @@
+"""Random (Gaussian) codes for linear workloads, decoded by least squares.
+
+Oracles: numpy.linalg.lstsq and cond on the responders' rows of the generator in
+float64. Known truths: a linear workload encoded, workers dropped, recovered exactly;
+the draw is the same numbers with and without float64; the entries have variance
+1/K (a chi-square interval).
+"""
+
+from statistics import NormalDist
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+import codedjax as cj
+from codedjax import _random_code as rc
+
+K, M, F = 3, 7, 2
+EPS32 = float(np.finfo(np.float32).eps)
+EPS64 = float(np.finfo(np.float64).eps)
+
+
+@pytest.fixture(scope="module")
+def code():
+    """The generator (float32 draw) and a linear workload, built once."""
+    g = rc.gaussian_encoding_matrix(jax.random.key(5), num_inputs=K, num_workers=M)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((K, 4))
+    a = rng.standard_normal((4, F))
+    return np.asarray(g), x, a
+
+
+def test_draw_is_reproducible_float32_and_n01k():
+    key = jax.random.key(11)
+    g = rc.gaussian_encoding_matrix(key, num_inputs=50, num_workers=400)
+    assert g.dtype == jnp.float32 and g.shape == (400, 50)
+    with jax.enable_x64(True):
+        g64 = rc.gaussian_encoding_matrix(key, num_inputs=50, num_workers=400)
+    np.testing.assert_array_equal(np.asarray(g), np.asarray(g64))
+    other = rc.gaussian_encoding_matrix(
+        jax.random.key(12), num_inputs=50, num_workers=400
+    )
+    assert not np.array_equal(np.asarray(g), np.asarray(other))
+    # variance 1/K: 20,000 draws, a 99.9% chi-square interval on K * sum g^2
+    n = g.size
+    s = float(np.sum(np.asarray(g, np.float64) ** 2)) * 50
+    lo, hi = stats.chi2.ppf([0.0005, 0.9995], n)
+    assert lo <= s <= hi
+
+
+def test_least_squares_against_numpy_and_exact(x64, code):
+    g, x, a = code
+    enc = np.asarray(rc.random_encode(jnp.asarray(x), jnp.asarray(g, jnp.float64)))
+    np.testing.assert_allclose(enc, g.astype(np.float64) @ x, atol=1e-13)
+    y = enc @ a  # a linear worker
+    gg = jnp.asarray(g, jnp.float64)
+    for mk in ([1, 1, 0, 1, 0, 0, 0], [1, 0, 1, 1, 1, 0, 1], [1] * M):
+        mk = np.array(mk, bool)
+        r = rc.random_decode(jnp.asarray(y), jnp.asarray(mk), gg)
+        ref = np.linalg.lstsq(g[mk].astype(np.float64), y[mk], rcond=None)[0]
+        kappa = np.linalg.cond(g[mk].astype(np.float64))
+        assert bool(r.ok) and int(r.num_used) == mk.sum()
+        assert float(r.cond) == pytest.approx(kappa, rel=64 * K * EPS64 * kappa)
+        tol = 64 * K * EPS64 * kappa * np.abs(y).max()
+        np.testing.assert_allclose(np.asarray(r.value), ref, atol=tol)
+        np.testing.assert_allclose(np.asarray(r.value), x @ a, atol=tol)
+    mat = rc.random_decoding_matrix(jnp.asarray(mk), gg, accum_dtype=jnp.float64)
+    np.testing.assert_allclose(np.asarray(mat.value) @ y, x @ a, atol=tol)
+
+
+def test_predicted_error_is_the_library_model(x64, code, np_rng):
+    g, x, a = code
+    g64 = g.astype(np.float64)
+    y = g64 @ x @ a + 1e-6 * np_rng.standard_normal((M, F))
+    mk = np.array([1, 0, 1, 1, 1, 0, 1], bool)
+    r = rc.random_decode(jnp.asarray(y), jnp.asarray(mk), jnp.asarray(g64))
+    pinv = np.zeros((K, M))
+    pinv[:, mk] = np.linalg.pinv(g64[mk])
+    res = y[mk] - g64[mk] @ (pinv @ y)
+    sigma = np.maximum(
+        EPS64 / 2 * np.sqrt(np.mean(y[mk] ** 2, axis=0)),
+        np.sqrt(np.sum(res**2, axis=0) / (mk.sum() - K)),
+    )
+    z = NormalDist().inv_cdf(1 - 0.01 / (2 * K * F))
+    gain = np.max(np.sum(pinv**2, axis=1))
+    assert float(r.error) == pytest.approx(
+        z * np.sqrt(gain + 1) * sigma.max(), rel=1e-6
+    )
+
+
+def test_jit_vmap_and_value_dependent_trouble(code):
+    g, x, a = code
+    gj = jnp.asarray(g)
+    y = jnp.asarray((g.astype(np.float64) @ x @ a).astype(np.float32))
+    masks = jnp.asarray(
+        np.array(
+            [[1, 1, 0, 1, 0, 0, 0], [1, 0, 1, 1, 1, 0, 1], [1] * M, [1] + [0] * 6]
+        ).astype(bool)
+    )
+
+    def dec(yy, mk):
+        return rc.random_decode(yy, mk, gj)
+
+    loop = [dec(y, mk) for mk in masks]
+    size = rc._random_decode._cache_size()
+    for mk in masks[::-1]:  # a new mask never recompiles
+        dec(y, mk)
+    assert rc._random_decode._cache_size() == size
+    vm = jax.vmap(dec, in_axes=(None, 0))(y, masks)
+    fields = ("value", "ok", "cond", "num_used", "status", "error")
+    for name in fields:
+        got = np.asarray(getattr(vm, name))
+        for i, ref in enumerate(loop):
+            np.testing.assert_allclose(
+                got[i], np.asarray(getattr(ref, name)), rtol=1e-5, atol=1e-6
+            )
+    assert [int(s) for s in np.asarray(vm.status)] == [0, 0, 0, 1]  # 1 of K = 3
+    np.testing.assert_allclose(np.asarray(vm.value[1]), x @ a, atol=1e-4)
+    # a NaN answer is treated as missing
+    r = dec(y.at[0, 1].set(jnp.nan), masks[1])
+    assert bool(r.ok) and int(r.num_used) == 4
+    r = dec(y.at[0, 1].set(jnp.nan), masks[0])
+    assert int(r.status) == int(cj.Status.TOO_FEW_RESPONSES)
+    assert not np.any(np.asarray(r.value)) and float(r.error) == np.inf
+    # a non-finite generator (traced) is BAD_POINTS
+    r = rc.random_decode(y, masks[2], gj.at[2, 1].set(jnp.nan))
+    assert int(r.status) == int(cj.Status.BAD_POINTS)
+    # bf16 workers decode in float32
+    r = dec(y.astype(jnp.bfloat16), masks[2])
+    assert r.value.dtype == jnp.float32 and bool(r.ok)
+
+
+def test_static_mistakes_raise_naming_the_function(code):
+    g, x, _ = code
+    gj = jnp.asarray(g)
+    fn = "gaussian_encoding_matrix"
+    with pytest.raises(TypeError, match=f"{fn}: key must be a typed PRNG key"):
+        rc.gaussian_encoding_matrix(jax.random.PRNGKey(0), num_inputs=2, num_workers=3)
+    with pytest.raises(TypeError, match=f"{fn}: key must be a typed PRNG key"):
+        rc.gaussian_encoding_matrix(0, num_inputs=2, num_workers=3)
+    with pytest.raises(ValueError, match=f"{fn}: a random code needs at least K=4"):
+        rc.gaussian_encoding_matrix(jax.random.key(0), num_inputs=4, num_workers=3)
+    with pytest.raises(ValueError, match="random_encode: x must hold K=3 inputs"):
+        rc.random_encode(jnp.ones((2, 4)), gj)
+    with pytest.raises(ValueError, match=r"random_decode: generator must have M=6"):
+        rc.random_decode(jnp.ones((6, 2)), jnp.ones(6, bool), gj)
+    with pytest.raises(ValueError, match=r"random_decode: generator must have shape"):
+        rc.random_decode(jnp.ones((3, 2)), jnp.ones(3, bool), gj.T)
+    with pytest.raises(ValueError, match=r"random_decode: mask must have shape \[M\]"):
+        rc.random_decode(jnp.ones((M, 2)), jnp.ones((2, M), bool), gj)
+    with pytest.raises(TypeError, match="random_decode: mask must be boolean"):
+        rc.random_decode(jnp.ones((M, 2)), jnp.ones(M), gj)
+    with pytest.raises(TypeError, match="random_decode: y must have a floating"):
+        rc.random_decode(jnp.ones((M, 2), jnp.int32), jnp.ones(M, bool), gj)
