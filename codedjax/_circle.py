@@ -248,9 +248,9 @@ def circle_encode(x: Any, *, num_workers: int, pack: bool = False) -> jax.Array:
 
     Examples:
         >>> import jax.numpy as jnp
-        >>> enc = circle_encode(jnp.ones((4, 3)), num_workers=6)
-        >>> enc.shape  # u = 1 everywhere: real part 1, imaginary part 0
-        (6, 2, 3)
+        >>> x = jnp.arange(8.0).reshape(4, 2)
+        >>> circle_encode(x, num_workers=6, pack=True).shape  # (real, imag) pairs
+        (6, 2, 2)
 
     References:
         A. Ramamoorthy and L. Tang, arXiv:1910.06515.
@@ -476,12 +476,12 @@ def circle_threshold_decode(
 
     Examples:
         >>> import jax.numpy as jnp
-        >>> x = jnp.arange(6.0)[:, None]
-        >>> enc = circle_encode(x, num_workers=5, pack=True)
-        >>> r = circle_threshold_decode(enc, jnp.ones(5, bool), jnp.arange(5)[::-1],
-        ...                             num_inputs=6, degree=1, pack=True)
+        >>> x = jnp.arange(8.0).reshape(4, 2)
+        >>> enc = circle_encode(x, num_workers=6, pack=True)  # f = identity
+        >>> r = circle_threshold_decode(enc, jnp.ones(6, bool), jnp.arange(6)[::-1],
+        ...                             num_inputs=4, degree=1, pack=True)
         >>> int(r.num_used), bool(jnp.allclose(r.value, x, atol=1e-5))
-        (3, True)
+        (2, True)
 
     References:
         A. Ramamoorthy and L. Tang, arXiv:1910.06515.

@@ -66,10 +66,10 @@ def gaussian_encoding_matrix(
 
     Examples:
         >>> import jax
-        >>> g = gaussian_encoding_matrix(jax.random.key(0), num_inputs=4,
+        >>> g = gaussian_encoding_matrix(jax.random.key(1), num_inputs=3,
         ...                              num_workers=6)
         >>> g.shape, str(g.dtype)
-        ((6, 4), 'float32')
+        ((6, 3), 'float32')
     """
     fname = "gaussian_encoding_matrix"
     if not (
@@ -131,10 +131,10 @@ def random_encode(x: Any, generator: Any) -> jax.Array:
 
     Examples:
         >>> import jax, jax.numpy as jnp
-        >>> g = gaussian_encoding_matrix(jax.random.key(0), num_inputs=2,
-        ...                              num_workers=3)
-        >>> random_encode(jnp.ones((2, 5)), g).shape
-        (3, 5)
+        >>> g = gaussian_encoding_matrix(jax.random.key(1), num_inputs=3,
+        ...                              num_workers=6)
+        >>> random_encode(jnp.arange(6.0).reshape(3, 2), g).shape
+        (6, 2)
     """
     fname = "random_encode"
     x = check_floating(fname, "x", x)
@@ -282,10 +282,10 @@ def random_decoding_matrix(
 
     Examples:
         >>> import jax, jax.numpy as jnp
-        >>> g = gaussian_encoding_matrix(jax.random.key(0), num_inputs=2,
-        ...                              num_workers=4)
-        >>> random_decoding_matrix(jnp.ones(4, bool), g).value.shape
-        (2, 4)
+        >>> g = gaussian_encoding_matrix(jax.random.key(1), num_inputs=3,
+        ...                              num_workers=6)
+        >>> random_decoding_matrix(jnp.arange(6) > 1, g).value.shape
+        (3, 6)
     """
     fname = "random_decoding_matrix"
     acc0 = resolve_accum_dtype(fname, jnp.float32, accum_dtype)

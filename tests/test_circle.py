@@ -49,13 +49,20 @@ def _answers(enc, w):
     return np.stack([h.real, h.imag], axis=1)
 
 
+def _strict():
+    """The promotion rules of conftest.py, for module fixtures (built before the
+    autouse fixture applies them): a program compiled here is the tests' own."""
+    return jax.numpy_dtype_promotion("strict"), jax.numpy_rank_promotion("raise")
+
+
 @pytest.fixture(scope="module")
 def problem():
     """A float64 degree-3 problem (inputs, weights, answers), built once."""
     rng = np.random.default_rng(7)
     x = rng.standard_normal((K, F))
     w = rng.standard_normal((F, F)) / 2
-    with jax.enable_x64(True):
+    dtypes, ranks = _strict()
+    with jax.enable_x64(True), dtypes, ranks:
         enc = circ.circle_encode(jnp.asarray(x), num_workers=M)
     return x, w, _answers(enc, w)
 
@@ -70,45 +77,49 @@ def _mask(np_rng, n):
 # encoding
 
 
-def test_encoding_matrix_is_the_lagrange_basis_at_roots_of_unity():
-    m, kp = 12, 4
-    e = circ._tables(m, kp, 1)[2]
+def _lagrange(m, kp):
+    """l_i(alpha_j) [M, K'] by the product formula (independent of the closed form)."""
     beta = np.exp(2j * np.pi * np.arange(kp) / kp)
     alpha = np.exp(2j * np.pi * np.arange(m) / m)
-    ref = np.array(
+    return np.array(
         [
             [np.prod([(a - beta[q]) / (beta[i] - beta[q]) for q in range(kp) if q != i])
              for i in range(kp)]
             for a in alpha
         ]
     )  # fmt: skip
-    np.testing.assert_allclose(e, ref, atol=32 * EPS64)
+
+
+def test_encoding_matrix_is_the_lagrange_basis_at_roots_of_unity():
+    m, kp = 12, 4
+    e = circ._tables(m, kp, 1)[2]
+    np.testing.assert_allclose(e, _lagrange(m, kp), atol=32 * EPS64)
     assert np.abs(e).max() <= 1 + 8 * EPS64  # coded queries do not grow
     # K' divides M: worker 3 i sits on beta_i and receives Z_i exactly
     np.testing.assert_allclose(e[::3], np.eye(kp), atol=32 * EPS64)
 
 
-def test_encode_unpacked_and_packed_against_numpy(x64, np_rng):
-    x = np_rng.standard_normal((6, 2, 3))
-    enc = np.asarray(circ.circle_encode(jnp.asarray(x), num_workers=5))
-    e = circ._tables(5, 6, 1)[2]
-    z = np.einsum("ji,i...->j...", e, x)
-    assert enc.shape == (5, 2, 2, 3)
-    np.testing.assert_allclose(enc[:, 0], z.real, atol=1e-14)
-    np.testing.assert_allclose(enc[:, 1], z.imag, atol=1e-14)
-    encp = np.asarray(circ.circle_encode(jnp.asarray(x), num_workers=5, pack=True))
-    ep = circ._tables(5, 3, 1)[2]
-    zp = np.einsum("ji,i...->j...", ep, x[:3] + 1j * x[3:])
-    np.testing.assert_allclose(encp[:, 0], zp.real, atol=1e-14)
-    np.testing.assert_allclose(encp[:, 1], zp.imag, atol=1e-14)
+def test_encode_against_numpy(problem, linear):
+    x, _, _ = problem  # float64, unpacked: Z_i = X_i
+    with jax.enable_x64(True):
+        enc = np.asarray(circ.circle_encode(jnp.asarray(x), num_workers=M))
+    z = _lagrange(M, K) @ x
+    assert enc.shape == (M, 2, F)
+    np.testing.assert_allclose(enc[:, 0], z.real, atol=64 * EPS64)
+    np.testing.assert_allclose(enc[:, 1], z.imag, atol=64 * EPS64)
+    x4 = linear[3]  # float32, packed: Z_i = X_i + i X_{2+i}
+    enc = np.asarray(circ.circle_encode(jnp.asarray(x4), num_workers=6, pack=True))
+    zp = _lagrange(6, 2) @ (x4[:2] + 1j * x4[2:]).astype(np.complex128)
+    np.testing.assert_allclose(enc[:, 0], zp.real, atol=16 * EPS32)
+    np.testing.assert_allclose(enc[:, 1], zp.imag, atol=16 * EPS32)
 
 
-def test_encode_dtypes_and_errors():
-    out = circ.circle_encode(jnp.ones((4, 3), jnp.bfloat16), num_workers=6)
-    assert out.dtype == jnp.float32 and out.shape == (6, 2, 3)
-    # partition of unity: constant inputs encode to the constant (imaginary part 0)
-    np.testing.assert_allclose(np.asarray(out[:, 0]), 1.0, atol=16 * EPS32)
-    np.testing.assert_allclose(np.asarray(out[:, 1]), 0.0, atol=16 * EPS32)
+def test_encode_dtypes_and_errors(linear):
+    # bf16 inputs are encoded in float32 (the same program as float32 inputs)
+    out = circ.circle_encode(jnp.ones((4, 2), jnp.bfloat16), num_workers=6, pack=True)
+    assert out.dtype == jnp.float32 and out.shape == (6, 2, 2)
+    # partition of unity: constant inputs encode to the constant (1 + i here)
+    np.testing.assert_allclose(np.asarray(out), 1.0, atol=16 * EPS32)
     with pytest.raises(ValueError, match="circle_encode: pack=True .* even .* K=5"):
         circ.circle_encode(jnp.ones((5, 2)), num_workers=6, pack=True)
     with pytest.raises(TypeError, match="circle_encode: x must have a floating"):
@@ -199,12 +210,14 @@ def linear():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((4, 2)).astype(np.float32)
     a = rng.standard_normal((2, 2)).astype(np.float32)
-    enc = circ.circle_encode(jnp.asarray(x), num_workers=6, pack=True)
+    dtypes, ranks = _strict()
+    with dtypes, ranks:
+        enc = circ.circle_encode(jnp.asarray(x), num_workers=6, pack=True)
     y = jnp.asarray(np.asarray(enc) @ a)  # f applied to the real and imaginary part
     masks = np.zeros((4, 6), bool)
     for b, n in enumerate([2, 3, 5, 6]):
         masks[b, rng.choice(6, n, replace=False)] = True
-    return x @ a, y, jnp.asarray(masks)
+    return x @ a, y, jnp.asarray(masks), x
 
 
 def _dec(y, mk):
@@ -219,7 +232,7 @@ def _fields(r):
 
 
 def test_packing_two_real_linear_queries_is_exact(linear):
-    want, y, masks = linear
+    want, y, masks, _ = linear
     for mk in masks:
         r = _dec(y, mk)
         assert bool(r.ok) and r.value.shape == (4, 2)
@@ -231,7 +244,7 @@ def test_packing_two_real_linear_queries_is_exact(linear):
 
 
 def test_decoding_matrix_applies_the_decode(linear):
-    _, y, masks = linear
+    _, y, masks, _ = linear
     mk = masks[1]
     a = circ.circle_decoding_matrix(
         mk, num_workers=6, num_inputs=4, degree=1, pack=True
@@ -243,7 +256,7 @@ def test_decoding_matrix_applies_the_decode(linear):
 
 
 def test_jit_equals_eager_vmap_equals_loop_and_no_retrace(linear):
-    _, y, masks = linear
+    _, y, masks, _ = linear
     loop = [_dec(y, mk) for mk in masks]
     size = circ._circle_ls._cache_size()
     for mk in masks[::-1]:  # a new mask never recompiles
@@ -261,7 +274,7 @@ def test_jit_equals_eager_vmap_equals_loop_and_no_retrace(linear):
 
 
 def test_threshold_vmap_equals_loop_and_bad_orders_are_data(linear):
-    _, y, masks = linear
+    _, y, masks, _ = linear
     orders = np.stack([np.random.default_rng(i).permutation(6) for i in range(4)])
     orders[3, 1] = orders[3, 0]  # a repeated worker: BAD_POINTS, not an exception
 
@@ -284,7 +297,7 @@ def test_threshold_vmap_equals_loop_and_bad_orders_are_data(linear):
 
 
 def test_bf16_workers_decode_in_float32(linear):
-    want, y, masks = linear
+    want, y, masks, _ = linear
     r = _dec(y.astype(jnp.bfloat16), masks[-1])
     assert r.value.dtype == jnp.float32 and r.cond.dtype == jnp.float32
     assert bool(r.ok) and float(r.cond) == pytest.approx(1.0, abs=1e-5)
@@ -296,7 +309,7 @@ def test_bf16_workers_decode_in_float32(linear):
 
 
 def test_too_few_and_nonfinite_answers_are_data(linear):
-    _, y, masks = linear
+    _, y, masks, _ = linear
     r = _dec(y, jnp.zeros(6, bool).at[4].set(True))
     assert not bool(r.ok) and int(r.status) == int(cj.Status.TOO_FEW_RESPONSES)
     assert not np.any(np.asarray(r.value)) and float(r.error) == np.inf
@@ -312,7 +325,7 @@ def test_too_few_and_nonfinite_answers_are_data(linear):
 
 
 def test_static_mistakes_raise_naming_the_function(linear):
-    _, y, masks = linear
+    _, y, masks, _ = linear
     mk = masks[-1]
     with pytest.raises(
         ValueError, match=r"circle_decode: degree 2 .* D = .* = 7 .* M=6"
