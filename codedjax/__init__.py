@@ -97,6 +97,11 @@ from ._replication_codes import replication_code as replication_code
 from ._replication_codes import uncoded_code as uncoded_code
 from ._parity import ParityCode as ParityCode
 from ._parity import parity_code as parity_code
+from ._dense_codes import CircleCode as CircleCode
+from ._dense_codes import CircleThresholdCode as CircleThresholdCode
+from ._dense_codes import RandomCode as RandomCode
+from ._dense_codes import circle_code as circle_code
+from ._dense_codes import random_code as random_code
 
 # --- bounds (codedjax.bounds is a public submodule): re-exports below ---
 from . import bounds as bounds

@@ -130,6 +130,18 @@ class Code:
         return self.threshold
 
     @property
+    def coded_shape(self) -> tuple[int, ...]:
+        """The axes a worker's query and answer have before the payload's own.
+
+        ``()`` for every code whose workers compute on real queries: ``encode``
+        returns [M, ...], ``decode`` takes y [M, ...] and ``decoding_matrix`` is
+        [K, M]. ``(2,)`` for the circle code, whose coded queries and answers are
+        complex numbers as (real, imaginary) pairs: [M, 2, ...], and its decoding
+        matrix [K, M, 2].
+        """
+        return ()
+
+    @property
     def roles(self) -> tuple[str, ...]:
         """The role of each worker, M names: which function worker i runs.
 
@@ -162,7 +174,7 @@ class Code:
 
     # --- the four operations -----------------------------------------------------
     def encode(self, x: ArrayLike) -> jax.Array:
-        """What each worker is sent: x [K, ...] -> [M, ...]."""
+        """What each worker is sent: x [K, ...] -> [M, *coded_shape, ...]."""
         x = check_floating(f"{type(self).__name__}.encode", "x", x)
         if x.ndim < 1 or x.shape[0] != self.num_inputs:
             raise ValueError(
@@ -215,7 +227,8 @@ class Code:
     def decoding_matrix(
         self, mask: ArrayLike, *, dtype: Any = jnp.float32
     ) -> jax.Array:
-        """The linear map from responses to outputs for one mask, [K, M].
+        """The linear map from responses to outputs for one mask, [K, M]
+        ([K, M, *coded_shape]: ``value[k] = sum A[k, j, c] y[j, c]``).
 
         Zero columns for workers outside the mask; all zeros when the mask cannot
         be decoded. For every code but the graceful and robust ones the decode is
@@ -246,12 +259,26 @@ class Code:
         return self.decode(answers.y, answers.mask)
 
     # --- checks and the jitted programs (shared by the subclasses) ---------------
+    def _answer_shape(self, lead):
+        """(shape, text): the leading axes answers must have, ``lead`` then the
+        coded axes, and how an error message writes them."""
+        cs = tuple(self.coded_shape)
+        names = ["B"] * (len(lead) - 1) + ["M"] + [str(c) for c in cs]
+        want = "[" + ", ".join(names + ["..."]) + "]"
+        return tuple(lead) + cs, want
+
     def _check(self, fname, y, mask):
         y = check_floating(fname, "y", y)
         mask = check_mask(fname, mask, self.num_workers)
-        if y.ndim < 1 or y.shape[0] != self.num_workers:
+        if mask.ndim != 1:
             raise ValueError(
-                f"{fname}: y must have shape [M, ...] = [{self.num_workers}, ...], "
+                f"{fname}: mask must have shape [M] = [{self.num_workers}], got "
+                f"{tuple(mask.shape)} (decode_batched takes many masks)"
+            )
+        lead, want = self._answer_shape((self.num_workers,))
+        if y.shape[: len(lead)] != lead:
+            raise ValueError(
+                f"{fname}: y must have shape {want} = {list(lead) + ['...']}, "
                 f"got {tuple(y.shape)}"
             )
         return y, mask
@@ -267,10 +294,10 @@ class Code:
             )
         b = masks.shape[0]
         lead = (self.num_workers,) if shared_y else (b, self.num_workers)
-        if y.shape[: len(lead)] != lead:
-            want = "[M, ...]" if shared_y else "[B, M, ...]"
+        full, want = self._answer_shape(lead)
+        if y.shape[: len(full)] != full:
             raise ValueError(
-                f"{fname}: y must have shape {want} = {list(lead) + ['...']} "
+                f"{fname}: y must have shape {want} = {list(full) + ['...']} "
                 f"(shared_y={shared_y}), got {tuple(y.shape)}"
             )
         return y, masks, lead
@@ -317,8 +344,11 @@ class Code:
 
     def _matrix(self, mask, dtype):
         # a code that decodes linearly: decode the identity payload
-        eye = jnp.eye(self.num_workers, dtype=dtype)
-        return self._decode(eye, mask).value
+        cs = tuple(self.coded_shape)
+        n = self.num_workers * int(np.prod(cs, dtype=int))
+        eye = jnp.eye(n, dtype=dtype).reshape((self.num_workers,) + cs + (n,))
+        a = self._decode(eye, mask).value  # [K, n]
+        return a.reshape((a.shape[0], self.num_workers) + cs)
 
 
 def _drop_none(extras):

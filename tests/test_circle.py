@@ -255,41 +255,58 @@ def test_decoding_matrix_applies_the_decode(linear):
     np.testing.assert_allclose(got, np.asarray(_dec(y, mk).value), atol=1e-5)
 
 
-def test_jit_equals_eager_vmap_equals_loop_and_no_retrace(linear):
+def test_a_bad_traced_order_is_data(linear):
+    """(jit, vmap and one program per mask: the Code contract, tests/test_codes.py)"""
     _, y, masks, _ = linear
-    loop = [_dec(y, mk) for mk in masks]
-    size = circ._circle_ls._cache_size()
-    for mk in masks[::-1]:  # a new mask never recompiles
-        _dec(y, mk)
-    assert circ._circle_ls._cache_size() == size
-    jitted = jax.jit(_dec)(y, masks[1])
-    vm = jax.vmap(_dec, in_axes=(None, 0))(y, masks)  # one shared payload
-    vm_y = jax.vmap(_dec)(jnp.stack([y] * masks.shape[0]), masks)  # one per mask
-    for a, b in zip(_fields(jitted), _fields(loop[1]), strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-6)
-    for batched in (_fields(vm), _fields(vm_y)):
-        for i, ref in enumerate(loop):
-            for a, b in zip(batched, _fields(ref), strict=True):
-                np.testing.assert_allclose(a[i], b, rtol=1e-5, atol=1e-6)
 
-
-def test_threshold_vmap_equals_loop_and_bad_orders_are_data(linear):
-    _, y, masks, _ = linear
-    orders = np.stack([np.random.default_rng(i).permutation(6) for i in range(4)])
-    orders[3, 1] = orders[3, 0]  # a repeated worker: BAD_POINTS, not an exception
-
+    @jax.jit
     def one(mk, od):
         return circ.circle_threshold_decode(
             y, mk, od, num_inputs=4, degree=1, pack=True
         )
 
-    vm = _fields(jax.vmap(one)(masks, jnp.asarray(orders)))
-    assert vm[4].tolist() == [0, 0, 0, int(cj.Status.BAD_POINTS)]
-    for i in range(3):
-        ref = one(masks[i], jnp.asarray(orders[i]))
-        assert int(ref.num_used) == 2
-        for a, b in zip(vm, _fields(ref), strict=True):
-            np.testing.assert_allclose(a[i], b, rtol=1e-5, atol=1e-6)
+    good = one(masks[-1], jnp.arange(6))
+    assert bool(good.ok) and int(good.num_used) == 2
+    r = one(masks[-1], jnp.array([0, 0, 1, 2, 3, 4]))  # a repeated worker
+    assert int(r.status) == int(cj.Status.BAD_POINTS) and not bool(r.ok)
+
+
+def test_code_cond_is_one_with_every_worker():
+    """At N = M the generator's rows are sqrt(M) times orthonormal columns (D <=
+    M), so cond = 1: the known truth, for the codes' generators and decodes."""
+    for k, m, d in ((3, 12, 3), (8, 40, 3), (8, 22, 3), (5, 5, 1)):
+        code = cj.circle_code(num_inputs=k, num_workers=m, degree=d, pack=False)
+        v = code.generator()
+        assert v.shape == (m, code.num_coeffs)
+        np.testing.assert_allclose(
+            v.conj().T @ v, m * np.eye(code.num_coeffs), atol=64 * m * EPS64
+        )
+        assert np.linalg.cond(v) == pytest.approx(1.0, abs=1e-12)
+    packed = cj.circle_code(num_inputs=5, num_workers=8, degree=1)  # odd K: padded
+    assert (packed.pack, packed.data_points, packed.threshold) == (True, 3, 3)
+
+
+def test_code_decode_against_numpy(x64, problem, np_rng):
+    """CircleCode.decode (float64) is the numpy least-squares fit, cond that of V_S."""
+    x, w, y = problem
+    code = cj.circle_code(num_inputs=K, num_workers=M, degree=DEG)
+    np.testing.assert_allclose(
+        np.asarray(code.encode(jnp.asarray(x))),
+        np.asarray(circ.circle_encode(jnp.asarray(x), num_workers=M)),
+        atol=0,
+    )
+    v = _v(ALPHA, D)
+    for n in (D, M):
+        mk = _mask(np_rng, n)
+        r = code.decode(jnp.asarray(y), jnp.asarray(mk))
+        yc = y[:, 0] + 1j * y[:, 1]
+        c = np.linalg.lstsq(v[mk], yc[mk], rcond=None)[0]
+        ref = np.real(_v(BETA, D) @ c)
+        kappa = np.linalg.cond(v[mk])
+        assert float(r.cond) == pytest.approx(kappa, rel=1e-10)
+        tol = 64 * D * EPS64 * kappa * np.abs(y).max()
+        np.testing.assert_allclose(np.asarray(r.value), ref, atol=tol)
+        np.testing.assert_allclose(np.asarray(r.value), cubic(x, w), atol=tol)
 
 
 # ----------------------------------------------------------------------------------

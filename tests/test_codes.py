@@ -70,8 +70,22 @@ CASES = {
     "uncoded": (cj.uncoded_code, dict(num_inputs=K)),
     # K = 3 queries in one group of 3 and its parity worker: M = 4
     "parity": (cj.parity_code, dict(num_inputs=K, group=3)),
+    # the circle codes' queries and answers are (real, imaginary) pairs
+    # (coded_shape (2,)); their workers evaluate the polynomial in complex arithmetic
+    "circle": (cj.circle_code, dict(num_inputs=K, num_workers=M, degree=DEG)),
+    "circle-threshold": (
+        cj.circle_code,
+        dict(num_inputs=K, num_workers=M, degree=DEG, decoder="threshold"),
+    ),
+    # linear workloads only: two real inputs per complex one (odd K padded), and
+    # the Gaussian random code
+    "circle-packed": (cj.circle_code, dict(num_inputs=K, num_workers=M, degree=1)),
+    "random": (cj.random_code, dict(num_inputs=K, num_workers=M, seed=5)),
 }
 CODES = {name: factory(**kw) for name, (factory, kw) in CASES.items()}
+
+
+LINEAR = {"circle-packed", "random"}  # codes exact on linear workers only
 
 
 def worker(v):
@@ -82,8 +96,27 @@ def worker(v):
 # The function each role's workers run (Code.roles). The parity code's parity
 # workers run a stand-in parity model (the worker function itself): the contract
 # checks the decoder's mechanics; tests/test_parity.py checks a rebuilt answer
-# against an exact parity model.
+# against an exact parity model. A base worker runs the function of the code's
+# class (linear_worker for the linear-only codes).
 ROLE_FNS = {"base": worker, "parity": worker}
+
+
+def linear_worker(v):
+    return 1.5 * v
+
+
+def _fn(code):
+    """The worker function inside the code's function class."""
+    return linear_worker if _key(code) in LINEAR else worker
+
+
+def _apply(code, fn, coded):
+    """fn on each coded query; on (real, imaginary) pairs (coded_shape (2,)) fn in
+    complex arithmetic, answered as a pair again."""
+    if tuple(code.coded_shape) == ():
+        return fn(coded)
+    w = fn(jax.lax.complex(coded[:, 0], coded[:, 1]))
+    return jnp.stack([jnp.real(w), jnp.imag(w)], axis=1)
 
 
 def answers(code, coded):
@@ -91,14 +124,21 @@ def answers(code, coded):
     roles = np.asarray(code.roles)
     out = jnp.zeros_like(coded)
     for role in set(code.roles):
+        fn = _fn(code) if role == "base" else ROLE_FNS[role]
         rows = jnp.asarray(roles == role).reshape((-1,) + (1,) * (coded.ndim - 1))
-        out = jnp.where(rows, ROLE_FNS[role](coded), out)
+        out = jnp.where(rows, _apply(code, fn, coded), out)
     return out
 
 
 def _data(code, seed=0, f=3):
     x = jax.random.uniform(jax.random.key(seed), (K, f), minval=-1.0, maxval=1.0)
     return x, answers(code, code.encode(x))
+
+
+def _matmul(a, y):
+    """decoding_matrix [K, M, *coded_shape] applied to y [M, *coded_shape, F]."""
+    a = np.asarray(a)
+    return np.tensordot(a, np.asarray(y), axes=a.ndim - 1)
 
 
 def _masks(code, n, count, seed=1):
@@ -139,7 +179,7 @@ def test_attributes(code):
 
 def test_encode_shape_and_dtype(code):
     x, y = _data(code)
-    assert y.shape == (code.num_workers, 3)
+    assert y.shape == (code.num_workers, *code.coded_shape, 3)
     with pytest.raises(ValueError, match=r"encode: x must have shape \[K, \.\.\.\]"):
         code.encode(jnp.zeros((K + 1, 3)))
 
@@ -161,7 +201,7 @@ def _inputs(name):
     masks = jnp.concatenate([_masks(code, _n_ok(code), B), few])
     mask = _masks(code, _n_ok(code), 1, seed=7)[0]
     dy = jax.random.normal(jax.random.key(8), y.shape)
-    g = jax.random.normal(jax.random.key(9), (K, y.shape[1]))
+    g = jax.random.normal(jax.random.key(9), (K, y.shape[-1]))
     return y, masks, mask, dy, g
 
 
@@ -256,7 +296,7 @@ def test_too_few_responses_is_data(code):
 def test_exact_with_every_worker(code):
     x, y = _data(code)
     r = code.decode(y, jnp.ones(code.num_workers, bool))
-    truth = worker(x)
+    truth = _fn(code)(x)
     if code.exact:
         assert bool(r.ok)
         # decoded from first-kind or second-kind Chebyshev systems of cond O(1)
@@ -270,9 +310,9 @@ def test_exact_with_every_worker(code):
 def test_decoding_matrix_is_the_linear_map(code):
     y, _, mask, *_ = _inputs(_key(code))
     a = _transforms(_key(code))["matrix"]
-    assert a.shape == (K, code.num_workers)
+    assert a.shape == (K, code.num_workers, *code.coded_shape)
     assert np.all(a[:, ~np.asarray(mask)] == 0)
-    _close(a @ np.asarray(y), code.decode(y, mask).value, atol=1e-5)
+    _close(_matmul(a, y), code.decode(y, mask).value, atol=1e-5)
 
 
 def test_forward_and_reverse_derivatives_agree(code):
@@ -288,7 +328,7 @@ def test_forward_and_reverse_derivatives_agree(code):
     # linear in y, except graceful (its smoothing is chosen from y) and robust (its
     # weights are the answers' sizes and its suspects come from y)
     if not isinstance(code, (cj.GracefulCode, cj.RobustCode)):
-        _close(t["tangent"], t["matrix"] @ np.asarray(dy), atol=1e-4)
+        _close(t["tangent"], _matmul(t["matrix"], dy), atol=1e-4)
 
 
 def test_contract_covers_every_code_factory():

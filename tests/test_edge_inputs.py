@@ -17,6 +17,8 @@ the reference, an exception of another type or naming another function) fails.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -689,6 +691,103 @@ def _batched_cases():
 
 
 _batched_cases()
+
+# ---- codes whose answers are pairs or whose basis is dense: the circle codes'
+# decode (answers [M, 2, F], real and imaginary part) and the random code's
+
+
+CIRCLE = cj.circle_code(num_inputs=K, num_workers=M, degree=DEG)
+CIRCLE_T = cj.circle_code(num_inputs=K, num_workers=M, degree=DEG, decoder="threshold")
+RANDOM = cj.random_code(num_inputs=K, num_workers=M, seed=3)
+
+
+def ref_circle(y, mask, d=D, order=None):
+    """float64 least squares in the monomial basis at the M-th roots of unity."""
+    sel = _usable(y, mask)
+    if order is not None:
+        chosen = [int(i) for i in order if sel[int(i)]][:d]
+        sel = np.zeros(M, bool)
+        sel[chosen] = True
+    yy = np.asarray(y, np.float64).reshape(M, 2, -1)
+    yy = np.where(sel[:, None, None], yy, 0.0)  # rows outside sel hold anything
+    yc = yy[:, 0] + 1j * yy[:, 1]
+    v = np.exp(2j * np.pi * np.outer(np.arange(M), np.arange(d)) / M)
+    c, *_ = np.linalg.lstsq(v[sel], yc[sel], rcond=None)
+    vb = np.exp(2j * np.pi * np.outer(np.arange(K), np.arange(d)) / K)
+    out = np.real(vb @ c).reshape((K,) + y.shape[2:])
+    return out, np.linalg.cond(v[sel])
+
+
+def ref_random(y, mask):
+    sel = _usable(y, mask)
+    g = np.asarray(RANDOM.generator(), np.float64)
+    yy = np.where(sel[:, None], np.asarray(y, np.float64).reshape(M, -1), 0.0)
+    z, *_ = np.linalg.lstsq(g[sel], yy[sel], rcond=None)
+    return z.reshape((K,) + y.shape[1:]), np.linalg.cond(g[sel])
+
+
+def _circle_dec(y, mask):
+    return CIRCLE.decode(y, mask)
+
+
+def _circle_thr(y, mask):
+    return CIRCLE_T.decode(y, mask, order=ORDER)
+
+
+def _random_dec(y, mask):
+    return RANDOM.decode(y, mask)
+
+
+def _code_cases():
+    x = jnp.asarray(np.random.default_rng(4).uniform(-1, 1, (K, F)), F32)
+    e = CIRCLE.encode(x)
+    w = jax.lax.complex(e[:, 0], e[:, 1])
+    w = w**2 - 0.5 * w  # a degree-2 worker, in complex arithmetic
+    yc = jnp.stack([jnp.real(w), jnp.imag(w)], axis=1)  # [M, 2, F]
+    yr = 1.5 * RANDOM.encode(x)  # a linear worker
+    for fname, fn, y, ref_fn, few in (
+        ("CircleCode.decode", _circle_dec, yc, ref_circle, FEW),
+        (
+            "CircleThresholdCode.decode",
+            _circle_thr,
+            yc,
+            lambda yv, mk: ref_circle(yv, mk, order=np.asarray(ORDER)),
+            FEW,
+        ),
+        ("RandomCode.decode", _random_dec, yr, ref_random, ONE),
+    ):
+
+        def add(tag, arrays, expect, fname=fname, fn=fn, **kw):
+            case(f"{fname}/{tag}", fname, fn, list(arrays), {}, expect, **kw)
+
+        for tag, mk in (("all", ALL), ("some", SOME), ("exactly_D", EXACT_D)):
+            add(tag, (y, mk), "correct", ref=ref_fn(y, mk))
+        add("too_few", (y, few), "ok_false")
+        add("none", (y, NONE), "ok_false")
+        yn = _with_row(y, 0, jnp.nan)
+        add("nan_row", (yn, ALL), "correct", ref=ref_fn(yn, ALL))
+        yi = _with_row(y, 3, jnp.inf)
+        add("inf_row", (yi, SOME), "correct", ref=ref_fn(yi, SOME))
+        add("all_nan", (jnp.full_like(y, jnp.nan), ALL), "ok_false")
+        big = y * 1e30
+        add("huge", (big, SOME), "correct", ref=ref_fn(big, SOME))
+        tiny = y * 1e-30
+        add("tiny", (tiny, ALL), "correct", ref=ref_fn(tiny, ALL))
+        add("zeros", (jnp.zeros_like(y), ALL), "correct", ref=ref_fn(0 * y, ALL))
+        ybf = y.astype(jnp.bfloat16)
+        ref_bf = ref_fn(ybf.astype(F32), SOME)
+        # eager only: the other modes would compile the same program for bf16
+        add("bf16", (ybf, SOME), {"eager": "correct"}, ref=ref_bf, worker=jnp.bfloat16)
+        add("y_int", (y.astype(jnp.int32), ALL), "error")
+        add("y_short", (y[:-1], ALL), "error")
+        add("mask_int", (y, ALL.astype(jnp.int32)), "error")
+        add("mask_2d", (y, ALL[None]), "error")
+    # a circle code's answers are (real, imaginary) pairs on axis 1
+    add = functools.partial(case, fn=_circle_dec, static={}, expect="error")
+    add("CircleCode.decode/not_pairs", "CircleCode.decode", arrays=[yr[:, :1], ALL])
+
+
+_code_cases()
 
 # ---- decoding matrices, encoders and helpers (eager only: they take Python
 # sizes or return plain arrays) -----------------------------------------------------

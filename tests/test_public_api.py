@@ -90,6 +90,11 @@ PUBLIC = {
     "replication_code",
     "uncoded_code",
     "parity_code",
+    "CircleCode",
+    "CircleThresholdCode",
+    "RandomCode",
+    "circle_code",
+    "random_code",
     # bounds (a public submodule)
     "bounds",
 }
@@ -113,6 +118,7 @@ RANK = {
     "_polynomial": 3,
     "_circle": 3,
     "_random_code": 3,
+    "_dense_codes": 6.75,
     "_graceful": 3,
     "_robust": 4,
     "_berrut": 4,

@@ -90,46 +90,41 @@ def test_predicted_error_is_the_library_model(x64, code, np_rng):
     )
 
 
-def test_jit_vmap_and_value_dependent_trouble(code):
+def test_value_dependent_trouble_is_data(code):
+    """(jit, vmap and one program per mask: the Code contract, tests/test_codes.py)"""
     g, x, a = code
     gj = jnp.asarray(g)
     y = jnp.asarray((g.astype(np.float64) @ x @ a).astype(np.float32))
-    masks = jnp.asarray(
-        np.array(
-            [[1, 1, 0, 1, 0, 0, 0], [1, 0, 1, 1, 1, 0, 1], [1] * M, [1] + [0] * 6]
-        ).astype(bool)
-    )
+    four = jnp.asarray(np.array([1, 0, 1, 1, 1, 0, 1], bool))
+    three = jnp.asarray(np.array([1, 1, 0, 1, 0, 0, 0], bool))
 
-    def dec(yy, mk):
-        return rc.random_decode(yy, mk, gj)
+    def dec(yy, mk, gg=gj):
+        return rc.random_decode(yy, mk, gg)
 
-    loop = [dec(y, mk) for mk in masks]
-    size = rc._random_decode._cache_size()
-    for mk in masks[::-1]:  # a new mask never recompiles
-        dec(y, mk)
-    assert rc._random_decode._cache_size() == size
-    vm = jax.vmap(dec, in_axes=(None, 0))(y, masks)
-    fields = ("value", "ok", "cond", "num_used", "status", "error")
-    for name in fields:
-        got = np.asarray(getattr(vm, name))
-        for i, ref in enumerate(loop):
-            np.testing.assert_allclose(
-                got[i], np.asarray(getattr(ref, name)), rtol=1e-5, atol=1e-6
-            )
-    assert [int(s) for s in np.asarray(vm.status)] == [0, 0, 0, 1]  # 1 of K = 3
-    np.testing.assert_allclose(np.asarray(vm.value[1]), x @ a, atol=1e-4)
     # a NaN answer is treated as missing
-    r = dec(y.at[0, 1].set(jnp.nan), masks[1])
+    r = dec(y.at[0, 1].set(jnp.nan), four)
     assert bool(r.ok) and int(r.num_used) == 4
-    r = dec(y.at[0, 1].set(jnp.nan), masks[0])
+    np.testing.assert_allclose(np.asarray(r.value), x @ a, atol=1e-4)
+    r = dec(y.at[0, 1].set(jnp.nan), three)
     assert int(r.status) == int(cj.Status.TOO_FEW_RESPONSES)
     assert not np.any(np.asarray(r.value)) and float(r.error) == np.inf
-    # a non-finite generator (traced) is BAD_POINTS
-    r = rc.random_decode(y, masks[2], gj.at[2, 1].set(jnp.nan))
+    # a non-finite generator (an argument of the same program) is BAD_POINTS
+    r = dec(y, four, gj.at[2, 1].set(jnp.nan))
     assert int(r.status) == int(cj.Status.BAD_POINTS)
-    # bf16 workers decode in float32
-    r = dec(y.astype(jnp.bfloat16), masks[2])
-    assert r.value.dtype == jnp.float32 and bool(r.ok)
+
+
+def test_the_code_holds_its_seed(code):
+    g, _, _ = code  # drawn from jax.random.key(5)
+    rcode = cj.random_code(num_inputs=K, num_workers=M, seed=5)
+    np.testing.assert_array_equal(np.asarray(rcode.generator()), g)
+    other = cj.random_code(num_inputs=K, num_workers=M, seed=6)
+    assert rcode != other and hash(rcode) != hash(other)
+    assert not np.array_equal(np.asarray(other.generator()), g)
+    assert rcode.threshold == K and rcode.name == "random"
+    with pytest.raises(ValueError, match="random_code: seed must be >= 0"):
+        cj.random_code(num_inputs=K, num_workers=M, seed=-1)
+    with pytest.raises(ValueError, match="random_code: a random code needs"):
+        cj.random_code(num_inputs=K, num_workers=K - 1)
 
 
 def test_static_mistakes_raise_naming_the_function(code):
