@@ -65,18 +65,17 @@ from ._dense_lsq import (
     complex_dtype,
     dense_ls_matrices,
     dense_ls_matrix,
-    first_in_order,
     residual_sq,
 )
 from ._dtypes import (
     check_floating,
     check_int,
-    check_mask,
+    check_one_mask,
     finite_rows,
-    is_concrete,
     resolve_accum_dtype,
     unit_roundoff,
 )
+from ._polynomial import check_order, threshold_selection
 from ._result import DecodeResult, apply_decoding, finish, predicted_error, status_of
 
 # ----------------------------------------------------------------------------------
@@ -289,12 +288,7 @@ def _check_answers(fname, y, mask, num_inputs, degree, pack, accum_dtype):
             f"each worker's answer on axis 1), got {tuple(y.shape)}"
         )
     m = y.shape[0]
-    mask = check_mask(fname, mask, m)
-    if mask.ndim != 1:
-        raise ValueError(
-            f"{fname}: mask must have shape [M] = [{m}], got {tuple(mask.shape)} "
-            f"(use jax.vmap for many masks)"
-        )
+    mask = check_one_mask(fname, mask, m)
     k, d, kp = _sizes(fname, num_inputs, degree, pack)
     dd = _check_decodable(fname, k, d, kp, m)
     acc = resolve_accum_dtype(fname, y.dtype, accum_dtype)
@@ -490,33 +484,8 @@ def circle_threshold_decode(
     y, mask, k, d, _, acc = _check_answers(
         fname, y, mask, num_inputs, degree, pack, accum_dtype
     )
-    order = _check_order(fname, order, y.shape[0])
+    order = check_order(fname, order, y.shape[0])
     return _circle_threshold(y, mask, order, num_inputs=k, degree=d, pack=pack, acc=acc)
-
-
-def _check_order(fname, order, m):
-    order = jnp.asarray(order)
-    if order.ndim != 1 or not jnp.issubdtype(order.dtype, jnp.integer):
-        raise ValueError(
-            f"{fname}: order must be a 1-D integer array of worker indices, got "
-            f"shape {tuple(order.shape)} dtype {order.dtype}"
-        )
-    if order.shape[0] > m:
-        raise ValueError(
-            f"{fname}: order must list at most M={m} workers, got {order.shape[0]}"
-        )
-    if is_concrete(order):
-        o = np.asarray(order)
-        if o.size and (o.min() < 0 or o.max() >= m):
-            bad = int(o[(o < 0) | (o >= m)][0])
-            raise ValueError(
-                f"{fname}: order must hold worker indices in [0, {m}), got {bad}"
-            )
-        if np.unique(o).size != o.size:
-            raise ValueError(
-                f"{fname}: order must list distinct workers, got a repeated index"
-            )
-    return order
 
 
 def _th_finish(y, masks, orders, batched, per_mask, num_inputs, degree, pack, acc):
@@ -524,10 +493,10 @@ def _th_finish(y, masks, orders, batched, per_mask, num_inputs, degree, pack, ac
     dd = degree * (kp - 1) + 1
     if batched:
         fin = jax.vmap(finite_rows)(y) if per_mask else finite_rows(y)[None, :]
-        pick = functools.partial(first_in_order, count=dd)
+        pick = functools.partial(threshold_selection, num_coeffs=dd)
         sel, order_ok = jax.vmap(pick)(masks & fin, orders)
     else:
-        sel, order_ok = first_in_order(masks & finite_rows(y), orders, dd)
+        sel, order_ok = threshold_selection(masks & finite_rows(y), orders, dd)
     value, ls, error, _ = _decode_impl(
         y, sel, batched, per_mask, num_inputs, degree, pack, acc, residual=False
     )

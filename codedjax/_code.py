@@ -31,7 +31,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from ._chebyshev import points_f64
-from ._dtypes import accumulation_dtype, check_floating, check_mask
+from ._dtypes import accumulation_dtype, check_floating, check_mask, check_one_mask
 from ._result import DecodeResult
 from ._threads import serialised_call
 
@@ -46,8 +46,12 @@ def points(n: int, kind: int, dtype: Any) -> jax.Array:
 
 @functools.lru_cache(maxsize=256)
 def device_points(n: int, kind: int, dtype: Any) -> jax.Array:
-    """:func:`points` made once per (n, kind, dtype): points passed as arguments."""
-    return points(n, kind, dtype)
+    """:func:`points` made once per (n, kind, dtype): points passed as arguments.
+
+    Made eagerly even when first asked for inside a trace (a code's decode inside
+    the user's ``jit``), so the cache never holds a tracer."""
+    with jax.ensure_compile_time_eval():
+        return points(n, kind, dtype)
 
 
 def acc_of(y: jax.Array) -> jnp.dtype:
@@ -269,12 +273,9 @@ class Code:
 
     def _check(self, fname, y, mask):
         y = check_floating(fname, "y", y)
-        mask = check_mask(fname, mask, self.num_workers)
-        if mask.ndim != 1:
-            raise ValueError(
-                f"{fname}: mask must have shape [M] = [{self.num_workers}], got "
-                f"{tuple(mask.shape)} (decode_batched takes many masks)"
-            )
+        mask = check_one_mask(
+            fname, mask, self.num_workers, "decode_batched takes many masks"
+        )
         lead, want = self._answer_shape((self.num_workers,))
         if y.shape[: len(lead)] != lead:
             raise ValueError(

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-_HI = jax.lax.Precision.HIGHEST
+from ._linalg import HI, after
 
 
 class DenseLs(NamedTuple):
@@ -34,15 +34,6 @@ class DenseLs(NamedTuple):
     ok: jax.Array  # bool: enough rows, finite, cond < 1/eps
     cond: jax.Array  # real: 2-norm condition number of the selected rows (inf if not)
     num_used: jax.Array  # int32: selected rows
-
-
-def _after(x, dep):
-    """``x`` unchanged, with a data dependency on ``dep``: the kernel's LAPACK calls
-    then run one after the other, never side by side (the reason is explained in
-    ``codedjax._lsq``, whose helper of the same name this mirrors)."""
-    d = dep.reshape(-1)[0]
-    d = jnp.where(jnp.isfinite(d), d, jnp.zeros_like(d)).astype(x.dtype)
-    return x + d * 0
 
 
 def complex_dtype(acc) -> jnp.dtype:
@@ -67,7 +58,7 @@ def dense_ls_matrix(sel, basis, evaluation, acc) -> DenseLs:
     d = basis.shape[1]
     bs = jnp.where(sel[:, None], basis, jnp.zeros_like(basis))
     q, r = jnp.linalg.qr(bs)
-    r = _after(r, q)  # one LAPACK call after the other (see codedjax._lsq._after)
+    r = after(r, q)  # one LAPACK call after the other (see codedjax._linalg.after)
     sv = jnp.linalg.svd(r, compute_uv=False).astype(acc)
     num_used = jnp.sum(sel, dtype=jnp.int32)
     enough = num_used >= d
@@ -76,10 +67,10 @@ def dense_ls_matrix(sel, basis, evaluation, acc) -> DenseLs:
     cond = jnp.where(jnp.isnan(cond), inf, cond)
     usable = enough & jnp.isfinite(cond)
     r_safe = jnp.where(usable, r, jnp.eye(d, dtype=r.dtype))
-    r_safe = _after(r_safe, sv)
+    r_safe = after(r_safe, sv)
     # W = E R^{-1}: solve R^T W^T = E^T (plain transpose, also for complex R)
     wt = solve_triangular(r_safe, evaluation.T, trans="T", lower=False)  # [D, K]
-    a = jnp.matmul(wt.T, jnp.conj(q).T, precision=_HI)  # [K, M]
+    a = jnp.matmul(wt.T, jnp.conj(q).T, precision=HI)  # [K, M]
     usable = usable & jnp.all(jnp.isfinite(a))
     a = jnp.where(usable & sel[None, :], a, jnp.zeros_like(a))
     q = jnp.where(sel[:, None], q, jnp.zeros_like(q))
@@ -109,32 +100,12 @@ def residual_sq(q, y, sel, acc, *, per_mask: bool = False):
     """
     qh = jnp.conj(q)
     if q.ndim == 2:
-        coef = jnp.matmul(qh.T, y, precision=_HI)  # [D, F]
-        fit = jnp.matmul(q, coef, precision=_HI)
+        coef = jnp.matmul(qh.T, y, precision=HI)  # [D, F]
+        fit = jnp.matmul(q, coef, precision=HI)
     else:
         spec = "bmd,bmf->bdf" if per_mask else "bmd,mf->bdf"
-        coef = jnp.einsum(spec, qh, y, precision=_HI)
-        fit = jnp.einsum("bmd,bdf->bmf", q, coef, precision=_HI)
+        coef = jnp.einsum(spec, qh, y, precision=HI)
+        fit = jnp.einsum("bmd,bdf->bmf", q, coef, precision=HI)
     yb = y[None] if fit.ndim > y.ndim else y  # a payload shared by every mask
     r = jnp.where(sel[..., None], yb - fit, jnp.zeros((), fit.dtype))
     return jnp.sum(jnp.real(r * jnp.conj(r)).astype(acc), axis=-2)
-
-
-def first_in_order(valid, order, count):
-    """(sel [M], order_ok): the first ``count`` valid workers of ``order``.
-
-    ``order`` [L] lists worker indices in arrival order; an index out of range or
-    repeated makes ``order_ok`` False (and ``sel`` empty), so a traced bad order is
-    data (``Status.BAD_POINTS``), never an exception.
-    """
-    m = valid.shape[0]
-    in_range = (order >= 0) & (order < m)
-    safe = jnp.where(in_range, order, 0)
-    repeated = jnp.any(
-        (safe[:, None] == safe[None, :]) & ~jnp.eye(order.shape[0], dtype=bool)
-    )
-    order_ok = jnp.all(in_range) & ~repeated
-    valid_in_order = valid[safe] & in_range
-    chosen = valid_in_order & (jnp.cumsum(valid_in_order) <= count)
-    sel = jnp.zeros((m,), bool).at[safe].max(chosen)
-    return sel & order_ok, order_ok

@@ -219,6 +219,19 @@ def check_mask(
     return mask
 
 
+def check_one_mask(
+    fname: str, mask: Any, num_workers: int, hint: str = "use jax.vmap for many masks"
+) -> jax.Array:
+    """A boolean mask of shape [M] (one straggler pattern); raise naming ``fname``."""
+    mask = check_mask(fname, mask, num_workers)
+    if mask.ndim != 1:
+        raise ValueError(
+            f"{fname}: mask must have shape [M] = [{num_workers}], got "
+            f"{tuple(mask.shape)} ({hint})"
+        )
+    return mask
+
+
 def is_concrete(x: Any) -> bool:
     """True when ``x`` holds values (not a tracer inside jit/vmap)."""
     return not isinstance(x, jax.core.Tracer)
@@ -269,12 +282,7 @@ def check_decode_inputs(
         )
     m = y.shape[0]
     alpha = check_vector(fname, "alpha", alpha, length=m)
-    mask = check_mask(fname, mask, m)
-    if mask.ndim != 1:
-        raise ValueError(
-            f"{fname}: mask must have shape [M] = [{m}], got {tuple(mask.shape)} "
-            f"({hint})"
-        )
+    mask = check_one_mask(fname, mask, m, hint)
     beta = check_vector(fname, "beta", beta)
     return y, mask, alpha, beta
 

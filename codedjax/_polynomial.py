@@ -629,13 +629,19 @@ def threshold_decode(
     y, mask, alpha, beta, d, acc = _check_decode_args(
         fname, y, mask, alpha, beta, num_coeffs, accum_dtype
     )
+    order = check_order(fname, order, y.shape[0])
+    return _threshold_decode(y, mask, alpha, beta, order, num_coeffs=d, acc=acc)
+
+
+def check_order(fname: str, order: Any, m: int) -> jax.Array:
+    """An arrival order: a 1-D integer array of at most M distinct worker indices
+    in [0, M) (checked when concrete; a traced bad order is data, BAD_POINTS)."""
     order = jnp.asarray(order)
     if order.ndim != 1 or not jnp.issubdtype(order.dtype, jnp.integer):
         raise ValueError(
             f"{fname}: order must be a 1-D integer array of worker indices, got "
             f"shape {tuple(order.shape)} dtype {order.dtype}"
         )
-    m = y.shape[0]
     if order.shape[0] > m:
         raise ValueError(
             f"{fname}: order must list at most M={m} workers, got {order.shape[0]}"
@@ -651,10 +657,10 @@ def threshold_decode(
             raise ValueError(
                 f"{fname}: order must list distinct workers, got a repeated index"
             )
-    return _threshold_decode(y, mask, alpha, beta, order, num_coeffs=d, acc=acc)
+    return order
 
 
-def _threshold_selection(valid, order, num_coeffs):
+def threshold_selection(valid, order, num_coeffs):
     """(sel [M], order_ok): the first D valid workers of ``order`` (one mask)."""
     m = valid.shape[0]
     in_range = (order >= 0) & (order < m)
@@ -671,7 +677,7 @@ def _threshold_selection(valid, order, num_coeffs):
 
 def _threshold_decode_impl(y, mask, alpha, beta, order, num_coeffs, acc):
     m = y.shape[0]
-    sel, order_ok = _threshold_selection(mask & finite_rows(y), order, num_coeffs)
+    sel, order_ok = threshold_selection(mask & finite_rows(y), order, num_coeffs)
     a, ok, cond, n = _ls_decoding_matrix(sel, alpha, beta, num_coeffs, acc)
     value = apply_decoding(a, y, acc)
     error = predicted_error(a, y.reshape(m, -1), sel, y.dtype)
@@ -690,7 +696,7 @@ def _threshold_many(data, points, per_mask, num_coeffs, acc):
     alpha, beta = points
     fin = jax.vmap(finite_rows)(y) if per_mask else finite_rows(y)[None, :]
     sel, order_ok = jax.vmap(
-        functools.partial(_threshold_selection, num_coeffs=num_coeffs)
+        functools.partial(threshold_selection, num_coeffs=num_coeffs)
     )(masks & fin, orders)
     a, ok, cond, n = square_decoding_matrices(sel, alpha, beta, num_coeffs, acc)
     m = a.shape[-1]

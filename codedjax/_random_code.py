@@ -40,7 +40,7 @@ from ._dense_lsq import dense_ls_matrices, dense_ls_matrix, residual_sq
 from ._dtypes import (
     check_floating,
     check_int,
-    check_mask,
+    check_one_mask,
     finite_rows,
     resolve_accum_dtype,
     unit_roundoff,
@@ -160,12 +160,7 @@ def _check_decode(fname, y, mask, generator, accum_dtype):
     if y.ndim < 1:
         raise ValueError(f"{fname}: y must have shape [M, ...], got a scalar")
     m = y.shape[0]
-    mask = check_mask(fname, mask, m)
-    if mask.ndim != 1:
-        raise ValueError(
-            f"{fname}: mask must have shape [M] = [{m}], got {tuple(mask.shape)} "
-            f"(use jax.vmap for many masks)"
-        )
+    mask = check_one_mask(fname, mask, m)
     g = _check_generator(fname, generator, m)
     acc = resolve_accum_dtype(fname, y.dtype, accum_dtype)
     return y, mask, g.astype(acc), acc

@@ -528,24 +528,12 @@ def worst_case_condition(
             f"{fname}: C(M, s) = {total} missing sets exceed max_sets={max_sets}"
         )
     u = _basis(m, d, sc)
-    it = itertools.combinations(range(m), s)
     best, best_miss, examined = -1.0, (), 0
-    while True:
-        block = np.fromiter(
-            itertools.chain.from_iterable(itertools.islice(it, chunk)), dtype=np.int64
-        ).reshape(-1, s)
-        if block.shape[0] == 0:
-            break
-        keep = np.ones((block.shape[0], m), bool)
-        np.put_along_axis(keep, block, False, axis=1)
-        rows = np.broadcast_to(u, (block.shape[0], m, d))[keep]
-        c = _batched_cond(rows.reshape(block.shape[0], m - s, d))
+    for block, c in _blocks_cond(u, s, chunk):
         examined += block.shape[0]
         i = int(np.argmax(c))
         if c[i] > best:
             best, best_miss = float(c[i]), tuple(block[i])
-        if s == 0:
-            break
     mask = np.ones(m, bool)
     mask[list(best_miss)] = False
     return WorstCaseCondition(best, mask, examined)
@@ -646,23 +634,28 @@ def generator_matrix(
 def _all_sets_cond(v: np.ndarray, n: int, chunk: int) -> tuple[np.ndarray, int]:
     """cond of every N-row subset of v [M, D] (missing sets in lexicographic order)
     and the index of the first worst set's missing tuple; float64 batched SVDs."""
+    s = v.shape[0] - n
+    return np.concatenate([c for _, c in _blocks_cond(v, s, chunk)]), s
+
+
+def _blocks_cond(v: np.ndarray, s: int, chunk: int):
+    """(missing sets [b, s], cond [b]) over every s-subset of v's rows left out,
+    ``chunk`` sets at a time in lexicographic order (one block when s = 0)."""
     m, d = v.shape
-    s = m - n
     if s == 0:  # the one responding set: every worker
-        return _batched_cond(v[None]), s
-    out = []
+        yield np.zeros((1, 0), np.int64), _batched_cond(v[None])
+        return
     it = itertools.combinations(range(m), s)
     while True:
         block = np.fromiter(
             itertools.chain.from_iterable(itertools.islice(it, chunk)), dtype=np.int64
         ).reshape(-1, s)
         if block.shape[0] == 0:
-            break
+            return
         keep = np.ones((block.shape[0], m), bool)
         np.put_along_axis(keep, block, False, axis=1)
         rows = np.broadcast_to(v, (block.shape[0], m, d))[keep]
-        out.append(_batched_cond(rows.reshape(block.shape[0], n, d)))
-    return np.concatenate(out), s
+        yield block, _batched_cond(rows.reshape(block.shape[0], m - s, d))
 
 
 def _mask_of(index: int, m: int, s: int) -> np.ndarray:

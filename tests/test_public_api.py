@@ -116,7 +116,7 @@ RANK = {
     "_dense_lsq": 2,
     "_nodes": 2,
     "_polynomial": 3,
-    "_circle": 3,
+    "_circle": 3.5,
     "_random_code": 3,
     "_dense_codes": 6.75,
     "_graceful": 3,
