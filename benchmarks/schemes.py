@@ -393,9 +393,13 @@ def run_panel(
 # the exhaustive condition-number table
 
 
-#: Figures printed in the papers for these configurations: none located yet (the
-#: benchmark prints codedjax's figures and says so).
-PAPER_FIGURES: dict[tuple[int, int, str], tuple[float, float]] = {}
+#: Figures the papers print for these configurations, (worst, mean), None where
+#: not printed: Fahim and Cadambe's worst case of the raw Chebyshev-Vandermonde
+#: matrix at n = 31, s = 2 (as docs/theory.md section 8 records it). Ramamoorthy and
+#: Tang's tables were not located; their rows stay empty.
+PAPER_FIGURES: dict[tuple[int, int, str], tuple[float | None, float | None]] = {
+    (31, 29, "chebyshev"): (1.22e4, None),
+}
 
 
 def exhaustive_table() -> list[dict]:
@@ -516,8 +520,8 @@ def format_report(summary: dict) -> str:
             )
         lines.append("")
         lines.append(
-            "paper columns: no printed figure located for these configurations "
-            "('-'); random: five seeded draws pooled."
+            "paper columns: the figures the papers print ('-': none located; "
+            "`PAPER_FIGURES`); random: five seeded draws pooled."
         )
     if summary.get("verdict"):
         lines += ["", "## Which scheme wins where", "", summary["verdict"]]

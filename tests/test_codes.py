@@ -444,6 +444,26 @@ def test_threshold_decoder_uses_the_arrival_order():
             dict(num_inputs=4, num_workers=10, replication=3),
             "repapprox",
         ),
+        (
+            cj.circle_code,
+            dict(num_inputs=8, num_workers=10, degree=3),
+            r"circle_code: degree 3 .* D = d \(K' - 1\) \+ 1 = 22 .* M=10",
+        ),
+        (
+            cj.circle_code,
+            dict(num_inputs=4, num_workers=10, degree=2, pack=True),
+            "circle_code: pack=True needs a linear workload",
+        ),
+        (
+            cj.circle_code,
+            dict(num_inputs=4, num_workers=10, degree=1, decoder="chebyls"),
+            "circle_code: decoder must be 'ls' or 'threshold'",
+        ),
+        (
+            cj.random_code,
+            dict(num_inputs=4, num_workers=3),
+            "random_code: a random code needs num_workers >= num_inputs",
+        ),
     ],
 )
 def test_factories_reject_bad_settings(factory, kwargs, match):
