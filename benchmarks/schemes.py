@@ -223,7 +223,8 @@ def schemes(k: int, m: int, degree: int, worker_dtype: str) -> list[Scheme]:
         add("random", lambda mm: cj.random_code(num_inputs=k, num_workers=mm))
         parity = getattr(cj, "parity_code", None)
         if parity is not None and m == k + k // 2 and k % 2 == 0:
-            add("parity", lambda mm: parity(num_inputs=k, group=2))
+            # the linear base model without bias is its own exact parity model
+            add("parity", lambda mm: parity(num_inputs=k, group=2, parity_error=0.0))
     else:
         add("circle", lambda mm: cj.circle_code(num_workers=mm, **circ), 1, 2)
         add(
