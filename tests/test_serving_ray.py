@@ -104,10 +104,16 @@ def _make_rounds():
     return base, other, second
 
 
-def test_ray_backend_runs_roles_and_rounds_like_the_simulator(ray_session):
+def test_ray_backend_streams_roles_and_rounds_like_the_simulator(ray_session):
     import dataclasses
 
-    from codedjax.serving import Pipeline, PipelineServer, Round, SimulatedCluster
+    from codedjax.serving import (
+        Pipeline,
+        PipelineServer,
+        Round,
+        SimulatedCluster,
+        StreamingServer,
+    )
 
     @dataclasses.dataclass(frozen=True)
     class Tagged(type(CODE)):
@@ -122,11 +128,16 @@ def test_ray_backend_runs_roles_and_rounds_like_the_simulator(ray_session):
     xs = np.random.default_rng(1).uniform(-1, 1, (2, K, 4)).astype(np.float32)
     with PipelineServer(pipe, backend=SimulatedCluster()) as server:
         want = server.serve(xs)
+    # the same requests as a stream of queries (groups of K in arrival order)
     backend = RayCluster(num_actors=1, slots_per_actor=M)  # one actor starts faster
-    with PipelineServer(pipe, backend=backend) as server:
-        got = server.serve(xs, max_in_flight=2)
-    for a, b in zip(got, want, strict=True):
-        assert a.ok and b.ok
-        for ra, rb in zip(a.rounds, b.rounds, strict=True):
+    front = StreamingServer(PipelineServer(pipe, backend=backend), group_deadline=30.0)
+    with front:
+        futs = [front.submit(q) for q in xs.reshape(-1, 4)]
+        got = [f.result(60.0) for f in futs]
+    for i, g in enumerate(got):
+        b = want[i // K]
+        assert g.ok and b.ok and (g.group, g.slot) == (i // K, i % K)
+        for ra, rb in zip(g.result.rounds, b.rounds, strict=True):
             np.testing.assert_array_equal(ra.responses, rb.responses)
-        np.testing.assert_array_equal(a.value, b.value)
+        np.testing.assert_array_equal(g.value, b.value[i % K])
+        assert g.evaluations == 2 * M / K  # every evaluation of both rounds

@@ -123,7 +123,9 @@ def test_each_worker_runs_its_roles_function(lost):
 
 
 def test_roles_on_the_thread_cluster_and_unvectorised_simulator():
-    inj = Injector(latency=cj.Constant(0.002), failed_workers={0: "nan"})
+    # worker 0 answers NaN before the two others answer (no tie with the decision)
+    lat = cj.PersistentSlowdown(cj.Constant(0.002), workers=(1, 2), factor=3.0)
+    inj = Injector(latency=lat, failed_workers={0: "nan"})
     for backend in (ThreadCluster(injector=inj),
                     SimulatedCluster(injector=inj, vectorize=False)):  # fmt: skip
         with Server(PARITY, FNS, backend=backend, policy=FixedN(2)) as server:
@@ -215,7 +217,7 @@ def test_two_linear_layers_with_relu_are_exact_in_float64_through_two_rounds(x64
     with PipelineServer(_pipeline(jnp.float64, FixedN(3)),
                         backend=SimulatedCluster(injector=inj),
                         charge_master=False) as server:  # fmt: skip
-        rs = server.serve(xs, max_in_flight=3)
+        rs = server.serve(xs, max_in_flight=1)
         one = server.infer(xs[0])  # request 4: its own draws
     delays, _ = inj.plan(np.arange(5), M)
     s = latency_shift(inj.latency)

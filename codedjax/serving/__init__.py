@@ -28,13 +28,18 @@ requests in one vectorised pass. Architecture and measured numbers:
 
 from ._backends import Backend as Backend
 from ._backends import Completion as Completion
-from ._backends import SimulatedCluster as SimulatedCluster
 from ._backends import ThreadCluster as ThreadCluster
 from ._backends import WorkerFunctions as WorkerFunctions
 from ._faults import FAULT_KINDS as FAULT_KINDS
 from ._faults import Injector as Injector
 from ._faults import WorkerFault as WorkerFault
 from ._faults import latency_shift as latency_shift
+from ._load import LoadRun as LoadRun
+from ._load import SimulatedLoad as SimulatedLoad
+from ._load import bursty_arrivals as bursty_arrivals
+from ._load import poisson_arrivals as poisson_arrivals
+from ._load import run_open_loop as run_open_loop
+from ._load import simulate_load as simulate_load
 from ._pipeline import Pipeline as Pipeline
 from ._pipeline import PipelineResult as PipelineResult
 from ._pipeline import PipelineServer as PipelineServer
@@ -51,3 +56,7 @@ from ._server import Server as Server
 from ._server import ServeResult as ServeResult
 from ._simulate import SimulatedLatency as SimulatedLatency
 from ._simulate import simulate_latency as simulate_latency
+from ._stream import QueryResult as QueryResult
+from ._stream import QueueFull as QueueFull
+from ._stream import StreamingServer as StreamingServer
+from ._virtual import SimulatedCluster as SimulatedCluster

@@ -14,7 +14,7 @@ with request r's delay draws scaled to the round's fraction w of the work
 
 from __future__ import annotations
 
-import heapq
+import contextlib
 import itertools
 import math
 import queue
@@ -118,6 +118,25 @@ class WorkerFunctions:
         distinct function wrapped once."""
         done = {id(f): wrap(f) for f in self.distinct()}
         return [[done[id(f)] for f in r] for r in self.functions]
+
+
+def captured_config() -> Callable[[], contextlib.ExitStack]:
+    """The calling thread's JAX settings that are thread-local (x64, dtype and
+    rank promotion), as a function that enters them in another thread: a worker
+    or dispatcher thread then computes in the dtypes of the thread that built the
+    server (float64 stays float64) and shares its compiled programs."""
+    x64 = bool(jax.config.jax_enable_x64)
+    dtype_promotion = jax.config.jax_numpy_dtype_promotion
+    rank_promotion = jax.config.jax_numpy_rank_promotion
+
+    def enter() -> contextlib.ExitStack:
+        stack = contextlib.ExitStack()
+        stack.enter_context(jax.enable_x64(x64))
+        stack.enter_context(jax.numpy_dtype_promotion(dtype_promotion))
+        stack.enter_context(jax.numpy_rank_promotion(rank_promotion))
+        return stack
+
+    return enter
 
 
 def round_draws(injector, request_id, draw, work, m):
@@ -253,6 +272,8 @@ class ThreadCluster:
         self._deposits: list = []  # (worker, task, value, t_done), under _cv
         self._lines: list[deque[_Task]] = []  # per worker: tasks not yet delivered
         self._free_at: list[float] = []  # when each worker finished its last task
+        self._work: dict[int, list] = {}  # request: [evaluations begun, busy seconds]
+        self._woken = False
         self._values: dict[tuple[int, int], tuple[Any, float]] = {}
         self._computing: set[tuple[int, int]] = set()  # (request, worker) in a call
         self._pending: dict[tuple[int, int], float] = {}  # in-call cancels: t_cancel
@@ -271,13 +292,14 @@ class ThreadCluster:
         table = WorkerFunctions.of(worker_fn, num_workers)
         self.functions = table
         self._fns = table.compiled(jax.jit if self.jit else (lambda f: f))
+        self._config = captured_config()  # the worker threads compute like this one
         m = self.num_workers = int(num_workers)
         self._lines = [deque() for _ in range(m)]
         self._free_at = [-math.inf] * m
         n = m if self.threads is None else min(m, self.threads)
         for j in range(n):
             t = threading.Thread(
-                target=self._work, name=f"codedjax-worker-{j}", daemon=True
+                target=self._work_loop, name=f"codedjax-worker-{j}", daemon=True
             )
             self._threads.append(t)
             t.start()
@@ -311,6 +333,7 @@ class ThreadCluster:
         ev = threading.Event()
         with self._lock:
             self._events[request_id] = ev
+            self._work[request_id] = [0, 0.0]
         sent = time.perf_counter()
         for i in range(m):
             task = _Task(
@@ -339,6 +362,9 @@ class ThreadCluster:
             while True:
                 if self._closed:
                     return None
+                if self._woken:
+                    self._woken = False
+                    return None
                 self._take_deposits()
                 now = time.perf_counter()
                 best, best_t, wait_due = -1, math.inf, math.inf
@@ -357,6 +383,7 @@ class ThreadCluster:
                 if best >= 0 and best_t <= now:
                     task = self._lines[best].popleft()
                     value, _ = self._values.pop((task.request_id, best))
+                    self._account(task, best, best_t)
                     self._free_at[best] = best_t
                     return Completion(task.request_id, best, value, now)
                 if end is not None and now >= end:
@@ -379,7 +406,7 @@ class ThreadCluster:
                 if not any(t.request_id == request_id for t in line):
                     continue
                 if line[0].request_id == request_id:  # worker i was serving it
-                    line.popleft()
+                    self._account(line.popleft(), i, t0)
                     self._free_at[i] = t0
                     if self._values.pop((request_id, i), None) is not None:
                         self.release_delays.append(time.perf_counter() - t0)
@@ -392,7 +419,41 @@ class ThreadCluster:
                     self._values.pop((request_id, i), None)
             self._cv.notify_all()
 
-    def _work(self) -> None:
+    def _account(self, task: _Task, worker: int, t_end: float) -> None:
+        """Worker ``worker`` served ``task`` from the later of its send and the
+        end of the worker's previous task, to ``t_end`` (under ``_cv``)."""
+        w = self._work.get(task.request_id)
+        if w is not None:
+            w[0] += 1
+            w[1] += max(0.0, t_end - max(task.sent, self._free_at[worker]))
+
+    def work(self, request_id: int) -> tuple[int, float]:
+        """``(evaluations, busy)`` of a request: how many of its evaluations
+        began service (in the workers' queue discipline: each worker serves one
+        at a time, in submission order) and the worker-seconds they took, to
+        their answer or to the cancellation; queued evaluations that were dropped
+        count for nothing. Final once the request is cancelled (a call still
+        running then finishes on its thread, outside this count); forgotten after
+        this call."""
+        with self._cv:
+            got = self._work.pop(request_id, None)
+        if got is None:
+            return 0, 0.0
+        return int(got[0]), float(got[1])
+
+    def wake(self) -> None:
+        """Makes a :meth:`next_completed` that is waiting (or the next one)
+        return None at once: a frontend thread has new work for the server's
+        thread. Callable from any thread."""
+        with self._cv:
+            self._woken = True
+            self._cv.notify_all()
+
+    def _work_loop(self) -> None:
+        with self._config():
+            self._serve_tasks()
+
+    def _serve_tasks(self) -> None:
         scale = self.injector.corrupt_scale if self.injector is not None else 0.0
         while True:
             _, _, i, task = self._tasks.get()
@@ -440,140 +501,3 @@ class ThreadCluster:
     def alive_threads(self) -> int:
         """How many worker threads are still running."""
         return sum(t.is_alive() for t in self._threads)
-
-
-class SimulatedCluster:
-    """A deterministic cluster on a virtual clock (tests and Monte Carlo).
-
-    The M rows of a request are computed at once: each distinct worker function
-    (one per role, :class:`WorkerFunctions`) ``jax.vmap``-ped over the rows of the
-    workers that run it (or row by row with ``vectorize=False``); answer i arrives
-    at the submit time plus ``compute_time`` plus its injected delay. Workers are
-    never busy (each request finds them idle), so queueing does not show here; it
-    does on :class:`ThreadCluster`. ``next_completed(timeout)`` advances the clock
-    to the next arrival, or by ``timeout`` when none comes before; :meth:`advance`
-    moves it by the master's own time.
-
-    Args:
-        injector: the delay and fault plan; None: every answer arrives after
-            ``compute_time``.
-        compute_time: seconds added to every answer.
-        vectorize: compute each function's rows with one vmapped call (default
-            True).
-    """
-
-    def __init__(
-        self,
-        *,
-        injector: Injector | None = None,
-        compute_time: float = 0.0,
-        vectorize: bool = True,
-    ):
-        if injector is not None and not isinstance(injector, Injector):
-            raise TypeError(
-                f"SimulatedCluster: injector must be an Injector or None, got "
-                f"{type(injector).__name__}"
-            )
-        self.injector = injector
-        self.compute_time = float(compute_time)
-        self.vectorize = vectorize
-        self._t = 0.0
-        self._heap: list = []
-        self._seq = itertools.count()
-        self._cancelled: set[int] = set()
-        self.functions: WorkerFunctions | None = None
-        self._row_fns: list[list[Callable]] = []
-        self._vmapped: dict[int, Callable] = {}
-        self.num_workers = 0
-        self._closed = False
-
-    def start(self, worker_fn: Callable | WorkerFunctions, num_workers: int) -> None:
-        table = WorkerFunctions.of(worker_fn, num_workers)
-        self.functions = table
-        self.num_workers = int(num_workers)
-        self._row_fns = table.compiled(jax.jit)
-        self._vmapped = (
-            {id(f): jax.jit(jax.vmap(f)) for f in table.distinct()}
-            if self.vectorize
-            else {}
-        )
-
-    def now(self) -> float:
-        return self._t
-
-    def _compute(self, rows: np.ndarray, round: int) -> list:
-        """Every worker's answer to ``rows`` in round ``round`` (an exception for
-        the workers whose function raised)."""
-        values: list = [None] * self.num_workers
-        for f, workers in self.functions.groups(round):
-            try:
-                if self.vectorize:
-                    part = rows if len(workers) == len(rows) else rows[workers]
-                    outs = np.asarray(self._vmapped[id(f)](part))
-                    for k, i in enumerate(workers):
-                        values[i] = outs[k]
-                else:
-                    for i in workers:
-                        values[i] = np.asarray(self._row_fns[round][i](rows[i]))
-            except Exception as exc:
-                for i in workers:
-                    values[i] = exc
-        return values
-
-    def warmup(self, rows: np.ndarray, *, round: int = 0) -> None:
-        """Compiles round ``round``'s functions for requests like ``rows``."""
-        self._compute(rows, round)
-
-    def advance(self, seconds: float) -> None:
-        """Moves the virtual clock forward (time spent at the master)."""
-        self._t += max(0.0, float(seconds))
-
-    def submit(
-        self,
-        request_id: int,
-        rows: np.ndarray,
-        *,
-        round: int = 0,
-        draw: int | None = None,
-        work: float = 1.0,
-    ) -> None:
-        if self._closed:
-            raise RuntimeError("SimulatedCluster.submit: the cluster is closed")
-        m = self.num_workers
-        delays, faults = round_draws(self.injector, request_id, draw, work, m)
-        scale = self.injector.corrupt_scale if self.injector is not None else 0.0
-        values = self._compute(rows, round)
-        for i in range(m):
-            if faults[i] == HANG:
-                continue
-            v = values[i]
-            if not isinstance(v, BaseException):
-                v = apply_fault(v, int(faults[i]), scale, i)
-            t = self._t + self.compute_time + float(delays[i])
-            heapq.heappush(self._heap, (t, next(self._seq), request_id, i, v))
-
-    def next_completed(self, timeout: float | None) -> Completion | None:
-        while self._heap and self._heap[0][2] in self._cancelled:
-            heapq.heappop(self._heap)
-        if not self._heap or (
-            timeout is not None and self._heap[0][0] > self._t + timeout
-        ):
-            if timeout is None:
-                raise RuntimeError(
-                    "SimulatedCluster.next_completed: no answer will ever arrive and "
-                    "no deadline was given (a hung worker without a deadline)"
-                )
-            self._t += timeout
-            return None
-        t, _, rid, i, v = heapq.heappop(self._heap)
-        self._t = max(self._t, t)
-        return Completion(rid, i, v, self._t)
-
-    def cancel(self, request_id: int) -> None:
-        self._cancelled.add(request_id)
-        if len(self._cancelled) > 4096:  # forget requests with nothing left in flight
-            self._cancelled &= {e[2] for e in self._heap}
-
-    def close(self) -> None:
-        self._closed = True
-        self._heap.clear()

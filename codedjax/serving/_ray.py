@@ -13,8 +13,10 @@ other: its answer is the exception, which the server counts as a failed worker.
 from __future__ import annotations
 
 import asyncio
+import math
 import shutil
 import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -45,6 +47,7 @@ class _WorkerActor:
 
         self._fns = functions.compiled(jax.jit)
         self._scale = corrupt_scale
+        self._locks: dict[int, asyncio.Lock] = {}
 
     def ping(self):
         return True
@@ -54,17 +57,21 @@ class _WorkerActor:
         return True
 
     async def run(self, row, delay, fault, worker, round=0):
-        start = time.perf_counter()
-        try:
-            value = np.asarray(self._fns[round][worker](row))
-            value = apply_fault(value, fault, self._scale, worker)
-        except Exception as exc:
-            value = exc
-        if fault == HANG:
-            await asyncio.sleep(1e9)
-        remaining = start + delay - time.perf_counter()
-        if remaining > 0:
-            await asyncio.sleep(remaining)
+        # each worker is a machine: one evaluation at a time, in submission order
+        # (asyncio.Lock is FIFO); a cancelled evaluation still waiting is dropped
+        lock = self._locks.setdefault(worker, asyncio.Lock())
+        async with lock:
+            start = time.perf_counter()
+            try:
+                value = np.asarray(self._fns[round][worker](row))
+                value = apply_fault(value, fault, self._scale, worker)
+            except Exception as exc:
+                value = exc
+            if fault == HANG:
+                await asyncio.sleep(1e9)
+            remaining = start + delay - time.perf_counter()
+            if remaining > 0:
+                await asyncio.sleep(remaining)
         if isinstance(value, BaseException):
             raise value
         return value
@@ -116,6 +123,8 @@ class RayCluster:
         self._refs: dict[Any, tuple[int, int]] = {}
         self._by_request: dict[int, list] = {}
         self._ready: deque = deque()
+        self._work: dict[int, list] = {}
+        self._wake = threading.Event()
         self._owns_ray = False
         self._tmp = None
         self._closed = False
@@ -183,11 +192,14 @@ class RayCluster:
             self._refs[ref] = (request_id, i)
             refs.append(ref)
         self._by_request[request_id] = refs
+        self._work[request_id] = [0, math.nan]
 
     def _collect(self, ready) -> None:
         ray = self.ray
         for ref in ready:
             rid, i = self._refs.pop(ref)
+            if rid in self._work:
+                self._work[rid][0] += 1
             try:
                 value = ray.get(ref, timeout=0)
             except Exception as exc:  # failed refs count as ready: a failed worker
@@ -198,12 +210,16 @@ class RayCluster:
         ray = self.ray
         end = None if timeout is None else time.perf_counter() + timeout
         while not self._ready:
+            if self._wake.is_set():
+                self._wake.clear()
+                return None
             if not self._refs:
                 if end is None:
                     raise RuntimeError(
                         "RayCluster.next_completed: nothing in flight and no timeout"
                     )
-                time.sleep(max(0.0, end - time.perf_counter()))
+                self._wake.wait(max(0.0, end - time.perf_counter()))
+                self._wake.clear()
                 return None
             left = (
                 self.poll if end is None else min(self.poll, end - time.perf_counter())
@@ -215,12 +231,31 @@ class RayCluster:
         return self._ready.popleft()
 
     def cancel(self, request_id: int) -> None:
+        w = self._work.get(request_id)
         for ref in self._by_request.pop(request_id, []):
             if self._refs.pop(ref, None) is not None:
+                if w is not None:  # it may have begun: counted as work done
+                    w[0] += 1
                 try:
                     self.ray.cancel(ref)
                 except Exception:  # already finished or its actor is gone
                     pass
+
+    def work(self, request_id: int) -> tuple[int, float]:
+        """``(evaluations, busy)`` of a request, from the driver's side: the
+        answered evaluations plus every one still unanswered when it was cancelled
+        (Ray cannot say whether a cancelled task had begun, so each counts as
+        work done: an upper bound); ``busy`` is nan (not measured). Forgotten
+        after this call."""
+        got = self._work.pop(request_id, None)
+        if got is None:
+            return 0, math.nan
+        return int(got[0]), float(got[1])
+
+    def wake(self) -> None:
+        """Makes a waiting :meth:`next_completed` return None within ``poll``
+        seconds (at once when nothing is in flight). Callable from any thread."""
+        self._wake.set()
 
     def kill_actor(self, index: int) -> None:
         """Kills actor ``index`` (fault testing): its answers arrive as failures."""

@@ -56,6 +56,12 @@ class ServeResult(NamedTuple):
             (a robust code, ``lagrange_code(..., decoder="robust")``); None for
             codes whose decoder does not look for corrupted answers.
         request_id: the request's number on this server.
+        evaluations: how many of the M evaluations began service at a worker
+            (answered, or cancelled in service; evaluations still queued when the
+            request decoded are dropped and not counted); -1 when the backend
+            does not count (no ``work`` method). The work the request cost.
+        busy: worker-seconds its evaluations occupied the workers (nan when
+            the backend does not measure it).
     """
 
     value: np.ndarray
@@ -75,6 +81,8 @@ class ServeResult(NamedTuple):
     responses: np.ndarray
     suspects: np.ndarray | None
     request_id: int
+    evaluations: int = -1
+    busy: float = math.nan
 
     @property
     def suspect_ids(self) -> np.ndarray:
@@ -265,6 +273,8 @@ class Engine:
         self.num_workers = m = int(first.num_workers)
         self._charge_master = bool(charge)
         self._next_id = 0
+        self._active: dict[int, _Request] = {}  # by the backend's task id
+        self._frontend = None  # a StreamingServer that owns the server
         self._closed = False
         self._in_shape: tuple | None = None
         self._in_dtype = None
@@ -356,60 +366,96 @@ class Engine:
     def _run(self, xs, *, max_in_flight: int, fname: str) -> list:
         if self._closed:
             raise RuntimeError(f"{fname}: the server is closed")
-        backend, m = self.backend, self.num_workers
+        if self._frontend is not None or self._active:
+            raise RuntimeError(
+                f"{fname}: a StreamingServer owns this server; submit through it"
+            )
         pending = deque(enumerate(xs))
         results: dict[int, Any] = {}
-        active: dict[int, _Request] = {}  # by the backend's task id
         try:
-            while pending or active:
+            while pending or self._active:
                 if self._closed:
                     raise RuntimeError(f"{fname}: the server was closed mid-request")
-                while pending and len(active) < max_in_flight:
+                while pending and len(self._active) < max_in_flight:
                     index, x = pending.popleft()
-                    x = self._check_input(fname, x)
-                    if not self._warm:
-                        self._warmup(x, fname)
-                    rid = self._next_id
-                    self._next_id += 1
-                    r = _Request(rid, index, backend.now(), x, len(self._stages))
-                    self._start_round(r, 0, x, fname)
-                    active[r.task] = r
-                now = backend.now()
-                for r in [r for r in active.values() if r.deadline_at <= now]:
-                    self._end_round(r, True, active, results, fname)
-                if not active:
-                    continue
-                due = min(r.deadline_at for r in active.values())
-                timeout = None if math.isinf(due) else max(0.0, due - now)
-                c = backend.next_completed(timeout)
-                if c is None or c.request_id not in active:
-                    continue
-                r = active[c.request_id]
-                if r.times[c.worker] < math.inf:  # a duplicate answer
-                    continue
-                st = self._stages[r.stage]
-                v = self._check_answer(fname, c, st)
-                r.times[c.worker] = c.time - r.t_sub
-                if v is None or not np.all(np.isfinite(v.astype(np.float32))):
-                    r.failed[c.worker] = True
-                    r.num_failed += 1
-                else:
-                    if r.y is None:
-                        r.y = np.zeros((m,) + v.shape, v.dtype)
-                    r.y[c.worker] = v
-                    r.mask[c.worker] = True
-                    r.order.append(c.worker)
-                    r.cached = None
-                    if self._ask(r, st):
-                        self._end_round(r, False, active, results, fname)
-                        continue
-                if len(r.order) + r.num_failed == m:  # nothing more will come
-                    self._end_round(r, False, active, results, fname)
+                    self._open(index, x, fname)
+                for r, res in self._step(fname):
+                    results[r.index] = res
         except BaseException:
-            for task in list(active):
-                backend.cancel(task)
+            self._abort()
             raise
         return [results[i] for i in range(len(results))]
+
+    def _abort(self) -> None:
+        """Cancels every request in flight (after an error)."""
+        for task in list(self._active):
+            self.backend.cancel(task)
+        self._active.clear()
+
+    def _open(self, index: Any, x: Any, fname: str, *, checked: bool = False):
+        """Checks x, compiles on the first request, and sends its first round.
+
+        Returns:
+            The request's state (``rid`` its number, ``index`` what the caller
+            passed).
+        """
+        if not checked:
+            x = self._check_input(fname, x)
+        if not self._warm:
+            self._warmup(x, fname)
+        rid = self._next_id
+        self._next_id += 1
+        r = _Request(rid, index, self.backend.now(), x, len(self._stages))
+        self._start_round(r, 0, x, fname)
+        self._active[r.task] = r
+        return r
+
+    def _step(self, fname: str, until: float | None = None) -> list:
+        """Ends the requests whose deadline has passed, else waits for one answer
+        (until the earliest deadline, or ``until`` on the backend's clock, or a
+        backend's ``wake``) and handles it.
+
+        Returns:
+            ``[(request, result)]`` for the requests that ended.
+        """
+        backend, m = self.backend, self.num_workers
+        done: list = []
+        now = backend.now()
+        for r in [r for r in self._active.values() if r.deadline_at <= now]:
+            self._end_round(r, True, done, fname)
+        if done:
+            return done
+        due = min((r.deadline_at for r in self._active.values()), default=math.inf)
+        if until is not None:
+            due = min(due, until)
+        if math.isinf(due) and not self._active:
+            return done
+        timeout = None if math.isinf(due) else max(0.0, due - now)
+        c = backend.next_completed(timeout)
+        if c is None or c.request_id not in self._active:
+            return done
+        r = self._active[c.request_id]
+        if r.times[c.worker] < math.inf:  # a duplicate answer
+            return done
+        st = self._stages[r.stage]
+        v = self._check_answer(fname, c, st)
+        r.times[c.worker] = c.time - r.t_sub
+        if v is None or not np.all(np.isfinite(v.astype(np.float32))):
+            r.failed[c.worker] = True
+            r.num_failed += 1
+        else:
+            if r.y is None:
+                r.y = np.zeros((m,) + v.shape, v.dtype)
+            r.y[c.worker] = v
+            r.mask[c.worker] = True
+            r.order.append(c.worker)
+            r.cached = None
+            if self._ask(r, st):
+                self._end_round(r, False, done, fname)
+                return done
+        if len(r.order) + r.num_failed == m:  # nothing more will come
+            self._end_round(r, False, done, fname)
+        return done
 
     def _start_round(self, r: _Request, j: int, x, fname: str, t_round=None) -> None:
         """Encodes round j's input (timed), sends it, and resets the request's
@@ -436,18 +482,18 @@ class Engine:
         # the master's share, while the workers compute
         r.noise = self._noise(fname, st, rows)
 
-    def _end_round(self, r: _Request, timed_out, active, results, fname) -> None:
-        del active[r.task]
+    def _end_round(self, r: _Request, timed_out, done: list, fname) -> None:
+        del self._active[r.task]
         st = self._stages[r.stage]
         res = self._finish(r, st, timed_out=timed_out)
         if not self._rounds:
-            results[r.index] = res
+            done.append((r, res))
             return
         r.results.append(res)
         j = r.stage
         last = j == len(self._stages) - 1
         if not res.ok:
-            results[r.index] = self._result(r, None)
+            done.append((r, self._result(r, None)))
             return
         t_round = self.backend.now()
         t0 = time.perf_counter()
@@ -458,10 +504,10 @@ class Engine:
         self._charge(dt)
         r.step_time[j] = dt
         if last:
-            results[r.index] = self._result(r, np.asarray(out))
+            done.append((r, self._result(r, np.asarray(out))))
             return
         self._start_round(r, j + 1, out, fname, t_round=t_round)
-        active[r.task] = r
+        self._active[r.task] = r
 
     def _result(self, r: _Request, value) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -552,6 +598,8 @@ class Engine:
         # cancel after decoding, outside the latency: a backend's cancel may take time
         # (Ray sends one cancellation per straggler; ThreadCluster's is bookkeeping)
         self.backend.cancel(r.task)
+        work = getattr(self.backend, "work", None)
+        evaluations, busy = work(r.task) if callable(work) else (-1, math.nan)
         value = np.asarray(res.value)
         ok = bool(np.asarray(res.ok))
         cond = float(np.asarray(res.cond))
@@ -591,6 +639,8 @@ class Engine:
             responses=y,
             suspects=None if suspects is None else np.asarray(suspects),
             request_id=r.rid,
+            evaluations=int(evaluations),
+            busy=float(busy),
         )
 
 
