@@ -264,3 +264,39 @@ def test_arrival_processes_have_their_rate_and_bursts():
     assert 0.8 < dispersion(p) < 1.2
     assert dispersion(b) > 3.0
     assert len(poisson_arrivals(500.0, n, seed=1, max_time=1.0)) < 600
+
+
+def test_the_simulator_shards_the_workers_and_answers_replicas_per_query():
+    # shards: S copies of the workers, groups round robin; uncoded single queries
+    # at a constant 3 ms on S = 4 workers queue like 4 separate streams
+    a = poisson_arrivals(2000.0, 400, seed=6)
+    inj = Injector(latency=cj.Constant(0.003))
+    one = cj.uncoded_code(num_inputs=1)
+    sh = simulate_load(one, FixedN(1), inj, a, group_deadline=0.01, shards=4)
+    for s in range(4):
+        alone = simulate_load(one, FixedN(1), inj, a[s::4], group_deadline=0.01)
+        np.testing.assert_allclose(sh.latency[s::4], alone.latency, atol=1e-12)
+    assert sh.latency.max() > 0.003 + 1e-6  # the queues matter at this rate
+    # per query: each query answered at its first replica (idle workers: the
+    # group's fan-out plus the least delay among its replicas)
+    a = poisson_arrivals(300.0, 60, seed=7)
+    inj = Injector(latency=LAT, seed=8)
+    sim = simulate_load(REPL, FirstDecodable(), inj, a, group_deadline=0.004,
+                        queueing=False, per_query=True)  # fmt: skip
+    whole = simulate_load(REPL, FirstDecodable(), inj, a, group_deadline=0.004,
+                          queueing=False)  # fmt: skip
+    delays, _ = inj.plan(np.arange(len(sim.sent)), M)
+    starts = np.r_[0, np.cumsum(sim.group_size)[:-1]]
+    slot = np.arange(len(a)) - starts[sim.group]
+    pairs = zip(sim.group, slot, strict=True)
+    first = np.array([delays[g][REPL.task == j].min() for g, j in pairs])
+    np.testing.assert_allclose(sim.latency, sim.sent[sim.group] + first - a, atol=1e-12)
+    np.testing.assert_allclose(sim.decided, whole.decided, atol=0)
+    assert (sim.latency <= whole.latency + 1e-12).all()
+    assert (sim.latency < whole.latency - 1e-6).any()
+    with pytest.raises(ValueError, match="simulate_load: per_query needs"):
+        simulate_load(CODE, FixedN(3), inj, a, group_deadline=0.01, per_query=True)
+    with pytest.raises(ValueError, match="simulate_load: shards must be >= 1"):
+        simulate_load(CODE, FixedN(3), inj, a, group_deadline=0.01, shards=0)
+    with pytest.raises(ValueError, match="simulate_load: group_deadline must"):
+        simulate_load(CODE, FixedN(3), inj, a, group_deadline=0.0)

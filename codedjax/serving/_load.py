@@ -337,6 +337,8 @@ def simulate_load(
     group_deadline: float,
     queueing: bool = True,
     first_group: int = 0,
+    per_query: bool = False,
+    shards: int = 1,
 ) -> SimulatedLoad:
     """The streaming frontend's latencies under a load, without running a model.
 
@@ -365,6 +367,16 @@ def simulate_load(
         group_deadline: seconds (> 0).
         queueing: workers serve one evaluation at a time (default True).
         first_group: the request number of the first group.
+        per_query: answer each query at its first successful replica instead of
+            at its group's decision (a code with a replica layout ``task``:
+            replication and uncoded serving; the workers are still released at
+            the group's decision). What replication would gain with a frontend
+            that answers queries one by one; the :class:`StreamingServer` answers
+            a group together.
+        shards: S independent copies of the M workers (S M workers in all):
+            group g goes to copy g mod S (round robin), e.g. uncoded serving of
+            single queries on M workers is ``uncoded_code(num_inputs=1)`` with
+            ``shards=M``.
 
     Returns:
         :class:`SimulatedLoad`.
@@ -391,6 +403,16 @@ def simulate_load(
             f"{a.shape}"
         )
     k, m = int(code.num_inputs), int(code.num_workers)
+    task = getattr(code, "task", None)
+    if per_query and task is None:
+        raise ValueError(
+            f"{fname}: per_query needs a code with a replica layout (task: the "
+            f"input of each worker), got {type(code).__name__}"
+        )
+    if not isinstance(shards, (int, np.integer)) or isinstance(shards, bool):
+        raise TypeError(f"{fname}: shards must be an int, got {shards!r}")
+    if shards < 1:
+        raise ValueError(f"{fname}: shards must be >= 1, got {shards}")
     starts, ends, sent = _groups(a, k, gd)
     g = len(starts)
     delays, faults = injector.plan(first_group + np.arange(g), m)
@@ -408,48 +430,69 @@ def simulate_load(
     if isinstance(policy, FixedN):
         need = policy.num_responses or responses_needed(code)
     decided = np.empty(g)
-    used = np.empty(g, np.int64)
     timed = np.zeros(g, bool)
     evals = np.empty(g, np.int64)
     busy = np.empty(g)
-    okg = np.empty(g, bool)
-    free = np.full(m, -math.inf)
+    in_hand = np.empty((g, m), bool)
+    first = np.empty((g, k)) if per_query else None
+    nsh = int(shards)
+    free = np.full((nsh, m), -math.inf)
     prefix = np.arange(m)[:, None] >= np.arange(m)[None, :]  # row n: the first n + 1
-    for j in range(g):
-        d = sent[j]
-        start = np.maximum(d, free) if queueing else np.full(m, d)
-        done = np.where(hang[j], math.inf, start + delays[j])
-        t_ok = np.where(success[j], done, math.inf)
-        t_all = done.max()
+    if per_query:  # the workers sorted by query, and where each query's run starts
+        perm = np.argsort(task, kind="stable")
+        cuts = np.searchsorted(np.asarray(task)[perm], np.arange(k))
+    # the shards are independent queues: groups r S .. r S + S - 1 (one per shard)
+    # are computed together, in lockstep
+    for r0 in range(0, g, nsh):
+        js = np.arange(r0, min(r0 + nsh, g))
+        b = len(js)
+        d = sent[js][:, None]
+        start = np.maximum(d, free[:b]) if queueing else np.broadcast_to(d, (b, m))
+        done = np.where(hang[js], math.inf, start + delays[js])
+        t_ok = np.where(success[js], done, math.inf)
+        t_all = done.max(axis=1)
         if isinstance(policy, FixedN):
-            c = np.partition(t_ok, need - 1)[need - 1] if need <= m else math.inf
-            c = min(c, t_all)
+            c = (
+                np.partition(t_ok, need - 1, axis=1)[:, need - 1]
+                if need <= m
+                else np.full(b, math.inf)
+            )
         elif isinstance(policy, Deadline):
             c = t_all
         else:
-            order = np.argsort(t_ok, kind="stable")
-            ts = t_ok[order]
-            masks = np.zeros((m, m), bool)
-            masks[:, order] = prefix
+            order = np.argsort(t_ok, axis=1, kind="stable")
+            ts = np.take_along_axis(t_ok, order, axis=1)
+            masks = np.zeros((b, m, m), bool)
+            rows = np.arange(b)[:, None, None]
+            masks[rows, np.arange(m)[None, :, None], order[:, None, :]] = prefix
             can = np.asarray(code.may_decode(masks), bool) & np.isfinite(ts)
-            hit = np.flatnonzero(can)
-            c = ts[hit[0]] if hit.size else t_all
-            c = min(c, t_all)
-        if c > d + dl:
-            c, timed[j] = d + dl, True
-        decided[j] = c
-        mask = t_ok <= c
-        used[j] = mask.sum()
-        okg[j] = bool(np.asarray(code.may_decode(mask)))
-        began = start < c
-        end = np.minimum(done, c)
-        evals[j] = began.sum()
-        busy[j] = float(np.sum(np.where(began, end - start, 0.0)))
+            hit = np.where(can.any(axis=1), can.argmax(axis=1), -1)
+            c = np.where(hit >= 0, ts[np.arange(b), np.maximum(hit, 0)], math.inf)
+        c = np.minimum(c, t_all)
+        late = c > d[:, 0] + dl
+        c = np.where(late, d[:, 0] + dl, c)
+        timed[js] = late
+        decided[js] = c
+        mask = t_ok <= c[:, None]
+        if per_query:
+            fq = np.minimum.reduceat(t_ok[:, perm], cuts, axis=1)
+            first[js] = np.minimum(fq, c[:, None])
+        in_hand[js] = mask
+        began = start < c[:, None]
+        end = np.minimum(done, c[:, None])
+        evals[js] = began.sum(axis=1)
+        busy[js] = np.where(began, end - start, 0.0).sum(axis=1)
         if queueing:
-            free = np.where(began, end, free)
+            free[:b] = np.where(began, end, free[:b])
+    used = in_hand.sum(axis=1)
+    okg = np.asarray(code.may_decode(in_hand), bool).reshape(g)
     size = ends - starts
     group = np.repeat(np.arange(g), size)
-    latency = decided[group] - a
+    if per_query:
+        slot = np.arange(len(a)) - np.repeat(starts, size)
+        latency = first[group, slot] - a
+    else:
+        latency = decided[group] - a
     waited = sent[group] - a
     return SimulatedLoad(latency, group, waited, okg[group], sent, decided, size,
                          used, timed, evals, busy)  # fmt: skip
