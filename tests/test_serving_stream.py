@@ -226,6 +226,17 @@ def test_bad_input_and_back_pressure_are_clear_errors():
         front.submit(q)
     with pytest.raises(TypeError, match="StreamingServer: server must be"):
         StreamingServer(object(), group_deadline=0.01)
+    with pytest.raises(RuntimeError, match="StreamingServer: the server is closed"):
+        StreamingServer(front.server, group_deadline=0.01)
+    with pytest.raises(TypeError, match="run_open_loop: frontend must be"):
+        run_open_loop(object(), [q], [0.0])
+    with make(group_deadline=0.01) as f2:
+        with pytest.raises(ValueError, match=r"run_open_loop: times must be \[Q\]"):
+            run_open_loop(f2, [q, q], [0.0])
+        with pytest.raises(ValueError, match="run_open_loop: times must be non-dec"):
+            run_open_loop(f2, [q, q], [0.1, 0.0])
+        with pytest.raises(ValueError, match="run_open_loop: max_seconds must be"):
+            run_open_loop(f2, [q], [0.0], max_seconds=-1.0)
     with pytest.raises(ValueError, match="poisson_arrivals: rate must be"):
         poisson_arrivals(0.0, 10)
     with pytest.raises(ValueError, match="bursty_arrivals: need peak"):
