@@ -14,7 +14,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[models,plots,dev]'
+	$(PY) -m pip install --quiet -e '.[models,plots,dev,http]'
 	touch $(STAMP)
 
 test: $(STAMP)
