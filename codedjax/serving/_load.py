@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._replication_codes import ReplicationCode
 from ._faults import CORRUPT, HANG, NONE, Injector
 from ._policy import Deadline, FirstDecodable, FixedN, responses_needed
 from ._stream import QueueFull, StreamingServer
@@ -438,7 +439,12 @@ def simulate_load(
     nsh = int(shards)
     free = np.full((nsh, m), -math.inf)
     prefix = np.arange(m)[:, None] >= np.arange(m)[None, :]  # row n: the first n + 1
-    if per_query:  # the workers sorted by query, and where each query's run starts
+    # a replication layout decides when every query has a replica (may_decode):
+    # the latest of each query's first successful replica, in closed form
+    covers = isinstance(code, ReplicationCode)
+    if (
+        per_query or covers
+    ):  # the workers sorted by query, where each query's run starts
         perm = np.argsort(task, kind="stable")
         cuts = np.searchsorted(np.asarray(task)[perm], np.arange(k))
     # the shards are independent queues: groups r S .. r S + S - 1 (one per shard)
@@ -459,6 +465,8 @@ def simulate_load(
             )
         elif isinstance(policy, Deadline):
             c = t_all
+        elif covers:
+            c = np.minimum.reduceat(t_ok[:, perm], cuts, axis=1).max(axis=1)
         else:
             order = np.argsort(t_ok, axis=1, kind="stable")
             ts = np.take_along_axis(t_ok, order, axis=1)
