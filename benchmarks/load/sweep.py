@@ -1,0 +1,310 @@
+"""The load benchmark's measurements.
+
+* Latency curves (discrete-event simulator, ``codedjax.serving.simulate_load``):
+  for each delay model, cluster size M and scheme, p50 / p99 / p99.9 of a Poisson
+  stream at a grid of offered loads up to saturation, and the largest rate whose
+  p99 stays under the target (bisection between the grid's last passing and first
+  failing rate, in log rate). The same arrival gaps at every rate (scaled) and the
+  same injector for every scheme.
+* The simulator against the thread cluster: a coded and a replication scheme
+  served by a ``StreamingServer`` on a ``ThreadCluster`` at a few rates; the
+  simulator runs on the arrival times the thread run really had.
+* No query lost: a long open-loop run on the thread cluster with workers raising,
+  hanging and answering NaN.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+import runkit
+from codedjax.serving import (
+    Injector,
+    Server,
+    StreamingServer,
+    ThreadCluster,
+    poisson_arrivals,
+    run_open_loop,
+    simulate_load,
+)
+
+from .config import LoadConfig
+from .schemes import Scheme, baseline_error, queries, schemes, truth
+
+__all__ = ["noloss_check", "run_cell", "thread_check"]
+
+PCTS = (50, 99, 99.9)
+
+
+def injector(cfg: LoadConfig, delay: str, *, faults: bool = False) -> Injector:
+    if faults:
+        kinds = ("raise", "hang", "nan")
+        return Injector(latency=cfg.latency(delay), fault_kinds=kinds,
+                        fault_prob=0.02, max_faulty=1, seed=cfg.seed + 1)  # fmt: skip
+    return Injector(latency=cfg.latency(delay), seed=cfg.seed)
+
+
+def mean_service(inj: Injector, m: int) -> float:
+    """A worker's mean service time under the injector (4096 draws)."""
+    delays, _ = inj.plan(np.arange(4096 // m + 1), m)
+    return float(delays.mean())
+
+
+def _stats(lat: np.ndarray) -> dict:
+    ms = 1e3 * np.asarray(lat, np.float64)
+    return {str(p): float(np.percentile(ms, p)) for p in PCTS}
+
+
+def simulate_point(cfg: LoadConfig, s: Scheme, inj: Injector, rate: float) -> dict:
+    """One point of a scheme's curve: the simulator on ``num_queries`` Poisson
+    arrivals at ``rate``; the first ``warmup`` fraction of queries is left out of
+    the percentiles (the queues start empty)."""
+    a = poisson_arrivals(rate, cfg.num_queries, seed=cfg.seed)
+    sim = simulate_load(s.code, s.policy, inj, a, group_deadline=cfg.group_deadline,
+                        shards=s.shards, per_query=s.per_query)  # fmt: skip
+    skip = int(cfg.warmup * len(a))
+    span = float(a[-1] - a[0]) if len(a) > 1 else math.nan
+    q = len(a)
+    return {
+        "rate": float(rate),
+        "latency_ms": _stats(sim.latency[skip:]),
+        "waited_ms_p50": float(1e3 * np.median(sim.waited[skip:])),
+        "ok": float(np.mean(sim.ok[skip:])),
+        "evaluations_per_query": float(sim.evaluations.sum() / q),
+        "busy_ms_per_query": float(1e3 * sim.busy.sum() / q),
+        "utilization": float(sim.busy.sum() / (s.workers_used * span)),
+        "mean_group_size": float(np.mean(sim.group_size)),
+    }
+
+
+def _passes(pt: dict, target_ms: float) -> bool:
+    return pt["latency_ms"]["99"] <= target_ms
+
+
+def sweep_scheme(cfg: LoadConfig, s: Scheme, inj: Injector, grid) -> dict:
+    """The scheme's curve on ``grid`` (stopped once saturated) and its largest
+    sustained rate under the p99 target."""
+    target_ms = 1e3 * cfg.p99_target
+    curve, lo, hi = [], None, None
+    for r in grid:
+        pt = simulate_point(cfg, s, inj, r)
+        curve.append(pt)
+        if _passes(pt, target_ms):
+            if hi is None:
+                lo = r
+        elif hi is None:
+            hi = r
+        if pt["latency_ms"]["99"] > cfg.saturated * target_ms:
+            break  # saturated: the queues grow without bound
+    if lo is None:
+        return {"curve": curve, "max_rate": 0.0, "bound": f"< {grid[0]:.4g}",
+                "bracket": [0.0, float(grid[0])]}  # fmt: skip
+    if hi is None:
+        return {"curve": curve, "max_rate": float(lo), "bound": f">= {lo:.4g}",
+                "bracket": [float(lo), None]}  # fmt: skip
+    for _ in range(cfg.bisection):
+        mid = math.sqrt(lo * hi)
+        if _passes(simulate_point(cfg, s, inj, mid), target_ms):
+            lo = mid
+        else:
+            hi = mid
+    return {"curve": curve, "max_rate": float(lo), "bound": f"[{lo:.4g}, {hi:.4g})",
+            "bracket": [float(lo), float(hi)]}  # fmt: skip
+
+
+def run_cell(
+    cfg: LoadConfig, delay: str, m: int, base_err: float, show_progress: bool = True
+) -> dict:
+    """Every scheme at M workers under one delay model."""
+    inj = injector(cfg, delay)
+    target_err = cfg.error_factor * base_err
+    t0 = time.perf_counter()
+    found = schemes(cfg, m, cfg.latency(delay), target_err)
+    t_schemes = time.perf_counter() - t0
+    mean = mean_service(inj, m)
+    # the grid: up to 3 M / E[T] (uncoded's capacity is M / E[T]; a code that
+    # cancels its stragglers can go beyond it)
+    hi = cfg.grid_top * m / mean
+    grid = np.geomspace(hi / cfg.grid_span, hi, cfg.num_rates)
+    out = {"mean_service_ms": 1e3 * mean, "grid": grid.tolist(),
+           "schemes_seconds": t_schemes, "schemes": {}}  # fmt: skip
+    bar = runkit.progress(found, desc=f"{delay} M={m}", disable=not show_progress)
+    for s in bar:
+        err = base_err if s.family != "coded" else s.error
+        row = {
+            "family": s.family,
+            "workers_used": s.workers_used,
+            "num_responses": s.num_responses,
+            "shards": s.shards,
+            "per_query": s.per_query,
+            "error_median": err,
+            "accurate": bool(err <= target_err),
+            "applies": s.applies,
+            "reason": s.reason,
+        }
+        if s.applies:
+            row.update(sweep_scheme(cfg, s, inj, grid))
+        out["schemes"][s.name] = row
+    return out
+
+
+def _schemes_by_name(cfg, m, delay, base_err) -> dict[str, Scheme]:
+    lat = cfg.latency(delay)
+    return {s.name: s for s in schemes(cfg, m, lat, cfg.error_factor * base_err)}
+
+
+def _serve(cfg, s: Scheme, inj: Injector, qs, times, *, deadline=None):
+    """An open-loop run on the thread cluster; returns (LoadRun, seconds)."""
+    policy = s.policy
+    if deadline is not None:
+        policy = type(policy)(*([s.num_responses] if s.num_responses else []),
+                              deadline=deadline)  # fmt: skip
+    server = Server(s.code, _worker(cfg), backend=ThreadCluster(injector=inj),
+                    policy=policy)  # fmt: skip
+    t0 = time.perf_counter()
+    with StreamingServer(server, group_deadline=cfg.group_deadline,
+                         example=qs[0]) as front:  # fmt: skip
+        run = run_open_loop(front, qs, times, timeout=cfg.thread_timeout)
+    return run, time.perf_counter() - t0
+
+
+def _worker(cfg):
+    from .schemes import worker
+
+    return worker(cfg)
+
+
+def _reference(cell: dict) -> tuple[str, float]:
+    """(the coded scheme with the largest sustained rate, the largest sustained
+    rate of any scheme of the cell: the unit of the checks' rates)."""
+    rows = cell["schemes"]
+    coded = [n for n, v in rows.items() if v["family"] == "coded" and v["applies"]]
+    best = max(coded, key=lambda n: rows[n]["max_rate"])
+    top = max(v.get("max_rate", 0.0) for v in rows.values())
+    if top <= 0:  # nothing meets the target: the grid's middle
+        top = float(np.median(cell["grid"]))
+    return best, top
+
+
+def thread_check(cfg: LoadConfig, cell: dict, delay: str, m: int, base_err: float):
+    """The thread cluster against the simulator, for the coded scheme with the
+    largest sustained rate and the replication K-group layout, at
+    ``thread_rates`` times the largest rate any scheme of the cell sustains."""
+    by_name = _schemes_by_name(cfg, m, delay, base_err)
+    best, top = _reference(cell)
+    picks = [best, "replication K-group"]
+    inj = injector(cfg, delay)
+    out = {}
+    for name in picks:
+        s = by_name[name]
+        for frac in cfg.thread_rates:
+            rate = frac * top
+            qs = queries(cfg, cfg.thread_queries, seed=3)
+            times = poisson_arrivals(rate, len(qs), seed=cfg.seed + 5)
+            load0 = os.getloadavg()[0]
+            run, secs = _serve(cfg, s, inj, qs, times)
+            got = [r for r in run.results if r is not None]
+            arr = np.array([r.arrival for r in got])
+            t_arr = arr - arr[0]
+            sim = simulate_load(s.code, s.policy, inj, t_arr,
+                                group_deadline=cfg.group_deadline)  # fmt: skip
+            skip = int(cfg.warmup * len(t_arr))
+            th = _stats(np.array([r.latency for r in got])[skip:])
+            si = _stats(sim.latency[skip:])
+            groups_equal = float(np.mean(np.array([r.group for r in got]) == sim.group))
+            out[f"{name} @ {frac:g}"] = {
+                "scheme": name,
+                "rate": rate,
+                "fraction": frac,
+                "queries": len(qs),
+                "threads_ms": th,
+                "simulator_ms": si,
+                "ratio": {p: th[p] / si[p] for p in th},
+                "same_group": groups_equal,
+                "answered": run.answered,
+                "seconds": secs,
+                "loadavg": [load0, os.getloadavg()[0]],
+            }
+    return out
+
+
+def noloss_check(cfg: LoadConfig, cell: dict, delay: str, m: int, base_err: float):
+    """``noloss_queries`` queries on the thread cluster at ``noloss_fraction``
+    times the cell's largest sustained rate, for its best coded scheme, with
+    workers raising, hanging or answering NaN; every query must end with an
+    answer (ok or not) or an error."""
+    by_name = _schemes_by_name(cfg, m, delay, base_err)
+    best, top = _reference(cell)
+    s = by_name[best]
+    rate = cfg.noloss_fraction * top
+    qs = queries(cfg, cfg.noloss_queries, seed=4)
+    times = poisson_arrivals(rate, len(qs), seed=cfg.seed + 6)
+    inj = injector(cfg, delay, faults=True)
+    run, secs = _serve(cfg, s, inj, qs, times, deadline=cfg.noloss_deadline)
+    # the answers that decoded, against the float64 truth
+    ok_rows = [(r.value, q) for r, q in zip(run.results, qs, strict=True)
+               if r is not None and r.ok]  # fmt: skip
+    errs = []
+    for v, q in ok_rows:
+        t = truth(cfg, q[None])[0]
+        errs.append(
+            float(np.abs(np.asarray(v, np.float64) - t).max() / np.abs(t).max())
+        )
+    statuses: dict[str, int] = {}
+    for r in run.results:
+        if r is not None:
+            statuses[str(r.status)] = statuses.get(str(r.status), 0) + 1
+    return {
+        "scheme": best,
+        "rate": rate,
+        "submitted": run.submitted,
+        "answered": run.answered,
+        "ok": int(run.ok.sum()),
+        "errors": run.errors,
+        "rejected": run.rejected,
+        "lost": run.lost,
+        "statuses": statuses,
+        "faults": {
+            "kinds": list(inj.fault_kinds),
+            "prob": inj.fault_prob,
+            "max_faulty": inj.max_faulty,
+        },  # fmt: skip
+        "policy_deadline": cfg.noloss_deadline,
+        "latency_ms": _stats(run.latency[np.isfinite(run.latency)]),
+        "query_error_median": float(np.median(errs)) if errs else math.nan,
+        "seconds": secs,
+    }
+
+
+def run_load(
+    cfg: LoadConfig, *, show_progress: bool = True, partial=None
+) -> dict[str, Any]:
+    """Every cell, the thread check and the no-loss run; ``partial(obj)`` is
+    called with what is done after each cell (for a file written as it goes)."""
+    t0 = time.perf_counter()
+    base = baseline_error(cfg)
+    cells: dict = {}
+    for delay in cfg.delays:
+        for m in cfg.workers:
+            cell = run_cell(cfg, delay, m, base, show_progress)
+            cells[f"{delay} M={m}"] = {"delay": delay, "num_workers": m, **cell}
+            if partial is not None:
+                partial({"baseline_error": base, "cells": cells})
+    first = f"{cfg.check_delay} M={cfg.check_workers}"
+    cell = cells.get(first) or {"schemes": run_cell(cfg, cfg.check_delay,
+                                                     cfg.check_workers, base,
+                                                     False)["schemes"]}  # fmt: skip
+    threads = thread_check(cfg, cell, cfg.check_delay, cfg.check_workers, base)
+    noloss = noloss_check(cfg, cell, cfg.check_delay, cfg.check_workers, base)
+    return {
+        "baseline_error": base,
+        "cells": cells,
+        "threads": threads,
+        "noloss": noloss,
+        "seconds": time.perf_counter() - t0,
+    }
