@@ -29,7 +29,10 @@ class LoadConfig:
         num_features: F, the width of the linear workload (a bf16 matrix product
             F -> F, degree 1, so every code applies from M = K + 1).
         p99_target: the p99 latency (seconds) under which a rate is sustained.
-        group_deadline: seconds a coding group waits to fill.
+        group_deadlines: seconds a coding group waits to fill (K > 1 schemes):
+            each is swept and the one with the largest sustained rate kept (a
+            group sent short is padded, and its padding costs the workers as
+            much as real queries, so the best deadline depends on the rate).
         num_queries: queries per simulated point (a Poisson stream).
         num_rates: points of each latency curve (offered loads up to saturation).
         bisection: simulator runs per scheme to find its largest sustained rate.
@@ -63,7 +66,7 @@ class LoadConfig:
     delays: tuple[str, ...] = ("independent", "racks", "heavy-tail")
     num_features: int = 16
     p99_target: float = 0.05
-    group_deadline: float = 0.005
+    group_deadlines: tuple[float, ...] = (0.005, 0.01, 0.02)
     num_queries: int = 100_000
     num_rates: int = 12
     bisection: int = 10
