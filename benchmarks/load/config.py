@@ -83,7 +83,7 @@ class LoadConfig:
     grid_top: float = 3.0
     grid_span: float = 30.0
     check_delay: str = "independent"
-    check_workers: int = 12
+    check_workers: int = 16
     thread_timeout: float = 60.0
     seed: int = 0
 

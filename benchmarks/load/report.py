@@ -123,15 +123,17 @@ def format_tables(summary: dict) -> str:
                  f"M = {cfg['check_workers']}; the simulator on the thread run's "
                  f"own arrival times):")  # fmt: skip
     lines.append("")
-    lines.append("| scheme | rate q/s | queries | threads p50 / p99 ms | simulator "
-                 "p50 / p99 ms | ratio p50 / p99 | same groups | load |")  # fmt: skip
+    lines.append(
+        "| scheme | rate q/s | queries | threads p50 / p99 ms | simulator p50 / p99 "
+        "ms | ratio p50 / p99 | groups threads / sim | load |"
+    )
     lines.append("|" + "---|" * 8)
     for v in th.values():
         a, b, r = v["threads_ms"], v["simulator_ms"], v["ratio"]
         lines.append(
             f"| {v['scheme']} | {v['rate']:.0f} | {v['queries']} | {a['50']:.2f} / "
             f"{a['99']:.2f} | {b['50']:.2f} / {b['99']:.2f} | {r['50']:.3f} / "
-            f"{r['99']:.3f} | {100 * v['same_group']:.1f}% | "
+            f"{r['99']:.3f} | {v['groups'][0]} / {v['groups'][1]} | "
             f"{v['loadavg'][0]:.1f}-{v['loadavg'][1]:.1f} |"
         )
     nl = summary["noloss"]
