@@ -160,14 +160,16 @@ def plot_p99(summary: dict, path: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:  # pragma: no cover - matplotlib is a dev dependency
         return None
-    cells = summary["cells"]
-    delays = list(dict.fromkeys(c["delay"] for c in cells.values()))
-    ms = list(dict.fromkeys(c["num_workers"] for c in cells.values()))
-    fig, axes = plt.subplots(len(delays), len(ms), squeeze=False,
-                             figsize=(4.2 * len(ms), 3.4 * len(delays)))  # fmt: skip
+    cells = list(summary["cells"].values())
+    cols = min(2, len(cells))
+    rows = -(-len(cells) // cols)
+    fig, axes = plt.subplots(rows, cols, squeeze=False,
+                             figsize=(6.0 * cols, 4.2 * rows))  # fmt: skip
+    for ax in axes.flat[len(cells) :]:
+        ax.set_visible(False)
     tgt = 1e3 * summary["config"]["p99_target"]
-    for cell in cells.values():
-        ax = axes[delays.index(cell["delay"])][ms.index(cell["num_workers"])]
+    for j, cell in enumerate(cells):
+        ax = axes.flat[j]
         for name, v in cell["schemes"].items():
             if not v["applies"]:
                 continue
