@@ -69,27 +69,35 @@ def format_tables(summary: dict) -> str:
         lines.append("")
         lines.append(
             f"| scheme | workers | N | error median | accurate | group deadline ms "
-            f"| max rate q/s (p99 <= {tgt:g} ms) | evals / query | p50 / p99 / "
-            f"p99.9 ms at {grid[0]:.0f} q/s |"
+            f"| max rate q/s (p99 <= {tgt:g} ms) | evals / busy ms per query at "
+            f"{grid[0]:.0f} q/s | p50 / p99 / p99.9 ms at {grid[0]:.0f} q/s | "
+            f"the same at its highest grid rate under the target |"
         )
-        lines.append("|" + "---|" * 9)
+        lines.append("|" + "---|" * 10)
         for name, v in cell["schemes"].items():
             if not v["applies"]:
                 lines.append(
                     f"| {name} | {v['workers_used']} | {v['num_responses'] or '-'} | "
                     f"{_f(v['error_median'], '{:.3g}')} | no | - | - | - | "
-                    f"not swept: {v['reason']} |"
+                    f"not swept: {v['reason']} | - |"
                 )
                 continue
             p0 = v["curve"][0]
             lat = p0["latency_ms"]
+            under = [p for p in v["curve"] if p["latency_ms"]["99"] <= tgt]
+            if under:
+                u = under[-1]["latency_ms"]
+                at = (f"{_f(u['50'])} / {_f(u['99'])} / {_f(u['99.9'])} at "
+                      f"{under[-1]['rate']:.0f} q/s")  # fmt: skip
+            else:
+                at = "-"
             lines.append(
                 f"| {name} | {v['workers_used']} | {v['num_responses'] or '-'} | "
                 f"{_f(v['error_median'], '{:.3g}')} | "
                 f"{'yes' if v['accurate'] else 'no'} | "
                 f"{_f(1e3 * v['group_deadline'], '{:g}')} | {v['bound']} | "
-                f"{p0['evaluations_per_query']:.2f} | {_f(lat['50'])} / "
-                f"{_f(lat['99'])} / {_f(lat['99.9'])} |"
+                f"{p0['evaluations_per_query']:.2f} / {p0['busy_ms_per_query']:.1f} | "
+                f"{_f(lat['50'])} / {_f(lat['99'])} / {_f(lat['99.9'])} | {at} |"
             )
         lines.append("")
         lines.append("p99 ms against offered load (q/s); '-' past saturation:")
