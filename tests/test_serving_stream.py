@@ -288,6 +288,12 @@ def test_the_simulator_shards_the_workers_and_answers_replicas_per_query():
         alone = simulate_load(one, FixedN(1), inj, a[s::4], group_deadline=0.01)
         np.testing.assert_allclose(sh.latency[s::4], alone.latency, atol=1e-12)
     assert sh.latency.max() > 0.003 + 1e-6  # the queues matter at this rate
+    # the draws: groups 4 r .. 4 r + 3 take request r's plan of the 4 workers
+    inj = Injector(latency=LAT, seed=9)
+    idle = simulate_load(one, FixedN(1), inj, a, group_deadline=0.01, shards=4,
+                         queueing=False)  # fmt: skip
+    plan, _ = inj.plan(np.arange(100), 4)
+    np.testing.assert_allclose(idle.latency, plan.reshape(-1), atol=1e-12)
     # per query: each query answered at its first replica (idle workers: the
     # group's fan-out plus the least delay among its replicas)
     a = poisson_arrivals(300.0, 60, seed=7)

@@ -374,10 +374,13 @@ def simulate_load(
             the group's decision). What replication would gain with a frontend
             that answers queries one by one; the :class:`StreamingServer` answers
             a group together.
-        shards: S independent copies of the M workers (S M workers in all):
-            group g goes to copy g mod S (round robin), e.g. uncoded serving of
-            single queries on M workers is ``uncoded_code(num_inputs=1)`` with
-            ``shards=M``.
+        shards: S independent copies of the code's M workers (S M workers in
+            all): group g goes to copy g mod S (round robin), e.g. uncoded
+            serving of single queries on M workers is
+            ``uncoded_code(num_inputs=1)`` with ``shards=M``. The groups r S ..
+            r S + S - 1 draw request ``first_group + r``'s plan of the S M
+            workers, copy s taking workers s, s + S, s + 2 S, ... (a copy's
+            workers spread over the cluster: apart in a rack model).
 
     Returns:
         :class:`SimulatedLoad`.
@@ -416,7 +419,14 @@ def simulate_load(
         raise ValueError(f"{fname}: shards must be >= 1, got {shards}")
     starts, ends, sent = _groups(a, k, gd)
     g = len(starts)
-    delays, faults = injector.plan(first_group + np.arange(g), m)
+    nsh = int(shards)
+    if nsh == 1:
+        delays, faults = injector.plan(first_group + np.arange(g), m)
+    else:  # round r: request r's plan of the S M workers, shard s on s, s + S, ...
+        rounds = -(-g // nsh)
+        d, f = injector.plan(first_group + np.arange(rounds), nsh * m)
+        delays = d.reshape(rounds, m, nsh).transpose(0, 2, 1).reshape(-1, m)[:g]
+        faults = f.reshape(rounds, m, nsh).transpose(0, 2, 1).reshape(-1, m)[:g]
     success = (faults == NONE) | (faults == CORRUPT)
     hang = faults == HANG
     dl = math.inf if policy.deadline is None else float(policy.deadline)
@@ -436,7 +446,6 @@ def simulate_load(
     busy = np.empty(g)
     in_hand = np.empty((g, m), bool)
     first = np.empty((g, k)) if per_query else None
-    nsh = int(shards)
     free = np.full((nsh, m), -math.inf)
     prefix = np.arange(m)[:, None] >= np.arange(m)[None, :]  # row n: the first n + 1
     # a replication layout decides when every query has a replica (may_decode):
