@@ -38,6 +38,7 @@ def test_the_largest_sustained_rate_is_bracketed_by_the_p99_target():
 def test_bad_options_exit_naming_the_option(capsys):
     for argv, flag in (
         (["--delays", "nope"], "--delays"),
+        (["--check-delay", "nope"], "--check-delay"),
         (["--workers", "8"], "--workers"),
         (["--p99-target", "0"], "--p99-target"),
         (["--queries", "0"], "--queries"),

@@ -19,6 +19,8 @@ FLAGS = {
     "num_queries": ("--queries", {"help": "queries per simulated point"}),
     "p99_target": ("--p99-target", {"help": "seconds (default 0.05)"}),
     "noloss_queries": ("--noloss-queries", {"help": "queries of the no-loss run"}),
+    "check_delay": ("--check-delay", {"help": "delay model of the thread checks"}),
+    "check_workers": ("--check-workers", {"help": "M of the thread checks"}),
 }
 
 
@@ -35,9 +37,11 @@ def main(argv: list[str] | None = None) -> dict:
     a = p.parse_args(argv)
     over = runkit.config_overrides(a, LoadConfig)
     over["seed"] = a.seed
-    for name in over.get("delays", ()):
+    named = [("--delays", n) for n in over.get("delays", ())]
+    named += [("--check-delay", over["check_delay"])] if "check_delay" in over else []
+    for flag, name in named:
         if name not in DELAY_MODELS:
-            p.error(f"--delays: {name!r} is not one of {', '.join(DELAY_MODELS)}")
+            p.error(f"{flag}: {name!r} is not one of {', '.join(DELAY_MODELS)}")
     if any(m <= over.get("num_inputs", 8) for m in over.get("workers", ())):
         p.error("--workers: every M must exceed K = 8")
     if over.get("p99_target", 1.0) <= 0:
