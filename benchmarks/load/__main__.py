@@ -21,6 +21,10 @@ FLAGS = {
     "noloss_queries": ("--noloss-queries", {"help": "queries of the no-loss run"}),
     "check_delay": ("--check-delay", {"help": "delay model of the thread checks"}),
     "check_workers": ("--check-workers", {"help": "M of the thread checks"}),
+    "thread_rates": (
+        "--thread-rates",
+        {"help": "the thread checks' rates, as fractions of a scheme's sustained rate"},
+    ),
 }
 
 
