@@ -165,6 +165,44 @@ def _nercc(cfg: LoadConfig, m: int) -> Any:
     return cj.nercc_code(num_inputs=k, num_workers=m, smoothing=pair)
 
 
+def _first_decodable_error(cfg: LoadConfig, code: Any, latency) -> float:
+    """The median decoded error at the FirstDecodable decision (the shortest
+    prefix of the arrival order that ``may_decode``)."""
+    k, m, b = cfg.num_inputs, code.num_workers, cfg.accuracy_groups
+    x = queries(cfg, b * k, seed=1).reshape(b, k, -1)
+    rows = jax.vmap(code.encode)(jnp.asarray(x))
+    y = jax.vmap(jax.vmap(worker(cfg)))(rows)
+    order = _first_arrivals(cfg, latency, m, b)
+    rank = np.argsort(order, axis=1)
+    prefixes = rank[:, None, :] < np.arange(1, m + 1)[None, :, None]  # [B, n, M]
+    can = np.asarray(code.may_decode(prefixes), bool)
+    n = can.argmax(axis=1) + 1
+    masks = jnp.asarray(rank < n[:, None])
+    res = jax.device_get(code.decode_batched(y, masks))
+    err = _rel_err(np.asarray(res.value), x, cfg)
+    err[~np.asarray(res.ok)] = np.inf
+    return float(np.median(err))
+
+
+def _parity(cfg: LoadConfig, m: int, latency, target: float) -> list[Scheme]:
+    """ParM's parity code where M = K + K/k (k >= 2), with an exact parity model:
+    the workload is linear without a bias, so the base model is its own parity
+    model (``parity_error=0``)."""
+    k = cfg.num_inputs
+    out = []
+    for g in range(2, k + 1):
+        if k % g or k + k // g != m:
+            continue
+        code = cj.parity_code(num_inputs=k, group=g, parity_error=0.0)
+        err = _first_decodable_error(cfg, code, latency)
+        ok = err <= target
+        out.append(Scheme(f"parity k={g}", "coded", code, FirstDecodable(),
+                          workers_used=m, error=err, applies=ok,
+                          reason="" if ok else f"median error {err:.3g} is above "
+                          f"the target {target:.3g}"))  # fmt: skip
+    return out
+
+
 def schemes(cfg: LoadConfig, m: int, latency, target: float) -> list[Scheme]:
     """Every scheme at M workers (K = ``cfg.num_inputs``), in report order."""
     k = cfg.num_inputs
@@ -201,4 +239,5 @@ def schemes(cfg: LoadConfig, m: int, latency, target: float) -> list[Scheme]:
                       latency, target))  # fmt: skip
     out.append(_coded(cfg, "nercc", _nercc(cfg, m), latency, target,
                       ns=range(2, m + 1)))  # fmt: skip
+    out += _parity(cfg, m, latency, target)
     return out
