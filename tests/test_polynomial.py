@@ -228,6 +228,20 @@ def test_bf16_workers_chebyls_beats_threshold():
 # transforms: jit equals eager, vmap equals a loop, no recompilation across masks
 
 
+# A small code for the checks that do not depend on the size (error paths, dtypes,
+# the result of a traced decode with bad points or too few responders): the same
+# kernels at M = 12, K = 2, D = 4 compile in about half the time of D = 22, and
+# none of these programs is shared with another test.
+K_S, M_S = 2, 12
+D_S = DEG * (K_S - 1) + 1  # 4
+
+
+def _small(key):
+    alpha, beta = cj.chebyshev_points(M_S), cj.chebyshev_points(K_S)
+    x = jax.random.normal(key, (K_S, F))
+    return alpha, beta, cubic(cj.lagrange_encode(x, beta, alpha))
+
+
 def _setup(key, n=30, batch=B):
     alpha, beta = _points()
     x = jax.random.normal(key, (K, F))
@@ -314,23 +328,25 @@ def test_accumulation_dtype(key, dt, acc):
 
 
 def test_float64_accumulation_and_override(x64, key):
-    alpha, beta, y, masks = _setup(key)
+    alpha, beta, y = _small(key)
+    mask = cj.sample_masks(key, num_workers=M_S, num_responses=8)
+    assert y.dtype == jnp.float64
     assert (
-        cj.chebyls_decode(y, masks[0], alpha, beta, num_coeffs=D).value.dtype
+        cj.chebyls_decode(y, mask, alpha, beta, num_coeffs=D_S).value.dtype
         == jnp.float64
     )
     r = cj.chebyls_decode(
         y.astype(jnp.bfloat16),
-        masks[0],
+        mask,
         alpha,
         beta,
-        num_coeffs=D,
+        num_coeffs=D_S,
         accum_dtype=jnp.float64,
     )
     assert r.value.dtype == jnp.float64
     with pytest.raises(TypeError, match="accum_dtype must be float32 or float64"):
         cj.chebyls_decode(
-            y, masks[0], alpha, beta, num_coeffs=D, accum_dtype=jnp.bfloat16
+            y, mask, alpha, beta, num_coeffs=D_S, accum_dtype=jnp.bfloat16
         )
 
 
@@ -386,16 +402,16 @@ def test_static_errors_name_function_expected_and_actual():
 
 
 def test_duplicate_and_nonfinite_points():
-    alpha, beta = _points()
-    y = jnp.ones((M, 2))
-    mask = jnp.ones(M, bool)
+    alpha, beta = cj.chebyshev_points(M_S), cj.chebyshev_points(K_S)
+    y = jnp.ones((M_S, 2))
+    mask = jnp.ones(M_S, bool)
     dup = alpha.at[5].set(alpha[4])
     with pytest.raises(ValueError, match="chebyls_decode: alpha must be distinct"):
-        cj.chebyls_decode(y, mask, dup, beta, num_coeffs=D)
+        cj.chebyls_decode(y, mask, dup, beta, num_coeffs=D_S)
     with pytest.raises(ValueError, match="chebyls_decode: beta must be finite"):
-        cj.chebyls_decode(y, mask, alpha, beta.at[0].set(jnp.inf), num_coeffs=D)
+        cj.chebyls_decode(y, mask, alpha, beta.at[0].set(jnp.inf), num_coeffs=D_S)
     # under jit the points are traced: reported through ok, never NaN
-    f = jax.jit(lambda a, b: cj.chebyls_decode(y, mask, a, b, num_coeffs=D))
+    f = jax.jit(lambda a, b: cj.chebyls_decode(y, mask, a, b, num_coeffs=D_S))
     for a, b in [
         (dup, beta),
         (alpha, beta.at[0].set(jnp.inf)),
@@ -407,16 +423,19 @@ def test_duplicate_and_nonfinite_points():
 
 
 def test_too_few_responders_under_jit(key):
-    alpha, beta, y, _ = _setup(key)
-    f = jax.jit(lambda mk: cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D))
-    for n in (0, 1, D - 1):
-        mk = cj.sample_masks(jax.random.fold_in(key, n), num_workers=M, num_responses=n)
+    alpha, beta, y = _small(key)
+    f = jax.jit(lambda mk: cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D_S))
+    for n in (0, 1, D_S - 1):
+        mk = cj.sample_masks(
+            jax.random.fold_in(key, n), num_workers=M_S, num_responses=n
+        )
         r = f(mk)
         assert not bool(r.ok) and int(r.num_used) == n
         assert bool(jnp.all(r.value == 0))  # documented: zeros, no Inf/NaN
         assert float(r.cond) == np.inf
-    r = f(cj.sample_masks(key, num_workers=M, num_responses=D))
-    assert int(r.num_used) == D and bool(jnp.all(jnp.isfinite(r.value)))
+    r = f(cj.sample_masks(key, num_workers=M_S, num_responses=D_S))
+    assert bool(r.ok) and int(r.num_used) == D_S
+    assert bool(jnp.all(jnp.isfinite(r.value)))
 
 
 @pytest.mark.parametrize("bad", [jnp.nan, jnp.inf, -jnp.inf])
