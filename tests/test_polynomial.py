@@ -82,6 +82,20 @@ def test_lagrange_encode_errors():
         cj.lagrange_encode(jnp.ones((K, 2)), beta, alpha.at[3].set(jnp.nan))
 
 
+# A small code for the checks that do not depend on the size (error paths, dtypes,
+# a traced decode with bad points or too few responders, the float64 square solve):
+# the same kernels at M = 12, K = 2, D = 4 compile in about half the time of
+# D = 22, and none of these programs is shared with another test.
+K_S, M_S = 2, 12
+D_S = DEG * (K_S - 1) + 1  # 4
+
+
+def _small(key):
+    alpha, beta = cj.chebyshev_points(M_S), cj.chebyshev_points(K_S)
+    x = jax.random.normal(key, (K_S, F))
+    return alpha, beta, cubic(cj.lagrange_encode(x, beta, alpha))
+
+
 # ----------------------------------------------------------------------------------
 # exact arithmetic: float64 responses of a degree-3 function
 
@@ -122,18 +136,20 @@ def test_chebyls_float64_exact_for_every_n(x64, key, np_rng):
 
 
 def test_threshold_float64_square_solve(x64, key, np_rng):
-    alpha, beta = _points()
-    x = jnp.asarray(np_rng.standard_normal((K, 4)))
+    # the small code (the square solve of the first D arrivals does not depend on
+    # the size; its program is this test's own)
+    alpha, beta = cj.chebyshev_points(M_S), cj.chebyshev_points(K_S)
+    x = jnp.asarray(np_rng.standard_normal((K_S, 4)))
     y = cubic(cj.lagrange_encode(x, beta, alpha))
     arr = cj.sample_arrivals(
-        key, num_workers=M, num_responses=30, model=cj.Uniform(0.0, 1.0)
+        key, num_workers=M_S, num_responses=8, model=cj.Uniform(0.0, 1.0)
     )
-    r = cj.threshold_decode(y, arr.mask, alpha, beta, num_coeffs=D, order=arr.order)
-    assert int(r.num_used) == D
-    first = np.asarray(arr.order)[:D]
-    ts = npcheb.chebvander(np.asarray(alpha)[np.sort(first)], D - 1)
+    r = cj.threshold_decode(y, arr.mask, alpha, beta, num_coeffs=D_S, order=arr.order)
+    assert int(r.num_used) == D_S
+    first = np.asarray(arr.order)[:D_S]
+    ts = npcheb.chebvander(np.asarray(alpha)[np.sort(first)], D_S - 1)
     c = np.linalg.solve(ts, np.asarray(y)[np.sort(first)])
-    ref = npcheb.chebvander(np.asarray(beta), D - 1) @ c
+    ref = npcheb.chebvander(np.asarray(beta), D_S - 1) @ c
     err = np.linalg.norm(np.asarray(r.value) - ref) / np.linalg.norm(ref)
     assert err < 1e-13 * float(r.cond)
 
@@ -226,20 +242,6 @@ def test_bf16_workers_chebyls_beats_threshold():
 
 # ----------------------------------------------------------------------------------
 # transforms: jit equals eager, vmap equals a loop, no recompilation across masks
-
-
-# A small code for the checks that do not depend on the size (error paths, dtypes,
-# the result of a traced decode with bad points or too few responders): the same
-# kernels at M = 12, K = 2, D = 4 compile in about half the time of D = 22, and
-# none of these programs is shared with another test.
-K_S, M_S = 2, 12
-D_S = DEG * (K_S - 1) + 1  # 4
-
-
-def _small(key):
-    alpha, beta = cj.chebyshev_points(M_S), cj.chebyshev_points(K_S)
-    x = jax.random.normal(key, (K_S, F))
-    return alpha, beta, cubic(cj.lagrange_encode(x, beta, alpha))
 
 
 def _setup(key, n=30, batch=B):
