@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._berrut import berrut_decode, berrut_decoding_matrix, berrut_encode
-from ._code import Code, acc_of, points
+from ._code import Code, acc_of, check_code_points, points
 from ._dtypes import accumulation_dtype, check_int
 from ._nercc import nercc_decode, nercc_decoding_matrix, nercc_encode
 
@@ -24,6 +24,12 @@ from ._nercc import nercc_decode, nercc_decoding_matrix, nercc_encode
 @dataclasses.dataclass(frozen=True)
 class _ApproximateCode(Code):
     """Approximate codes: first-kind data points, second-kind worker points."""
+
+    def __post_init__(self):
+        # the points are fixed by the settings: checked here, once per code
+        if self.num_workers >= 2:  # the factories require M >= 2
+            check_code_points(type(self).__name__, "alpha", self.num_workers, 2)
+        check_code_points(type(self).__name__, "beta", self.num_inputs, 1)
 
     @property
     def exact(self) -> bool:

@@ -14,6 +14,14 @@ same objects (an id reused by a new array after the old one died is a miss). Onl
 concrete ``jax.Array`` points are memoised (numpy arrays are mutable; tracers have no
 values to check), and only payloads and masks that are ``jax.Array`` or tracers
 (whose conversion is the identity), so a hit returns exactly what the checks would.
+
+An entry holds static facts only (the number of coefficients, the accumulation
+dtype), never an array: a value computed by the checks (a cast of the points, an
+encoding matrix) may have been created under a trace (``jax.jit``, ``jax.vmap``,
+``jax.grad``) of the first caller, and would then leak that trace into every later
+program that passed the same points. The jitted kernels cast the points themselves,
+inside each program, so a hit needs no array. :meth:`CheckMemo.put` refuses a value
+that holds one.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import weakref
 from typing import Any
 
 import jax
+import numpy as np
 
 from ._dtypes import is_concrete, x64_enabled
 
@@ -72,6 +81,9 @@ class CheckMemo:
     def put(self, key: tuple | None, points: tuple, value: Any) -> None:
         if key is None:
             return
+        if any(_is_array(v) for v in jax.tree_util.tree_leaves(value)):
+            # never memoise an array: it may be a tracer of the caller's program
+            raise TypeError("CheckMemo.put: a memo entry must hold no arrays")
         refs = tuple(weakref.ref(p) for p in points)
         with self._lock:
             self._entries[key] = (refs, value)
@@ -82,6 +94,10 @@ class CheckMemo:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+
+
+def _is_array(v: Any) -> bool:
+    return isinstance(v, (jax.Array, np.ndarray, jax.core.Tracer))
 
 
 DECODE_CHECKS = CheckMemo()

@@ -45,11 +45,35 @@ def points(n: int, kind: int, dtype: Any) -> jax.Array:
 
 
 @functools.lru_cache(maxsize=256)
+def check_code_points(cls: str, name: str, n: int, kind: int) -> None:
+    """A code's points are checked once, when the code is built (never per call).
+
+    The Chebyshev points [n] of ``kind`` must be finite and pairwise distinct in
+    float32, the narrowest accumulation dtype (distinct in float32 implies distinct
+    in float64): then no per-request path needs to check them (the decoders'
+    traced ``points_valid`` stays as a guard). Raises a ValueError naming the code.
+    """
+    x = points_f64(n, kind)
+    x32 = x.astype(np.float32)
+    if not np.all(np.isfinite(x)):
+        raise ValueError(
+            f"{cls}: {name} (Chebyshev points of kind {kind}) need n >= 2 for the "
+            f"second kind, got n = {n}"
+        )
+    if np.unique(x32).size != n:
+        raise ValueError(
+            f"{cls}: {name} ({n} Chebyshev points of kind {kind}) are not distinct "
+            f"in float32 (the closest pairs round together); use fewer points"
+        )
+
+
+@functools.lru_cache(maxsize=256)
 def device_points(n: int, kind: int, dtype: Any) -> jax.Array:
     """:func:`points` made once per (n, kind, dtype): points passed as arguments.
 
-    Made eagerly even when first asked for inside a trace (a code's decode inside
-    the user's ``jit``), so the cache never holds a tracer."""
+    Made outside any trace (``ensure_compile_time_eval``), also when the first
+    call comes from inside the caller's ``jit``: the cache must never hold a
+    tracer of one program for the next."""
     with jax.ensure_compile_time_eval():
         return points(n, kind, dtype)
 

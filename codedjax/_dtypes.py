@@ -181,15 +181,24 @@ def check_worker_dtype(fname: str, worker_dtype: Any) -> jnp.dtype:
     return wdt
 
 
+@functools.lru_cache(maxsize=64)
+def _is_floating(dtype: Any) -> bool:
+    return bool(jnp.issubdtype(dtype, jnp.floating))
+
+
 def check_floating(fname: str, name: str, x: Any) -> jax.Array:
-    """Convert to a jax array and require a floating dtype."""
-    try:
-        x = jnp.asarray(x)
-    except (TypeError, ValueError) as err:
-        raise TypeError(
-            f"{fname}: {name} must be a floating array, got {type(x).__name__}"
-        ) from err
-    if not jnp.issubdtype(x.dtype, jnp.floating):
+    """Convert to a jax array and require a floating dtype.
+
+    A ``jax.Array`` (a tracer included) is returned as it is, without a
+    conversion: this check runs on every request of a served code."""
+    if not isinstance(x, jax.Array):
+        try:
+            x = jnp.asarray(x)
+        except (TypeError, ValueError) as err:
+            raise TypeError(
+                f"{fname}: {name} must be a floating array, got {type(x).__name__}"
+            ) from err
+    if not _is_floating(x.dtype):
         raise TypeError(f"{fname}: {name} must have a floating dtype, got {x.dtype}")
     return x
 
@@ -208,7 +217,8 @@ def check_mask(
     fname: str, mask: Any, num_workers: int, name: str = "mask"
 ) -> jax.Array:
     """A boolean array whose last axis has ``num_workers`` entries."""
-    mask = jnp.asarray(mask)
+    if not isinstance(mask, jax.Array):
+        mask = jnp.asarray(mask)
     if mask.dtype != jnp.bool_:
         raise TypeError(f"{fname}: {name} must be boolean, got {mask.dtype}")
     if mask.ndim < 1 or mask.shape[-1] != num_workers:
@@ -297,11 +307,13 @@ def check_chebyshev_decode(
     accum_dtype: Any,
     *,
     hint: str = "use jax.vmap for many masks",
+    cast: bool = True,
 ):
     """The checks of every Chebyshev-basis decoder (ChebyLS, threshold, graceful).
 
     Shapes as :func:`check_decode_inputs`, 1 <= D <= M, finite distinct concrete
-    points. Returns (y, mask, alpha, beta, D, acc) with the points in ``acc``.
+    points. Returns (y, mask, alpha, beta, D, acc) with the points in ``acc``
+    (as given, converted but not cast, when ``cast`` is False).
     """
     y, mask, alpha, beta = check_decode_inputs(fname, y, mask, alpha, beta, hint=hint)
     m = y.shape[0]
@@ -314,6 +326,8 @@ def check_chebyshev_decode(
     concrete_points(fname, "alpha", alpha)
     concrete_points(fname, "beta", beta)
     acc = resolve_accum_dtype(fname, y.dtype, accum_dtype)
+    if not cast:
+        return y, mask, alpha, beta, d, acc
     return y, mask, alpha.astype(acc), beta.astype(acc), d, acc
 
 

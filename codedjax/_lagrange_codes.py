@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from ._code import Answers, Code, acc_of, device_points, points
+from ._code import Answers, Code, acc_of, check_code_points, device_points, points
 from ._dtypes import (
     accumulation_dtype,
     check_floating,
@@ -51,6 +51,13 @@ class LagrangeCode(Code):
 
     degree: int = 1
     kind: int = 1
+
+    def __post_init__(self):
+        # the points are fixed by the settings: checked here, once per code
+        cls = type(self).__name__
+        if self.kind in (1, 2):
+            check_code_points(cls, "alpha", self.num_workers, self.kind)
+        check_code_points(cls, "beta", self.num_inputs, 1)
 
     @property
     def num_coeffs(self) -> int:

@@ -136,33 +136,30 @@ def lagrange_encode(x: Any, beta: Any, alpha: Any) -> jax.Array:
     fname = "lagrange_encode"
     points = (beta, alpha)
     key = DECODE_CHECKS.key(fname, (x,), points, ())
-    hit = DECODE_CHECKS.get(key, points)  # memoised per code (_argcache)
-    if hit is not None:
-        e, acc = hit
-        return _encode_with(e, x.astype(acc))
-    x = check_floating(fname, "x", x)
-    if x.ndim < 1:
-        raise ValueError(f"{fname}: x must have shape [K, ...], got a scalar")
-    k = x.shape[0]
-    beta = check_vector(fname, "beta", beta, length=k)
-    alpha = check_vector(fname, "alpha", alpha)
-    concrete_points(fname, "beta", beta)
-    concrete_points(fname, "alpha", alpha)
-    acc = resolve_accum_dtype(fname, x.dtype)
-    if key is None:  # traced or numpy points: nothing to memoise
-        return _lagrange_encode(x.astype(acc), beta.astype(acc), alpha.astype(acc))
-    # concrete jax points: the M x K matrix once per code, then one product a call
+    acc = DECODE_CHECKS.get(key, points)  # the checks memoised per code (_argcache)
+    if acc is None:
+        x = check_floating(fname, "x", x)
+        if x.ndim < 1:
+            raise ValueError(f"{fname}: x must have shape [K, ...], got a scalar")
+        k = x.shape[0]
+        beta = check_vector(fname, "beta", beta, length=k)
+        alpha = check_vector(fname, "alpha", alpha)
+        concrete_points(fname, "beta", beta)
+        concrete_points(fname, "alpha", alpha)
+        acc = resolve_accum_dtype(fname, x.dtype)
+        DECODE_CHECKS.put(key, points, acc)
+    # one program: the casts, the M x K matrix and the product (every value made
+    # in the caller's trace, if any, stays in it)
+    return _lagrange_encode(x, beta, alpha, acc=acc)
+
+
+@functools.partial(jax.jit, static_argnames=("acc",))
+def _lagrange_encode(x, beta, alpha, acc):
     e = _encoding_matrix(beta.astype(acc), alpha.astype(acc))
-    DECODE_CHECKS.put(key, points, (e, acc))
-    return _encode_with(e, x.astype(acc))
+    x = x.astype(acc)
+    return apply_decoding(e, x, x.dtype, zero_nonfinite=False)
 
 
-@jax.jit
-def _lagrange_encode(x, beta, alpha):
-    return _encode_with(_encoding_matrix(beta, alpha), x)
-
-
-@jax.jit
 def _encoding_matrix(beta, alpha):
     e = _barycentric_matrix(beta, alpha)
     # traced invalid points: every coded input NaN (see the docstring)
@@ -170,26 +167,15 @@ def _encoding_matrix(beta, alpha):
     return jnp.where(valid, e, jnp.full_like(e, jnp.nan))
 
 
-@jax.jit
-def _encode_with(e, x):
-    return apply_decoding(e, x, x.dtype, zero_nonfinite=False)
-
-
 def _check_decode_args(fname, y, mask, alpha, beta, num_coeffs, accum_dtype):
-    # memoised per code (same point arrays, shapes, statics): see codedjax._argcache
+    """(y, mask, alpha, beta, D, acc) after the checks; the points are returned
+    as given (converted, not cast): every kernel casts them to ``acc`` inside its
+    program, so that the memo (see codedjax._argcache) holds static facts only."""
     key = DECODE_CHECKS.key(fname, (y, mask), (alpha, beta), (num_coeffs, accum_dtype))
     hit = DECODE_CHECKS.get(key, (alpha, beta))
     if hit is not None:
-        return (y, mask) + hit
-    out = _check_decode_args_uncached(
-        fname, y, mask, alpha, beta, num_coeffs, accum_dtype
-    )
-    DECODE_CHECKS.put(key, (alpha, beta), out[2:])
-    return out
-
-
-def _check_decode_args_uncached(fname, y, mask, alpha, beta, num_coeffs, accum_dtype):
-    return check_chebyshev_decode(
+        return (y, mask, alpha, beta) + hit
+    y, mask, alpha, beta, d, acc = check_chebyshev_decode(
         fname,
         y,
         mask,
@@ -198,7 +184,10 @@ def _check_decode_args_uncached(fname, y, mask, alpha, beta, num_coeffs, accum_d
         num_coeffs,
         accum_dtype,
         hint="use chebyls_decode_batched or jax.vmap for many masks",
+        cast=False,
     )
+    DECODE_CHECKS.put(key, (alpha, beta), (d, acc))
+    return y, mask, alpha, beta, d, acc
 
 
 def _fit_nodes(num_coeffs: int, acc) -> jax.Array:
@@ -344,9 +333,11 @@ def chebyls_decode(
 
 def _chebyls_decode_impl(y, mask, alpha, beta, num_coeffs, acc):
     sel = mask & finite_rows(y)
-    a, ok, cond, n = _ls_decoding_matrix(sel, alpha, beta, num_coeffs, acc)
+    # the decoding matrices to beta and to the fit nodes from one factorisation
     nodes = _fit_nodes(num_coeffs, acc)
-    a_fit = _ls_decoding_matrix(sel, alpha, nodes, num_coeffs, acc)[0]
+    a, ok, cond, n, a_fit = _ls_decoding_matrix(
+        sel, alpha, beta, num_coeffs, acc, extra=nodes
+    )
     return _ls_result(a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, a_fit=a_fit)
 
 
@@ -359,6 +350,7 @@ def _chebyls_many(data, points, per_mask, num_coeffs, acc):
 
 
 def _chebyls_vmappable(y, mask, alpha, beta, num_coeffs, acc):
+    alpha, beta = alpha.astype(acc), beta.astype(acc)  # in the program: see _argcache
     # one mask: the QR kernel; under jax.vmap: the batched kernel (codedjax._batching)
     f = batching_decoder(
         _chebyls_single, _chebyls_many, (("num_coeffs", num_coeffs), ("acc", acc))
@@ -413,6 +405,7 @@ def chebyls_decoding_matrix(
 
 
 def _decoding_matrix_impl(mask, alpha, beta, num_coeffs, acc):
+    alpha, beta = alpha.astype(acc), beta.astype(acc)
     a, ok, cond, n = _ls_decoding_matrix(mask, alpha, beta, num_coeffs, acc)
     status = status_of(
         points_ok=points_valid(alpha) & points_valid(beta),
@@ -547,6 +540,7 @@ def _chebyls_batched_impl(y, masks, alpha, beta, num_coeffs, acc, per_mask):
     # One batched kernel for all B masks (not a vmap of the one-mask kernel): it
     # skips the per-mask SVD and reports an estimate of the condition number
     # instead (see codedjax._lsq.ls_decoding_matrices).
+    alpha, beta = alpha.astype(acc), beta.astype(acc)
 
     if per_mask:
         fin = jax.vmap(finite_rows)(y)
@@ -718,6 +712,7 @@ def _threshold_single(data, points, num_coeffs, acc):
 
 
 def _threshold_vmappable(y, mask, alpha, beta, order, num_coeffs, acc):
+    alpha, beta = alpha.astype(acc), beta.astype(acc)
     # one mask: the QR kernel; under jax.vmap: the batched kernel (codedjax._batching)
     f = batching_decoder(
         _threshold_single, _threshold_many, (("num_coeffs", num_coeffs), ("acc", acc))

@@ -220,7 +220,9 @@ def _square_decoding_matrices_lu(sel, alpha, beta, num_coeffs, acc):
     # selected worker of rank r, gathered by ONE exact matrix product with 0/1
     # weights (one nonzero term per entry) instead of a sort and a gather
     rank = jnp.cumsum(sel, axis=1, dtype=jnp.int32) - 1  # [B, M]
-    pick = sel[:, None, :] & (rank[:, None, :] == jnp.arange(d)[None, :, None])
+    pick = sel[:, None, :] & (
+        rank[:, None, :] == jnp.arange(d, dtype=jnp.int32)[None, :, None]
+    )
     us = jnp.matmul(pick.astype(acc).reshape(b * d, m), u, precision=HI)
     us = us.reshape(b, d, d)  # U_S [B, D, D], zero rows past num_used
     rows = jnp.any(pick, axis=2)  # [B, D] False past num_used

@@ -1,0 +1,243 @@
+"""No state leaks from one program into another.
+
+Every public encoder and decoder and every ``Code`` method is called from two
+different jitted programs and from eager code, in both orders of every pair (a
+value memoised by the first caller must never reach the second as a tracer of the
+first one's program), with float64 off and on and every accumulation dtype,
+against the SAME point arrays (the library memoises its checks per point array).
+
+Cost: a program's trace is where a leaked tracer shows, so the second order only
+traces (``jax.jit(...).trace``, nothing compiled); the first order runs program A
+compiled and compares it with eager, which runs the library's own kernels (compiled
+once per configuration and shared by both orders).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_codes import CODES
+
+import codedjax as cj
+from codedjax._argcache import DECODE_CHECKS
+
+K, M, DEG = 3, 12, 2  # D = 5, as the codes of tests/test_codes.py
+D = DEG * (K - 1) + 1
+F = 3  # as tests/test_codes.py: its compiled programs are shared
+
+# (x64, points dtype, payload dtype, accum_dtype): every accumulation dtype, with
+# the points in the accumulation dtype and in another one
+CONFIGS = {
+    "x32": (False, "float32", "float32", None),
+    "x64-points64-acc32": (True, "float64", "float32", None),
+    "x64-points32-acc64": (True, "float32", "float64", None),
+}
+
+
+# The eager caller runs the library's compiled kernels, so it costs compiles: it
+# runs in the float32 configuration only, for the Code methods whose programs
+# tests/test_codes.py compiles too (same codes, shapes and dtypes) and for the
+# functions whose Python path consults the memo of checks (codedjax._argcache).
+# The traces run in every configuration, under jax.checking_leaks, which fails on
+# any tracer left behind (the cause of every leak into a later caller).
+EAGER_CONFIG = "x32"
+EAGER_METHODS = ("encode", "decode", "decode_answers")
+# with float64: the methods whose programs a payload's dtype changes most cheaply
+# (the code's points are made in the payload's accumulation dtype)
+X64_METHODS = ("encode", "decode")
+EAGER_FUNCTIONS = (
+    "lagrange_encode",
+    "chebyls_decode",
+    "chebyls_decoding_matrix",
+    "threshold_decode",
+)
+
+
+def _acc_kw(acc):
+    return {} if acc is None else {"accum_dtype": jnp.dtype(acc)}
+
+
+# name -> fn(points, y, mask, acc_kw): every public encoder and decoder; points is
+# the dict of shared arrays of one configuration
+FUNCTIONS = {
+    "lagrange_encode": lambda p, y, m, kw: cj.lagrange_encode(
+        y[:K], p["beta"], p["alpha"]
+    ),
+    "chebyls_decode": lambda p, y, m, kw: cj.chebyls_decode(
+        y, m, p["alpha"], p["beta"], num_coeffs=D, **kw
+    ),
+    "chebyls_decode_batched": lambda p, y, m, kw: cj.chebyls_decode_batched(
+        y, jnp.stack([m, m]), p["alpha"], p["beta"], num_coeffs=D, shared_y=True, **kw
+    ),
+    "chebyls_decoding_matrix": lambda p, y, m, kw: cj.chebyls_decoding_matrix(
+        m, p["alpha"], p["beta"], num_coeffs=D, **kw
+    ),
+    "threshold_decode": lambda p, y, m, kw: cj.threshold_decode(
+        y, m, p["alpha"], p["beta"], num_coeffs=D, order=jnp.arange(M), **kw
+    ),
+    "graceful_decode": lambda p, y, m, kw: cj.graceful_decode(
+        y, m, p["alpha"], p["beta"], num_coeffs=D, **kw
+    ),
+    "smooth_chebyshev_decode": lambda p, y, m, kw: cj.smooth_chebyshev_decode(
+        y, m, p["alpha"], p["beta"], num_coeffs=D, **kw
+    ),
+    "robust_decode": lambda p, y, m, kw: cj.robust_decode(
+        y, m, p["alpha"], p["beta"], num_coeffs=D, max_corrupted=1, **kw
+    ),
+    "berrut_encode": lambda p, y, m, kw: cj.berrut_encode(
+        y[:K], p["beta"], p["alpha2"]
+    ),
+    "berrut_decode": lambda p, y, m, kw: cj.berrut_decode(
+        y, m, p["alpha2"], p["beta"], **kw
+    ),
+    "berrut_decoding_matrix": lambda p, y, m, kw: cj.berrut_decoding_matrix(
+        m, p["alpha2"], p["beta"], **kw
+    ),
+    "nercc_encode": lambda p, y, m, kw: cj.nercc_encode(
+        y[:K], p["beta"], p["alpha2"], smoothing=1e-3
+    ),
+    "nercc_encoding_matrix": lambda p, y, m, kw: cj.nercc_encoding_matrix(
+        p["beta"], p["alpha2"], smoothing=1e-3, **kw
+    ),
+    "nercc_decode": lambda p, y, m, kw: cj.nercc_decode(
+        y, m, p["alpha2"], p["beta"], smoothing=1e-3, **kw
+    ),
+    "nercc_decoding_matrix": lambda p, y, m, kw: cj.nercc_decoding_matrix(
+        m, p["alpha2"], p["beta"], smoothing=1e-3, **kw
+    ),
+    "repapprox_decode": lambda p, y, m, kw: cj.repapprox_decode(
+        y, m, p["layout"], **kw
+    ),
+}
+
+
+def _code_methods(code):
+    """name -> fn(points, y, mask, acc_kw) for every Code method (the code's points
+    are its own; the payload dtype sets the accumulation dtype)."""
+    return {
+        "encode": lambda p, y, m, kw: code.encode(y[: code.num_inputs]),
+        "decode": lambda p, y, m, kw: code.decode(y[: code.num_workers], m),
+        "decode_batched": lambda p, y, m, kw: code.decode_batched(
+            y[: code.num_workers], jnp.stack([m, m]), shared_y=True
+        ),
+        "decoding_matrix": lambda p, y, m, kw: code.decoding_matrix(m, dtype=y.dtype),
+        "decode_answers": lambda p, y, m, kw: code.decode_answers(
+            cj.Answers(y[: code.num_workers], m)
+        ),
+    }
+
+
+@contextlib.contextmanager
+def _config(name):
+    x64 = CONFIGS[name][0]
+    with jax.enable_x64(x64):
+        yield CONFIGS[name]
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """One set of point arrays and data per configuration, shared by every test
+    (the memo keys on the arrays' identity)."""
+    out = {}
+    for name in CONFIGS:
+        with _config(name) as (_, pdt, ydt, _acc):
+            pdt = jnp.dtype(pdt)
+            pts = {
+                "alpha": cj.chebyshev_points(M, dtype=pdt),
+                "alpha2": cj.chebyshev_points(M, kind=2, dtype=pdt),
+                "beta": cj.chebyshev_points(K, dtype=pdt),
+                "layout": cj.repapprox_layout(K, 2, M),
+            }
+            y = jax.random.normal(jax.random.key(0), (M, F), jnp.dtype(ydt))
+            mask = jnp.arange(M) % 4 != 1  # 9 of 12 respond
+            out[name] = (pts, y, mask)
+    return out
+
+
+def _leaves(tree):
+    return [np.asarray(v) for v in jax.tree_util.tree_leaves(tree)]
+
+
+def _first(tree):
+    return jax.tree_util.tree_leaves(tree)[0]
+
+
+def _check_one(fn, pts, y, mask, kw, eager=True):
+    """Order 1: program A -> program B -> eager; order 2 (memo cleared): eager ->
+    program B' -> program A'. Every ordered pair of the three callers meets what
+    the other left in the library's memos; and no trace may leave a tracer behind
+    anywhere (``jax.checking_leaks``: a memo, an ``lru_cache``, a global), the
+    cause of a tracer reaching a later program. The programs are traced, not
+    compiled (a leaked tracer shows at the trace); eager runs the library's own
+    kernels and gives the same result in both orders."""
+
+    def trace(out):
+        with jax.checking_leaks():
+            return jax.jit(lambda yy, mm: out(fn(pts, yy, mm, kw))).trace(y, mask)
+
+    DECODE_CHECKS.clear()
+    info = trace(_first).out_info  # A
+    trace(lambda r: r)  # B
+    if not eager:
+        return
+    e = fn(pts, y, mask, kw)
+    DECODE_CHECKS.clear()
+    e2 = fn(pts, y, mask, kw)
+    trace(lambda r: r)  # B'
+    trace(_first)  # A'
+    for u, v in zip(_leaves(e), _leaves(e2), strict=True):
+        np.testing.assert_array_equal(u, v)
+    first = _first(e)
+    assert (info.shape, info.dtype) == (first.shape, first.dtype)
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("fname", list(FUNCTIONS))
+def test_function_from_two_programs_and_eager(shared, config, fname):
+    with _config(config) as (_, _pdt, _ydt, acc):
+        pts, y, mask = shared[config]
+        eager = config == EAGER_CONFIG and fname in EAGER_FUNCTIONS
+        _check_one(FUNCTIONS[fname], pts, y, mask, _acc_kw(acc), eager=eager)
+
+
+@pytest.mark.parametrize("config", ["x32", "x64-points32-acc64"])
+@pytest.mark.parametrize("code", list(CODES))
+def test_code_methods_from_two_programs_and_eager(shared, config, code):
+    # a code's points are its own, in the payload's accumulation dtype
+    c = CODES[code]
+    with _config(config):
+        pts, y, mask = shared[config]
+        m = mask[: c.num_workers]
+        for name, method in _code_methods(c).items():
+            if config != EAGER_CONFIG and name not in X64_METHODS:
+                continue
+            eager = config == EAGER_CONFIG and name in EAGER_METHODS
+            _check_one(method, pts, y, m, {}, eager=eager)
+
+
+def test_repro_second_program_with_float64_points():
+    """The report's repro: with float64 enabled, the second jitted program that
+    calls ChebyLS with the same float64 point arrays got the first one's tracer."""
+    with jax.enable_x64(True):
+        alpha, beta = cj.chebyshev_points(40), cj.chebyshev_points(8)
+        y = jax.random.normal(jax.random.key(0), (40, 16), jnp.float32)
+        mask = cj.sample_masks(jax.random.key(1), num_workers=40, num_responses=30)
+        f = jax.jit(lambda m: cj.chebyls_decode(y, m, alpha, beta, num_coeffs=22).value)
+        g = jax.jit(lambda m: cj.chebyls_decode(y, m, alpha, beta, num_coeffs=22).cond)
+        f(mask)
+        g(mask)
+        # and the encoder with x64 off: jitted first, then eager, same points
+    b32, a32 = cj.chebyshev_points(8), cj.chebyshev_points(40)
+    x = jnp.ones((8, 3), jnp.float32)
+    jax.jit(lambda x: cj.lagrange_encode(x, b32, a32))(x)
+    cj.lagrange_encode(x, b32, a32)
+
+
+def test_memo_holds_no_arrays():
+    key = DECODE_CHECKS.key("t", (jnp.ones(2),), (jnp.ones(2),), ())
+    with pytest.raises(TypeError, match="no arrays"):
+        DECODE_CHECKS.put(key, (jnp.ones(2),), (jnp.ones(2), 3))
