@@ -31,7 +31,13 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from ._chebyshev import points_f64
-from ._dtypes import accumulation_dtype, check_floating, check_mask, check_one_mask
+from ._dtypes import (
+    accumulation_dtype,
+    check_floating,
+    check_mask,
+    check_one_mask,
+    check_payload,
+)
 from ._result import DecodeResult
 from ._threads import serialised_call
 
@@ -296,7 +302,7 @@ class Code:
         return tuple(lead) + cs, want
 
     def _check(self, fname, y, mask):
-        y = check_floating(fname, "y", y)
+        y = check_payload(fname, "y", y)
         mask = check_one_mask(
             fname, mask, self.num_workers, "decode_batched takes many masks"
         )
@@ -310,7 +316,7 @@ class Code:
 
     def _check_batched(self, fname, y, masks, shared_y):
         """(y, masks, lead): ``lead`` is y's leading shape, [M] or [B, M]."""
-        y = check_floating(fname, "y", y)
+        y = check_payload(fname, "y", y)
         masks = check_mask(fname, masks, self.num_workers, name="masks")
         if masks.ndim != 2:
             raise ValueError(

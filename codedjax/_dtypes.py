@@ -203,6 +203,20 @@ def check_floating(fname: str, name: str, x: Any) -> jax.Array:
     return x
 
 
+def check_payload(fname: str, name: str, y: Any) -> jax.Array:
+    """:func:`check_floating` for the answers (or inputs) of a decode: every axis
+    must hold at least one entry. A payload with no features ([M, 0]) or no
+    workers is refused here with the public function's name, not deep inside a
+    reduction."""
+    y = check_floating(fname, name, y)
+    if 0 in y.shape:
+        raise ValueError(
+            f"{fname}: {name} must not be empty (every axis at least one entry), "
+            f"got shape {tuple(y.shape)}"
+        )
+    return y
+
+
 def check_vector(fname: str, name: str, x: Any, length: int | None = None) -> jax.Array:
     """A floating 1-D array, optionally of a given length."""
     x = check_floating(fname, name, x)
@@ -284,7 +298,7 @@ def check_decode_inputs(
 
     Returns (y, mask, alpha, beta) as jax arrays; raises naming ``fname``.
     """
-    y = check_floating(fname, "y", y)
+    y = check_payload(fname, "y", y)
     if y.ndim < 1 or y.shape[0] < min_workers:
         raise ValueError(
             f"{fname}: y must have shape [M, ...] with M >= {min_workers} workers, "

@@ -25,6 +25,7 @@ from ._dtypes import (
     check_floating,
     check_int,
     check_mask,
+    check_payload,
     check_vector,
     concrete_points,
     finite_rows,
@@ -479,7 +480,7 @@ def chebyls_decode_batched(
         ((4, 2, 1), [True, True, True, True])
     """
     fname = "chebyls_decode_batched"
-    y = check_floating(fname, "y", y)
+    y = check_payload(fname, "y", y)
     alpha = check_vector(fname, "alpha", alpha)
     m = alpha.shape[0]
     masks = check_mask(fname, masks, m, name="masks")

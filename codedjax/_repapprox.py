@@ -32,6 +32,7 @@ from ._dtypes import (
     check_floating,
     check_int,
     check_mask,
+    check_payload,
     resolve_accum_dtype,
 )
 from ._nercc import check_smoothing, spline_matrix
@@ -304,7 +305,7 @@ def repapprox_decode(
         raise ValueError(
             f"{fname}: fallback must be 'berrut' or 'nercc', got {fallback!r}"
         )
-    y = check_floating(fname, "y", y)
+    y = check_payload(fname, "y", y)
     m = layout.num_workers
     if y.ndim < 1 or y.shape[0] != m:
         raise ValueError(

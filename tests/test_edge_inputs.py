@@ -18,6 +18,7 @@ the reference, an exception of another type or naming another function) fails.
 from __future__ import annotations
 
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -1240,3 +1241,65 @@ def _outcome(i, mode):
 @pytest.mark.parametrize("i,mode", PARAMS)
 def test_edge_input(i, mode):
     _outcome(i, mode)
+
+
+def test_one_simulated_cluster_shared_by_two_servers_is_refused():
+    """A second Server on the same SimulatedCluster would silently swap the first
+    one's worker functions (a wrong value with ok=True): refused at start."""
+    from codedjax.serving import FixedN, Server, SimulatedCluster
+
+    code = cj.lagrange_code(num_inputs=2, num_workers=4, degree=1)
+    backend = SimulatedCluster()
+    with Server(code, lambda v: v, backend=backend, policy=FixedN(4)):
+        with pytest.raises(RuntimeError, match="SimulatedCluster.start: already"):
+            Server(code, lambda v: 2 * v, backend=backend, policy=FixedN(4))
+
+
+def _zero_size_calls():
+    """(name, call) of every public decoder and Code decode with y [M, 0]."""
+    from test_codes import CODES
+
+    m, k, d = 12, 3, 5
+    alpha, beta = cj.chebyshev_points(m), cj.chebyshev_points(k)
+    alpha2 = cj.chebyshev_points(m, kind=2)
+    mask = jnp.ones(m, bool)
+    y = jnp.zeros((m, 0))
+    calls = {
+        "chebyls_decode": lambda: cj.chebyls_decode(y, mask, alpha, beta, d),
+        "chebyls_decode_batched": lambda: cj.chebyls_decode_batched(
+            y, mask[None], alpha, beta, d, shared_y=True
+        ),
+        "threshold_decode": lambda: cj.threshold_decode(
+            y, mask, alpha, beta, d, order=jnp.arange(m)
+        ),
+        "graceful_decode": lambda: cj.graceful_decode(y, mask, alpha, beta, d),
+        "smooth_chebyshev_decode": lambda: cj.smooth_chebyshev_decode(
+            y, mask, alpha, beta, d
+        ),
+        "robust_decode": lambda: cj.robust_decode(
+            y, mask, alpha, beta, d, max_corrupted=1
+        ),
+        "berrut_decode": lambda: cj.berrut_decode(y, mask, alpha2, beta),
+        "nercc_decode": lambda: cj.nercc_decode(y, mask, alpha2, beta),
+        "repapprox_decode": lambda: cj.repapprox_decode(
+            y, mask, cj.repapprox_layout(k, 2, m)
+        ),
+    }
+    for name, code in CODES.items():
+        yc, mc = jnp.zeros((code.num_workers, 0)), jnp.ones(code.num_workers, bool)
+        cls = type(code).__name__
+        calls[f"{cls}.decode[{name}]"] = functools.partial(code.decode, yc, mc)
+        calls[f"{cls}.decode_batched[{name}]"] = functools.partial(
+            code.decode_batched, yc, mc[None], shared_y=True
+        )
+    return calls
+
+
+@pytest.mark.parametrize("name", list(_zero_size_calls()))
+def test_zero_size_payload_is_refused_naming_the_function(name):
+    """A payload with no features ([M, 0]) raises a ValueError from the public
+    function (never from inside a jax.numpy reduction), for every decoder and
+    every code."""
+    fname = name.split("[")[0]
+    with pytest.raises(ValueError, match=rf"^{re.escape(fname)}: y must not be empty"):
+        _zero_size_calls()[name]()

@@ -71,6 +71,19 @@ def targets(summary: dict) -> dict:
         ),  # fmt: skip
         "release_p99_target_ms": 1.0,
     }
+    floor = summary.get("engine_overhead", {}).get("fanout_floor")
+    if floor is not None:
+        # the engine's own overhead at the largest M against the bare fan-out and
+        # gather of M no-op tasks on a pool like its own, same run
+        m = max(v["num_workers"] for v in th.values())
+        ov = max(v["overhead_ms"][50] for v in th.values() if v["num_workers"] == m)
+        res["fanout_floor_p50_ms"] = floor["latency_ms"][50]
+        res["overhead_over_floor_p50"] = ov / floor["latency_ms"][50]
+        res["overhead_over_floor_p50_target"] = 2.0
+        res["engine_threads_over_floor_p50"] = (
+            summary["engine_overhead"]["threads"]["latency_ms"][50]
+            / floor["latency_ms"][50]
+        )
     if n30 is not None:
         ratio = n30["latency_ms"][99] / th["uncoded"]["latency_ms"][99]
         res["chebyls30_over_uncoded_p99"] = ratio

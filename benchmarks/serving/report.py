@@ -57,7 +57,14 @@ def format_tables(summary: dict) -> str:
             f"{k}: p50 {v['latency_ms'][50]:.1f} ms, p99 {v['latency_ms'][99]:.1f} ms"
             f" (load {v['loadavg']:.1f})"
             for k, v in eo.items()
+            if k != "fanout_floor"
         ]
+        if "fanout_floor" in eo:
+            v = eo["fanout_floor"]
+            parts.append(
+                f"floor (bare fan-out and gather of M no-op tasks, same run): p50 "
+                f"{v['latency_ms'][50]:.2f} ms, p99 {v['latency_ms'][99]:.2f} ms"
+            )
         lines.append(
             "Engine cost, no injected delay, all M answers: " + "; ".join(parts)
         )

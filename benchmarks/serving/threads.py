@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import queue
+import threading
 import time
 
 import numpy as np
@@ -15,7 +18,51 @@ from runkit import progress
 from .config import ServingConfig, injector, request_inputs, schemes
 from .workload import pct, rel_err, worker_fn
 
-__all__ = ["run_engine_overhead", "run_threads", "run_throughput"]
+__all__ = ["fanout_floor", "run_engine_overhead", "run_threads", "run_throughput"]
+
+
+def fanout_floor(num_workers: int, requests: int = 200) -> dict:
+    """The floor any thread engine pays per request: a bare fan-out and gather of
+    M no-op tasks on a pool like the thread cluster's (M threads taking tasks from
+    one ``queue.PriorityQueue``, each task depositing its answer under one
+    ``threading.Condition`` and waking the gathering thread), timed from the first
+    put to the M-th answer gathered. Median and p99 in ms."""
+    tasks: queue.PriorityQueue = queue.PriorityQueue()
+    cv = threading.Condition(threading.Lock())
+    done: list = []
+    seq = itertools.count()
+
+    def work():
+        while True:
+            _, _, task = tasks.get()
+            if task is None:
+                return
+            with cv:
+                done.append(task)
+                cv.notify_all()
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(num_workers)]
+    for t in threads:
+        t.start()
+    times = []
+    try:
+        for _ in range(requests + 10):
+            t0 = time.perf_counter()
+            with cv:
+                done.clear()
+            for i in range(num_workers):
+                tasks.put((t0, next(seq), i))
+            with cv:
+                while len(done) < num_workers:
+                    cv.wait()
+            times.append(time.perf_counter() - t0)
+    finally:
+        for _ in threads:
+            tasks.put((float("inf"), next(seq), None))
+        for t in threads:
+            t.join()
+    t = np.asarray(times[10:])
+    return {"requests": requests, "latency_ms": {q: 1e3 * pct(t, q) for q in (50, 99)}}
 
 
 def _decisive_delay(r, delays_row: np.ndarray, deadline) -> float:
@@ -154,4 +201,9 @@ def run_engine_overhead(cfg: ServingConfig, *, ray: bool = False,
             "latency_ms": {q: 1e3 * pct(lat, q) for q in (50, 99)},
             "loadavg": os.getloadavg()[0],
         }
+    # the floor of a thread engine, timed in the same run (see fanout_floor)
+    out["fanout_floor"] = {
+        **fanout_floor(cfg.num_workers, requests),
+        "loadavg": os.getloadavg()[0],
+    }
     return out

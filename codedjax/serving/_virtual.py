@@ -101,6 +101,12 @@ class SimulatedCluster:
         self._closed = False
 
     def start(self, worker_fn: Callable | WorkerFunctions, num_workers: int) -> None:
+        if self._row_fns:
+            # a second server would silently swap the first one's worker functions
+            raise RuntimeError(
+                "SimulatedCluster.start: already started (one server each; make a "
+                "SimulatedCluster per Server)"
+            )
         table = WorkerFunctions.of(worker_fn, num_workers)
         self.functions = table
         m = self.num_workers = int(num_workers)
