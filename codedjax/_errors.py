@@ -119,6 +119,7 @@ def predicted_error_of(
     *,
     residual_sq: jax.Array | None = None,
     dof: jax.Array | int | None = None,
+    residual_scaled: bool = False,
 ) -> jax.Array:
     """The predicted absolute error of ``value = A y`` (max over outputs).
 
@@ -129,12 +130,33 @@ def predicted_error_of(
         worker_dtype: the dtype the workers answered in.
         residual_sq: optional [..., F] least-squares residual sum of squares.
         dof: optional N - D for the residual.
+        residual_scaled: ``residual_sq`` is that of ``y / payload_scale(y)``
+            (computed from the scaled answers, so that it cannot overflow).
 
     Returns:
         [...] in the dtype of ``a``.
     """
     dt = a.dtype
-    sigma = noise_level(y, sel, worker_dtype, dt, residual_sq, dof)
+    # the prediction is homogeneous of degree 1 in y: computed for y / s (s a power
+    # of two, exact) so that squaring answers near the top of the dtype's
+    # range (1e30 in float32) cannot overflow, then scaled back
+    s = payload_scale(y, dt)
+    rs = None
+    if residual_sq is not None:
+        rs = residual_sq if residual_scaled else residual_sq.astype(dt) / s / s
+    sigma = noise_level(y.astype(dt) / s, sel, worker_dtype, dt, rs, dof)
     gain_sq = jnp.max(jnp.sum(a * a, axis=-1), axis=-1, initial=0.0)
     k, f = a.shape[-2], y.shape[-1]
-    return error_from_gain(gain_sq, sigma, k * f).astype(dt)
+    return (error_from_gain(gain_sq, sigma, k * f) * s).astype(dt)
+
+
+def payload_scale(y: jax.Array, acc) -> jax.Array:
+    """s: the power of two with max finite |y| / s in [1, 2) (s within float32's
+    normal range), a scalar in ``acc``: dividing by it is exact, keeps y * y
+    finite for answers near the top of the range and keeps the squares of small
+    answers (and of their residuals) from underflowing to zero.
+    """
+    mag = jnp.where(jnp.isfinite(y), jnp.abs(y.astype(acc)), jnp.zeros((), acc))
+    top = jnp.max(mag, initial=0.0)
+    _, e = jnp.frexp(jnp.where(top > 0, top, jnp.ones((), acc)))
+    return jnp.exp2(jnp.clip(e - 1, -126, 127).astype(acc))

@@ -34,6 +34,7 @@ from ._dtypes import (
     resolve_accum_dtype,
     unit_roundoff,
 )
+from ._errors import payload_scale
 from ._lsq import ls_decoding_matrices, ls_residual_sq
 from ._lsq import ls_decoding_matrix as _ls_decoding_matrix
 from ._result import (
@@ -237,7 +238,7 @@ def _residual_sq_from_fit(
 
 def _ls_result(
     a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, per_mask=False, a_fit=None,
-    rss=None,
+    rss=None, rss_scaled=False,
 ):  # fmt: skip
     """The DecodeResult of a least-squares decode (shared by the three decoders).
 
@@ -250,10 +251,22 @@ def _ls_result(
     with jax.named_scope("payload"):
         value = apply_decoding(a, y, acc, per_mask=per_mask)
     with jax.named_scope("error"):
+        # the residual of y / s (s a power of two): it cannot overflow
+        s = payload_scale(flat, acc)
         if a_fit is not None:
-            rss = _residual_sq_from_fit(a_fit, flat, sel, alpha, acc, per_mask=per_mask)
+            rss = _residual_sq_from_fit(
+                a_fit, flat.astype(acc) / s, sel, alpha, acc, per_mask=per_mask
+            )
+        elif rss is not None and rss_scaled is False:
+            rss = rss.astype(acc) / s / s
         error = predicted_error(
-            a, flat, sel, y.dtype, residual_sq=rss, dof=n - num_coeffs
+            a,
+            flat,
+            sel,
+            y.dtype,
+            residual_sq=rss,
+            dof=n - num_coeffs,
+            residual_scaled=True,
         )
     status = status_of(
         points_ok=points_valid(alpha) & points_valid(beta),
@@ -551,12 +564,14 @@ def _chebyls_batched_impl(y, masks, alpha, beta, num_coeffs, acc, per_mask):
     a, ok, cond, n = ls_decoding_matrices(sel, alpha, beta, num_coeffs, acc)
     rss = None
     if jnp.dtype(acc) == jnp.dtype(jnp.float32):  # the residual of the fit, for
+        s = payload_scale(y, acc)  # the residual of y / s: it cannot overflow
         rss = ls_residual_sq(  # the predicted error (docs/decoding.md)
-            sel, alpha, y, num_coeffs, acc, ok & (cond <= 512), per_mask=per_mask
-        )
+            sel, alpha, y.astype(acc) / s, num_coeffs, acc, ok & (cond <= 512),
+            per_mask=per_mask,
+        )  # fmt: skip
     return _ls_result(
         a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, per_mask=per_mask,
-        rss=rss,
+        rss=rss, rss_scaled=True,
     )  # fmt: skip
 
 

@@ -175,6 +175,7 @@ def predicted_error(
     *,
     residual_sq: jax.Array | None = None,
     dof: jax.Array | int | None = None,
+    residual_scaled: bool = False,
 ) -> jax.Array:
     r"""Predicted absolute error of ``value = A y`` (max over outputs), per decode.
 
@@ -201,11 +202,21 @@ def predicted_error(
         residual_sq: optional [..., F] least-squares residual sum of squares of the
             used answers.
         dof: N - D for ``residual_sq`` (int or int array [...]).
+        residual_scaled: ``residual_sq`` is that of ``y / s``, s the power of
+            two of ``codedjax._errors.payload_scale`` (so it cannot overflow).
 
     Returns:
         [...] in the dtype of ``a``.
     """
-    return predicted_error_of(a, y, sel, worker_dtype, residual_sq=residual_sq, dof=dof)
+    return predicted_error_of(
+        a,
+        y,
+        sel,
+        worker_dtype,
+        residual_sq=residual_sq,
+        dof=dof,
+        residual_scaled=residual_scaled,
+    )
 
 
 def status_of(

@@ -1303,3 +1303,39 @@ def test_zero_size_payload_is_refused_naming_the_function(name):
     fname = name.split("[")[0]
     with pytest.raises(ValueError, match=rf"^{re.escape(fname)}: y must not be empty"):
         _zero_size_calls()[name]()
+
+
+@pytest.mark.parametrize("scale", [1e30, 2.0**-60])
+def test_predicted_error_is_finite_and_covers_at_the_edge_of_the_range(scale):
+    """Answers near the top of float32's range (1e30: their squares overflow) and
+    small ones: ChebyLS's prediction is that of the answers at scale 1, times the
+    scale (homogeneous), finite, and covers the error; eager, jit, vmap and the
+    batched kernel."""
+    m, k, d = 40, 8, 22
+    alpha, beta = cj.chebyshev_points(m), cj.chebyshev_points(k)
+    c = jax.random.normal(jax.random.key(0), (d, 4))
+    y = cj.chebyshev_vandermonde(alpha, d) @ c
+    ref = np.asarray(cj.chebyshev_vandermonde(beta, d) @ c, np.float64)
+    masks = cj.sample_masks(
+        jax.random.key(1), num_workers=m, num_responses=30, shape=(2,)
+    )
+    dec = functools.partial(cj.chebyls_decode, alpha=alpha, beta=beta, num_coeffs=d)
+    first = functools.partial(jax.tree_util.tree_map, lambda v: v[0])
+    paths = {
+        "eager": lambda yy: dec(yy, masks[0]),
+        "jit": lambda yy: jax.jit(dec)(yy, masks[0]),
+        "vmap": lambda yy: first(jax.vmap(dec, (None, 0))(yy, masks)),
+        "batched": lambda yy: first(
+            cj.chebyls_decode_batched(yy, masks, alpha, beta, d, shared_y=True)
+        ),
+    }
+    s = jnp.float32(scale)
+    for name, path in paths.items():
+        r, base = path(y * s), path(y)
+        assert bool(r.ok), name
+        err = np.abs(np.asarray(r.value, np.float64) - ref * scale).max()
+        pred = float(r.error)
+        assert np.isfinite(pred) and err <= pred, name
+        # the same prediction as at scale 1 (y * 1e30 rounds once more: the
+        # residual's noise differs by a few tens of percent)
+        np.testing.assert_allclose(pred / scale, float(base.error), rtol=0.5)
