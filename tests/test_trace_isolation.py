@@ -115,18 +115,28 @@ FUNCTIONS = {
 }
 
 
-def _code_methods(code):
-    """name -> fn(points, y, mask, acc_kw) for every Code method (the code's points
-    are its own; the payload dtype sets the accumulation dtype)."""
+def _code_methods(code, x):
+    """name -> (fn(points, payload, mask, acc_kw), payload) for every Code method:
+    ``encode`` takes the inputs x [K, ...], the decoders the code's own answers
+    (``code.encode(x)``, whatever shape the code's answers have); the code's points
+    are its own, made in the payload's accumulation dtype."""
+    ans = code.encode(x)
     return {
-        "encode": lambda p, y, m, kw: code.encode(y[: code.num_inputs]),
-        "decode": lambda p, y, m, kw: code.decode(y[: code.num_workers], m),
-        "decode_batched": lambda p, y, m, kw: code.decode_batched(
-            y[: code.num_workers], jnp.stack([m, m]), shared_y=True
+        "encode": (lambda p, v, m, kw: code.encode(v), x),
+        "decode": (lambda p, v, m, kw: code.decode(v, m), ans),
+        "decode_batched": (
+            lambda p, v, m, kw: code.decode_batched(
+                v, jnp.stack([m, m]), shared_y=True
+            ),
+            ans,
         ),
-        "decoding_matrix": lambda p, y, m, kw: code.decoding_matrix(m, dtype=y.dtype),
-        "decode_answers": lambda p, y, m, kw: code.decode_answers(
-            cj.Answers(y[: code.num_workers], m)
+        "decoding_matrix": (
+            lambda p, v, m, kw: code.decoding_matrix(m, dtype=v.dtype),
+            ans,
+        ),
+        "decode_answers": (
+            lambda p, v, m, kw: code.decode_answers(cj.Answers(v, m)),
+            ans,
         ),
     }
 
@@ -212,11 +222,11 @@ def test_code_methods_from_two_programs_and_eager(shared, config, code):
     with _config(config):
         pts, y, mask = shared[config]
         m = mask[: c.num_workers]
-        for name, method in _code_methods(c).items():
+        for name, (method, payload) in _code_methods(c, y[: c.num_inputs]).items():
             if config != EAGER_CONFIG and name not in X64_METHODS:
                 continue
             eager = config == EAGER_CONFIG and name in EAGER_METHODS
-            _check_one(method, pts, y, m, {}, eager=eager)
+            _check_one(method, pts, payload, m, {}, eager=eager)
 
 
 def test_repro_second_program_with_float64_points():
