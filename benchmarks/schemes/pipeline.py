@@ -1,0 +1,214 @@
+"""One panel: every scheme on the same queries and arrivals, for each N; the
+exhaustive condition-number table; the whole run."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import sys
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import codedjax as cj
+import codedjax.bounds as cb
+from runkit import environment, progress
+
+from .config import Scheme, SchemesConfig, schemes
+from .report import verdict
+from .workloads import Workload, workloads
+
+
+def _worker_answers(code: cj.Code, wl: Workload, coded, dtype):
+    """Each worker's answer to its coded query, computed in ``dtype``: one function
+    per role (the linear base model for every role here), pairs for coded_shape
+    (2,)."""
+    pair = tuple(code.coded_shape) == (2,)
+    fn = wl.pair_fn if pair else wl.fn
+    worker = cj.low_precision_worker(fn, dtype)
+    roles = code.roles
+    if len(set(roles)) > 1 and wl.degree != 1:
+        raise ValueError(f"{code.name}: per-role models only for the linear workload")
+    return worker(wl.params, coded)
+
+
+def _answers_program(sc: Scheme, wl: Workload, dtype):
+    """jit(x [T, K, F] -> answers [T, M', ...] in float32): encode, then every
+    worker in ``dtype``, its answer widened to float32 on arrival (so one decode
+    program serves bf16 and float32 workers)."""
+    code = sc.code
+
+    def one(x):
+        y = _worker_answers(code, wl, code.encode(x), dtype)
+        return y.astype(jnp.float32)
+
+    return jax.jit(jax.vmap(one))
+
+
+@functools.cache
+def _decode_program(code: cj.Code, copies: int):
+    """jit((y, mask [T, M], order [T, M]) -> (value, ok, cond)): the code's
+    ``decode_answers`` under vmap; with ``copies`` > 1, worker j holds points j,
+    j + M, ... and its answers arrive together."""
+
+    def one(y, mask, order):
+        if copies > 1:
+            m = mask.shape[0]
+            mask = jnp.concatenate([mask] * copies)
+            order = jnp.stack([order + i * m for i in range(copies)], axis=-1)
+            order = order.reshape(-1)
+        r = code.decode_answers(cj.Answers(y, mask, order=order))
+        return r.value, r.ok, r.cond
+
+    return jax.jit(jax.vmap(one))
+
+
+def _rel_err(value, truth, ok):
+    v = np.asarray(value, np.float64).reshape(truth.shape[0], -1)
+    t = truth.reshape(truth.shape[0], -1)
+    e = np.linalg.norm(v - t, axis=1) / np.linalg.norm(t, axis=1)
+    return np.where(np.asarray(ok), e, np.inf)
+
+
+def _q(e, p):
+    """An order statistic (no interpolation: an inf stays inf)."""
+    return float(np.quantile(e, p, method="higher")) if len(e) else math.nan
+
+
+def run_panel(
+    cfg: SchemesConfig,
+    wl: Workload,
+    m: int,
+    dtype: str,
+    show_progress: bool,
+) -> dict:
+    k = cfg.num_inputs
+    sch = [
+        s for s in schemes(k, m, wl.degree, dtype) if not cfg.only or s.name in cfg.only
+    ]
+    if not sch:
+        raise ValueError(f"schemes: no scheme of {cfg.only} fits {wl.name} at M={m}")
+    low = min(s.code.threshold * 1 for s in sch if s.copies == 1)
+    low = max(low, 1)
+    ns = list(range(low, m + 1, cfg.n_step))
+    if ns[-1] != m:
+        ns.append(m)
+    answers = {s.name: _answers_program(s, wl, jnp.dtype(dtype)) for s in sch}
+    p64 = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), wl.params)
+    key = jax.random.fold_in(jax.random.key(cfg.seed), wl.degree * 1000 + m)
+    rows = []
+    seconds: dict[str, float] = {}  # compile and run, per scheme
+    desc = f"{wl.name} M={m} {dtype}"
+    for n in progress(ns, desc=desc, disable=None if show_progress else True):
+        kx, ka = jax.random.split(jax.random.fold_in(key, n))
+        xs = jax.random.normal(kx, (cfg.trials, k, cfg.features))
+        with jax.enable_x64(True):
+            truth = np.asarray(wl.fn(p64, jnp.asarray(np.asarray(xs), jnp.float64)))
+        arr = cj.sample_arrivals(
+            ka, num_workers=m, num_responses=n, shape=(cfg.trials,)
+        )
+        row: dict[str, Any] = {"N": n}
+        for s in sch:
+            t = time.perf_counter()
+            y = answers[s.name](xs)
+            dec = _decode_program(s.code, s.copies)
+            value, ok, cond = dec(y, arr.mask, arr.order.astype(jnp.int32))
+            value = np.asarray(value)
+            seconds[s.name] = seconds.get(s.name, 0.0) + time.perf_counter() - t
+            e = _rel_err(value, truth, ok)
+            cond = np.asarray(cond, np.float64)
+            row[s.name] = {
+                "err_median": _q(e, 0.5),
+                "err_p95": _q(e, 0.95),
+                "ok": float(np.mean(np.asarray(ok))),
+                "cond_median": _q(cond, 0.5),
+                "cond_p95": _q(cond, 0.95),
+                "cond_worst": float(np.max(cond)),
+            }
+        rows.append(row)
+    slow = sorted(seconds.items(), key=lambda kv: -kv[1])
+    print(
+        f"{desc}: {sum(seconds.values()):.0f} s ("
+        + ", ".join(f"{n} {t:.1f}" for n, t in slow)
+        + ")",
+        file=sys.stderr,
+        flush=True,
+    )
+    ub = cj.low_precision_worker(wl.fn, jnp.dtype(dtype))(wl.params, xs)
+    floor = _rel_err(ub, truth, np.ones(cfg.trials, bool))
+    return {
+        "workload": wl.name,
+        "degree": wl.degree,
+        "num_workers": m,
+        "dtype": dtype,
+        "schemes": {
+            s.name: {
+                "code": repr(s.code),
+                "threshold_workers": math.ceil(s.code.threshold / s.copies),
+                "work": s.work,
+                "copies": s.copies,
+                "seconds": seconds[s.name],
+            }
+            for s in sch
+        },
+        "uncoded_err_median": _q(floor, 0.5),
+        "rows": rows,
+    }
+
+
+#: Figures the papers print for these configurations, (worst, mean), None where
+#: not printed: Fahim and Cadambe's worst case of the raw Chebyshev-Vandermonde
+#: matrix at n = 31, s = 2 (as docs/theory.md section 8 records it). Ramamoorthy and
+#: Tang's tables were not located; their rows stay empty.
+PAPER_FIGURES: dict[tuple[int, int, str], tuple[float | None, float | None]] = {
+    (31, 29, "chebyshev"): (1.22e4, None),
+}
+
+
+def exhaustive_table() -> list[dict]:
+    rows = []
+    for m, d in ((31, 29), (20, 16)):
+        for scheme in cb.SCHEMES:
+            r = cb.exhaustive_condition(scheme=scheme, num_workers=m, num_coeffs=d)
+            paper = PAPER_FIGURES.get((m, d, scheme))
+            rows.append(
+                {
+                    "n": m,
+                    "k": d,
+                    "scheme": scheme,
+                    "worst": r.worst,
+                    "mean": r.mean,
+                    "sets": r.num_examined,
+                    "paper_worst": None if paper is None else paper[0],
+                    "paper_mean": None if paper is None else paper[1],
+                }
+            )
+    return rows
+
+
+def run(cfg: SchemesConfig, show_progress: bool = True) -> dict:
+    t0 = time.perf_counter()
+    panels = []
+    k = cfg.num_inputs
+    parm_m = k + k // cfg.parm_group
+    for wl in workloads(cfg):
+        if wl.name not in cfg.workloads:
+            continue
+        for dtype in cfg.dtypes:
+            panels.append(run_panel(cfg, wl, cfg.num_workers, dtype, show_progress))
+            if wl.degree == 1 and parm_m != cfg.num_workers:
+                panels.append(run_panel(cfg, wl, parm_m, dtype, show_progress))
+    summary: dict[str, Any] = {
+        "config": dataclasses.asdict(cfg),
+        "panels": panels,
+        "parity_code": hasattr(cj, "parity_code"),
+        "exhaustive": exhaustive_table() if cfg.exhaustive else [],
+    }
+    summary["verdict"] = verdict(summary)
+    summary["environment"] = environment()
+    summary["seconds"] = time.perf_counter() - t0
+    return summary
