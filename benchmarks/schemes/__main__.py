@@ -14,6 +14,32 @@ from .pipeline import run
 from .report import format_report, plot_panels
 
 
+def _check_model_options(p: argparse.ArgumentParser, cfg: SchemesConfig) -> None:
+    import codedjax as cj
+    from models.coded_dcn import QUICK_TRAIN
+
+    d = cj.recovery_threshold(cfg.num_inputs, QUICK_TRAIN.num_cross_layers + 1)
+    bad = [n for n in cfg.model_responses if not d <= n <= cfg.num_workers]
+    if bad or not cfg.model_responses:
+        p.error(
+            f"--model-responses: every N must satisfy D = {d} <= N <= M = "
+            f"{cfg.num_workers}; got {list(cfg.model_responses)}"
+        )
+    if cfg.model_dtype not in ("bfloat16", "float16", "float32"):
+        p.error(f"--model-dtype: bfloat16, float16 or float32; got {cfg.model_dtype}")
+    if cfg.model_repetitions < 1 or cfg.model_queries < 0:
+        p.error("--model-repetitions: must be >= 1 (and --model-queries >= 0)")
+    if cfg.num_workers < 2 * cfg.num_inputs:
+        p.error("--workers: the model panel's RepApprox needs M >= 2 K")
+    from .models import model_rows
+
+    deg = 1 + QUICK_TRAIN.num_cross_layers
+    names = model_rows(cfg.num_inputs, cfg.num_workers, deg)
+    unknown = sorted(set(cfg.model_rows) - set(names))
+    if unknown:
+        p.error(f"--model-rows: choose from {', '.join(names)}; got {unknown}")
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Command-line entry point; returns the summary."""
     p = argparse.ArgumentParser(
@@ -34,6 +60,13 @@ def main(argv: list[str] | None = None) -> dict:
             "num_inputs": "--inputs",
             "only": "--schemes",
             "workloads": "--workloads",
+            "models": ("--models", {"help": "add the Adult DCNv2 model panel"}),
+            "model_responses": "--model-responses",
+            "model_repetitions": "--model-repetitions",
+            "model_queries": "--model-queries",
+            "model_dtype": "--model-dtype",
+            "model_rows": "--model-rows",
+            "ckpt_dir": "--ckpt-dir",
         },
     )
     a = p.parse_args(argv)
@@ -43,9 +76,14 @@ def main(argv: list[str] | None = None) -> dict:
     bad = [d for d in cfg.dtypes if d not in ("bfloat16", "float16", "float32")]
     if bad:
         p.error(f"--dtypes: worker dtypes are bfloat16, float16, float32; got {bad}")
-    bad = [w for w in cfg.workloads if w not in ("linear", "cross3")]
-    if bad or not cfg.workloads:
-        p.error(f"--workloads: choose from linear, cross3; got {list(cfg.workloads)}")
+    bad = [w for w in cfg.workloads if w not in ("linear", "cross3", "none")]
+    if bad or not cfg.workloads or (cfg.workloads == ("none",) and not cfg.models):
+        p.error(
+            "--workloads: choose from linear, cross3 (none: the model panel only, "
+            f"with --models); got {list(cfg.workloads)}"
+        )
+    if cfg.models:
+        _check_model_options(p, cfg)
     try:
         summary = run(cfg, show_progress=not a.no_progress)
     except ValueError as exc:  # a --schemes/--inputs choice that fits no panel

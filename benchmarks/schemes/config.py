@@ -24,6 +24,14 @@ class SchemesConfig:
     only: tuple[str, ...] = ()  # scheme names to run (empty: every scheme)
     workloads: tuple[str, ...] = ("linear", "cross3")
     seed: int = 0
+    # the model panel (benchmarks.schemes.models): the Adult DCNv2, off by default
+    models: bool = False
+    model_responses: tuple[int, ...] = (22, 26, 31, 36, 40)  # N, D <= N <= M
+    model_repetitions: int = 2  # arrival orders per group of K test queries
+    model_queries: int = 0  # score the first this many test queries (0: all)
+    model_dtype: str = "bfloat16"  # the workers' dtype
+    model_rows: tuple[str, ...] = ()  # rows of the model panel (empty: every row)
+    ckpt_dir: str = "checkpoints"  # where the quick DCNv2 checkpoint is (or goes)
 
     @classmethod
     def quick(cls) -> SchemesConfig:

@@ -208,6 +208,10 @@ def run(cfg: SchemesConfig, show_progress: bool = True) -> dict:
         "parity_code": hasattr(cj, "parity_code"),
         "exhaustive": exhaustive_table() if cfg.exhaustive else [],
     }
+    if cfg.models:
+        from .models import run_model_panel  # flax and the model only when asked
+
+        summary["model_panel"] = run_model_panel(cfg, show_progress)
     summary["verdict"] = verdict(summary)
     summary["environment"] = environment()
     summary["seconds"] = time.perf_counter() - t0

@@ -104,6 +104,10 @@ def format_report(summary: dict) -> str:
             "paper columns: the figures the papers print ('-': none located; "
             "`PAPER_FIGURES`); random: five seeded draws pooled."
         )
+    if summary.get("model_panel"):
+        from .models import format_model_panel
+
+        lines += ["", format_model_panel(summary["model_panel"]).rstrip()]
     if summary.get("verdict"):
         lines += ["", "## Which scheme wins where", "", summary["verdict"]]
     return "\n".join(lines) + "\n"
