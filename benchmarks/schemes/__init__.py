@@ -4,6 +4,7 @@ Usage::
 
     python -m benchmarks.schemes --out results/schemes           # ~15 min, 2 cores
     python -m benchmarks.schemes --quick --out results/schemes   # a few minutes
+    python -m benchmarks.schemes --models --workloads none --out results/m  # model
 
 Two workloads on K = 8 queries of 16 features: a linear map f(x) = x W (no bias)
 and the degree-3 DCNv2 cross tower (2 cross layers x_{l+1} = x0 (W_l x_l + b_l) +
@@ -44,8 +45,11 @@ Outputs: ``summary.json`` (every figure), ``report.md`` (the tables, the exhaust
 condition-number table of :func:`codedjax.bounds.exhaustive_condition`, and which
 scheme wins where), one plot per panel (``*.png``, when matplotlib is installed).
 
+``--models`` adds the model panel (:mod:`benchmarks.schemes.models`: the Adult
+DCNv2, every code that fits each branch; ``docs/schemes.md``).
+
 Layout: ``config`` (the settings and the schemes), ``workloads``, ``pipeline`` (one
-panel, the exhaustive table, the whole run), ``report``, ``__main__``.
+panel, the exhaustive table, the whole run), ``models``, ``report``, ``__main__``.
 """
 
 import codedjax as cj
