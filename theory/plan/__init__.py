@@ -27,6 +27,17 @@ probability, it reports, for a uniformly random set of N responders:
    missing workers (all C(M, s) sets), and how far the greedy search of
    :func:`codedjax.worst_case_mask` falls below it, and its value at larger s.
 
+5. **Which scheme** (``--schemes all`` or a comma list, with ``--latency``; see
+   :mod:`theory.plan.schemes`): uncoded, replication, ChebyLS at the N of section 1,
+   threshold, graceful, BACC, NeRCC, RepApprox, circle, random and parity codes on
+   the same M workers, each at the smallest N at which its decoded error on
+   ``--workload`` payloads (``polynomial`` of degree d, or ``deep``, a ReLU network)
+   meets the target with probability 1 - failure, its p50/p99 from
+   :func:`codedjax.serving.simulate_latency` under the latency model; the lowest
+   p99 that meets the target is the choice, the ranking gives each scheme's p99 as
+   a multiple of the choice's, and a scheme that cannot serve the workload gets a
+   "does not apply" row with the reason (then D > M is allowed).
+
 The decode error, per unit of the largest answer among the responders
 (:mod:`theory.plan.errors`). ``--error-model decoder`` (default): the error the
 ChebyLS decoder itself predicts, ``DecodeResult.error``, computed by the library's
@@ -66,3 +77,5 @@ from .pipeline import repapprox_table as repapprox_table
 from .pipeline import worst_case_table as worst_case_table
 from .report import report as report
 from .report import write_outputs as write_outputs
+from .schemes import SCHEMES as SCHEMES
+from .schemes import scheme_table as scheme_table

@@ -39,6 +39,15 @@ FLAGS = {
             "'shifted-exp:5ms,5ms; slow=0.05 extra=exp:100ms'"
         },
     ),
+    "schemes": (
+        "--schemes",
+        {"help": "'all' or a comma list of schemes to rank (needs --latency)"},
+    ),
+    "workload": ("--workload", {"choices": ("polynomial", "deep")}),
+    "scheme_requests": (
+        "--scheme-requests",
+        {"help": "default 20,000 (--quick 4,000)"},
+    ),
     "worst_exact": "--worst-exact",
     "worst_greedy": "--worst-greedy",
 }

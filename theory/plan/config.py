@@ -13,6 +13,7 @@ from .latency import parse_latency
 
 DTYPES = ("bfloat16", "float16", "float32", "float64")
 ERROR_MODELS = ("decoder", "cond", "rowsum")
+WORKLOADS = ("polynomial", "deep")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +37,11 @@ class PlanConfig:
         latency: a latency model such as "shifted-exp:5ms,5ms", or None.
         worst_exact: exact worst case for s = 1 .. worst_exact missing workers.
         worst_greedy: greedy worst case for s = 1 .. worst_greedy.
+        schemes: "all" or a comma-separated list of schemes to compare
+            (:mod:`theory.plan.schemes`; needs ``latency``), or None.
+        workload: "polynomial" (degree ``degree``) or "deep" (non-polynomial), the
+            worker function of the scheme comparison.
+        scheme_requests: simulated requests per scheme and N.
         seed: the Monte Carlo seed.
         progress: show progress bars.
     """
@@ -55,6 +61,9 @@ class PlanConfig:
     latency: str | None = None
     worst_exact: int = 3
     worst_greedy: int = 6
+    schemes: str | None = None
+    workload: str = "polynomial"
+    scheme_requests: int = 20_000
     seed: int = 0
     progress: bool = True
 
@@ -63,7 +72,14 @@ class PlanConfig:
         """The ``--quick`` configuration: 2,000 Monte Carlo trials per N, every set
         listed only up to 10,000 of them (``workers``, ``inputs`` and ``degree`` are
         still required)."""
-        return cls(**{"trials": 2_000, "exhaustive_limit": 10_000, **overrides})
+        return cls(
+            **{
+                "trials": 2_000,
+                "exhaustive_limit": 10_000,
+                "scheme_requests": 4_000,
+                **overrides,
+            }
+        )
 
     @property
     def num_coeffs(self) -> int:
@@ -82,7 +98,7 @@ def validate(cfg: PlanConfig) -> None:
         _fail("--inputs", f"must be >= 1, got {cfg.inputs}")
     if cfg.degree < 1:
         _fail("--degree", f"must be >= 1, got {cfg.degree}")
-    if cfg.num_coeffs > cfg.workers:
+    if cfg.num_coeffs > cfg.workers and cfg.schemes is None:
         _fail(
             "--degree/--inputs",
             f"D = d (K - 1) + 1 = {cfg.num_coeffs} exceeds --workers M = {cfg.workers}",
@@ -111,6 +127,27 @@ def validate(cfg: PlanConfig) -> None:
         _fail("--replication", f"need 1 <= c and K c <= M, got c = {c}")
     if cfg.latency is not None:
         parse_latency(cfg.latency)
+    if cfg.workload not in WORKLOADS:
+        _fail("--workload", f"must be one of {WORKLOADS}, got {cfg.workload!r}")
+    if cfg.schemes is not None:
+        _validate_schemes(cfg)
+
+
+def _validate_schemes(cfg: PlanConfig) -> None:
+    from .schemes import selected
+
+    selected(cfg.schemes)
+    if cfg.latency is None:
+        _fail("--schemes", "needs a --latency model to rank the schemes by")
+    if cfg.scheme_requests < 100:
+        _fail("--scheme-requests", f"must be >= 100, got {cfg.scheme_requests}")
+    uw = unit_roundoff(cfg.worker_dtype)
+    if cfg.target_error < uw:
+        _fail(
+            "--target-error",
+            f"{cfg.target_error:g} is below the {cfg.worker_dtype} workers' own "
+            f"rounding u_w = {uw:.3g}: no scheme can be sure to meet it",
+        )
 
 
 def replication(cfg: PlanConfig) -> int:

@@ -200,7 +200,8 @@ class PlanSummary(TypedDict, total=False):
     """What :func:`plan` returns; ``summary.json`` holds it with non-finite numbers
     as ``null`` (and the latency percentiles keyed by str(N)).
 
-    ``worst_case`` is present at first-kind points, ``latency`` with ``--latency``.
+    ``worst_case`` is present at first-kind points, ``latency`` with ``--latency``,
+    ``schemes`` with ``--schemes`` (:func:`theory.plan.schemes.scheme_table`).
     """
 
     config: dict[str, Any]
@@ -212,6 +213,7 @@ class PlanSummary(TypedDict, total=False):
     repapprox: dict[str, Any]  # replication, rows, chosen_N per method
     worst_case: list[dict[str, Any]]
     latency: dict[str, Any]  # model, percentiles {N: {mean, p50, p95, p99}}
+    schemes: dict[str, Any]  # rows, choice, ranking (with --schemes)
 
 
 def plan(cfg: PlanConfig) -> PlanSummary:
@@ -224,13 +226,16 @@ def plan(cfg: PlanConfig) -> PlanSummary:
         "D": cfg.num_coeffs,
         "unit_roundoff": uw,
         "error_model": _MODEL_TEXT[cfg.error_model],
-        "chebyls": chebyls_table(cfg),
         "repapprox": repapprox_table(cfg),
     }
-    if cfg.points == "first" and (cfg.worst_exact or cfg.worst_greedy):
+    fits = cfg.num_coeffs <= cfg.workers  # always, unless --schemes is given
+    summary["chebyls"] = (
+        chebyls_table(cfg) if fits else {"rows": [], "chosen_N": None, "proven_N": None}
+    )
+    if fits and cfg.points == "first" and (cfg.worst_exact or cfg.worst_greedy):
         summary["worst_case"] = worst_case_table(cfg)
     if cfg.latency is not None:
-        ns = [cfg.num_coeffs, cfg.workers]
+        ns = [n for n in (cfg.num_coeffs, cfg.workers) if n <= cfg.workers]
         for n in (
             summary["chebyls"]["chosen_N"],
             summary["repapprox"]["chosen_N"]["exact"],
@@ -247,4 +252,9 @@ def plan(cfg: PlanConfig) -> PlanSummary:
                 seed=cfg.seed + 1,
             ),
         }
+    if cfg.schemes is not None:
+        from .schemes import scheme_table
+
+        poly = cfg.workload == "polynomial"
+        summary["schemes"] = scheme_table(cfg, summary["chebyls"] if poly else None)
     return summary

@@ -51,6 +51,8 @@ def report(summary: dict[str, Any]) -> str:
         lines += _worst_case_lines(summary["worst_case"])
     if "latency" in summary:
         lines += _latency_lines(summary["latency"])
+    if "schemes" in summary:
+        lines += _scheme_lines(summary)
     return "\n".join(lines) + "\n"
 
 
@@ -163,4 +165,40 @@ def _latency_lines(latency: dict[str, Any]) -> list[str]:
             f"| {n} | {p['mean'] * 1e3:.2f} ms | {p['p50'] * 1e3:.2f} ms | "
             f"{p['p95'] * 1e3:.2f} ms | {p['p99'] * 1e3:.2f} ms |"
         )
+    return lines
+
+
+def _scheme_lines(summary: dict[str, Any]) -> list[str]:
+    cfg = summary["config"]
+    sc = summary["schemes"]
+    lines = [
+        "",
+        f"## Which scheme ({sc['workload']} workload, {cfg['latency']})",
+        "",
+        f"Each scheme at the N it needs: decoded error at most {cfg['target_error']:g} "
+        f"with probability 1 - {cfg['failure']:g} (one-sided {cfg['confidence']:.0%} "
+        "upper bound), latency from codedjax.serving.simulate_latency "
+        f"({sc['requests']} requests, zero engine overhead).",
+        "",
+        "| scheme | N | workers | policy | p50 | p99 | median err | max err | "
+        "failures | upper | meets |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sc["rows"]:
+        if r.get("p99") is None:
+            lines.append(f"| {r['scheme']} | {r['reason']} |" + " |" * 9)
+            continue
+        lines.append(
+            f"| {r['scheme']} | {r['N']} | {r['workers']} | {r['policy']} | "
+            f"{r['p50'] * 1e3:.2f} ms | {r['p99'] * 1e3:.2f} ms | "
+            f"{_g(r['median_error'])} | {_g(r['max_error'])} | "
+            f"{r['failures']}/{r['decodes']} | {_g(r['upper'])} | "
+            f"{'yes' if r['meets'] else 'no'} |"
+        )
+    lines += [
+        "",
+        f"**Scheme: {sc['choice'] or 'none meets the target'}**",
+        "",
+    ]
+    lines += [f"- {t}" for t in sc["ranking"]]
     return lines

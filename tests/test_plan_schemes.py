@@ -1,0 +1,146 @@
+"""theory.plan --schemes: the scheme choice against the latency simulator's draws.
+
+The p99 of each scheme is recomputed here from the injector's own delay plan
+(``Injector.plan``, the draws every cluster and the simulator share) by the
+scheme's rule written out in numpy: replication decides when every input has its
+first replica, uncoded when all K answered, a code at N when the N-th answer
+arrived. The choice must be the lowest such p99 among the schemes that meet the
+target, and replication must win where it has 5 replicas per input while a code
+must win where replication has a single replica of some input.
+"""
+
+import numpy as np
+import pytest
+
+import codedjax as cj
+from codedjax import serving
+from theory import plan as tp
+from theory.plan.__main__ import main as plan_main
+
+APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
+
+INDEPENDENT = "shifted-exp:5ms,5ms; slow=0.05 extra=exp:100ms"
+REQ = 500
+SCHEMES = "uncoded,replication,chebyls,parity"
+
+
+def _plan(m, k, deg, **kw):
+    base = dict(
+        workers=m,
+        inputs=k,
+        degree=deg,
+        target_error=2e-2,
+        failure=0.05,
+        trials=400,
+        exhaustive_limit=2000,
+        worst_exact=0,
+        worst_greedy=0,
+        latency=INDEPENDENT,
+        schemes=SCHEMES,
+        scheme_requests=REQ,
+        error_model="cond",
+        progress=False,
+        seed=3,
+    )
+    base.update(kw)
+    return tp.plan(tp.PlanConfig(**base))["schemes"]
+
+
+def _delays(m, requests, seed):
+    inj = serving.Injector(latency=cj.parse_latency(INDEPENDENT), seed=seed)
+    return inj.plan(np.arange(requests), m)[0]
+
+
+def _p99(t):
+    return float(np.quantile(t, 0.99))
+
+
+def _check_against_delays(sc, m, k):
+    t = _delays(m, REQ, 3)
+    want = {
+        "uncoded": _p99(_delays(k, REQ, 3).max(axis=1)),
+        "replication": _p99(np.max([t[:, j::k].min(axis=1) for j in range(k)], axis=0)),
+    }
+    rows = {r["scheme"]: r for r in sc["rows"]}
+    for name, row in rows.items():
+        if row.get("p99") is None:
+            continue
+        if name in want:
+            assert row["p99"] == pytest.approx(want[name], rel=1e-12)
+        elif row["policy"].startswith("FixedN"):
+            n = row["N"]
+            assert row["p99"] == pytest.approx(_p99(np.sort(t, axis=1)[:, n - 1]))
+    meets = [r for r in rows.values() if r.get("meets")]
+    assert sc["choice"] == min(meets, key=lambda r: r["p99"])["scheme"]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def high():  # M/K = 5: every input has 5 replicas; D = 5 needs N well above D
+    return _plan(15, 3, 2, target_error=1e-2)
+
+
+@pytest.fixture(scope="module")
+def low():  # M/K = 1.5: inputs 2 and 3 have a single replica
+    return _plan(6, 4, 1, schemes="replication,chebyls,parity")
+
+
+def test_replication_wins_at_five_replicas(high):
+    rows = _check_against_delays(high, 15, 3)
+    assert high["choice"] == "replication"
+    assert rows["replication"]["meets"] and rows["uncoded"]["meets"]
+    assert rows["parity"]["reason"].startswith("does not apply: exact only")
+    assert rows["chebyls"]["meets"] and rows["chebyls"]["N"] > 5
+    assert "replication: p99" in high["ranking"][0]
+
+
+def test_a_code_wins_at_few_workers(low):
+    rows = _check_against_delays(low, 6, 4)
+    assert low["choice"] not in (None, "uncoded", "replication")
+    assert rows[low["choice"]]["p99"] < rows["replication"]["p99"]
+
+
+def test_does_not_apply_rows_and_report(tmp_path, capsys):
+    s = plan_main(
+        [
+            "--workers", "10", "--inputs", "8", "--degree", "3",
+            "--latency", INDEPENDENT, "--schemes", "chebyls,circle,uncoded",
+            "--scheme-requests", "500", "--trials", "200", "--worst-exact", "0",
+            "--worst-greedy", "0", "--failure", "0.05", "--target-error", "0.05",
+            "--no-progress", "--out", str(tmp_path),
+        ]
+    )  # fmt: skip
+    rows = {r["scheme"]: r for r in s["schemes"]["rows"]}
+    assert rows["chebyls"]["reason"] == "does not apply: M = 10 < D = 22"
+    assert rows["circle"]["reason"] == "does not apply: M = 10 < D = 22"
+    text = (tmp_path / "report.md").read_text()
+    assert "## Which scheme" in text and "M = 10 < D = 22" in text
+    assert "**Scheme: uncoded**" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "extra, flag",
+    [
+        (["--schemes", "turbo"], "--schemes"),
+        (["--schemes", "all", "--latency", ""], "--latency"),
+        (["--schemes", "all", "--target-error", "1e-4"], "--target-error"),
+        (["--schemes", "all", "--workload", "shallow"], "--workload"),
+    ],
+)
+def test_bad_scheme_options_name_the_flag(extra, flag, capsys):
+    argv = ["--workers", "6", "--inputs", "2", "--degree", "1"]
+    if "--latency" not in extra:
+        argv += ["--latency", INDEPENDENT]
+    with pytest.raises(SystemExit) as e:
+        plan_main(argv + extra)
+    assert e.value.code != 0
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert flag in err
+
+
+def test_schemes_need_a_latency_model(capsys):
+    with pytest.raises(SystemExit):
+        plan_main(
+            ["--workers", "6", "--inputs", "2", "--degree", "1", "--schemes", "all"]
+        )
+    assert "--schemes" in capsys.readouterr().err
