@@ -144,3 +144,23 @@ def test_schemes_need_a_latency_model(capsys):
             ["--workers", "6", "--inputs", "2", "--degree", "1", "--schemes", "all"]
         )
     assert "--schemes" in capsys.readouterr().err
+
+
+def test_deep_workload_rules_out_the_exact_polynomial_codes():
+    cfg = tp.PlanConfig(
+        workers=10,
+        inputs=2,
+        degree=1,
+        workload="deep",
+        latency=INDEPENDENT,
+        schemes="chebyls,circle,parity,random",
+        progress=False,
+    )
+    sc = tp.scheme_table(cfg, None)
+    assert sc["choice"] is None
+    reasons = [r["reason"] for r in sc["rows"]]
+    assert (
+        reasons[:2]
+        == ["does not apply: a Lagrange-type code needs a polynomial workload"] * 2
+    )
+    assert all(t.startswith("does not apply: exact only") for t in reasons[2:])
