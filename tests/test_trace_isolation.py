@@ -23,7 +23,7 @@ import pytest
 from test_codes import CODES
 
 import codedjax as cj
-from codedjax._argcache import DECODE_CHECKS
+from codedjax import _argcache
 
 K, M, DEG = 3, 12, 2  # D = 5, as the codes of tests/test_codes.py
 D = DEG * (K - 1) + 1
@@ -189,13 +189,13 @@ def _check_one(fn, pts, y, mask, kw, eager=True):
         with jax.checking_leaks():
             return jax.jit(lambda yy, mm: out(fn(pts, yy, mm, kw))).trace(y, mask)
 
-    DECODE_CHECKS.clear()
+    _argcache.DECODE_CHECKS.clear()
     info = trace(_first).out_info  # A
     trace(lambda r: r)  # B
     if not eager:
         return
     e = fn(pts, y, mask, kw)
-    DECODE_CHECKS.clear()
+    _argcache.DECODE_CHECKS.clear()
     e2 = fn(pts, y, mask, kw)
     trace(lambda r: r)  # B'
     trace(_first)  # A'
@@ -248,6 +248,6 @@ def test_repro_second_program_with_float64_points():
 
 
 def test_memo_holds_no_arrays():
-    key = DECODE_CHECKS.key("t", (jnp.ones(2),), (jnp.ones(2),), ())
+    key = _argcache.DECODE_CHECKS.key("t", (jnp.ones(2),), (jnp.ones(2),), ())
     with pytest.raises(TypeError, match="no arrays"):
-        DECODE_CHECKS.put(key, (jnp.ones(2),), (jnp.ones(2), 3))
+        _argcache.DECODE_CHECKS.put(key, (jnp.ones(2),), (jnp.ones(2), 3))
