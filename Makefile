@@ -17,8 +17,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[models,plots,dev,http]'
 	touch $(STAMP)
 
+# the suite runs on TEST_WORKERS processes (pytest-xdist), one test file per
+# process so that each file's shared compiled programs stay in one process
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 run: $(STAMP)
 	$(PY) -m theory.demo --out $(OUT)/demo
