@@ -55,7 +55,13 @@ panel, the exhaustive table, the whole run), ``models``, ``report``, ``__main__`
 import codedjax as cj
 
 from .config import Scheme, SchemesConfig, schemes
-from .pipeline import PAPER_FIGURES, exhaustive_table, run, run_panel
+from .pipeline import (
+    AUTHORS_CODE_FIGURES,
+    PAPER_FIGURES,
+    exhaustive_table,
+    run,
+    run_panel,
+)
 from .report import (
     compare,
     format_report,
@@ -83,6 +89,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 __all__ = [
+    "AUTHORS_CODE_FIGURES",
     "PAPER_FIGURES",
     "Scheme",
     "SchemesConfig",

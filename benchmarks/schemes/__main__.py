@@ -14,8 +14,48 @@ from .pipeline import run
 from .report import format_report, plot_panels
 
 
+def _check_mnist_options(p: argparse.ArgumentParser, cfg: SchemesConfig) -> None:
+    from .mnist import MNIST_MODELS, mnist_rows
+
+    if cfg.mnist_model not in MNIST_MODELS:
+        p.error(
+            f"--mnist-model: choose from {', '.join(MNIST_MODELS)}; got "
+            f"{cfg.mnist_model!r}"
+        )
+    k, grp = cfg.num_inputs, cfg.parm_group
+    if grp < 2 or k % grp:
+        p.error(f"--inputs: K = {k} must be a multiple of ParM's group k = {grp}")
+    bad = [n for n in cfg.mnist_responses if not 1 <= n <= cfg.num_workers]
+    if bad:
+        p.error(
+            f"--mnist-responses: every N must satisfy 1 <= N <= M = "
+            f"{cfg.num_workers}; got {bad}"
+        )
+    if cfg.mnist_queries < 0 or 0 < cfg.mnist_queries < k:
+        p.error(
+            f"--mnist-queries: 0 (all) or at least K = {k}; got {cfg.mnist_queries}"
+        )
+    names: set[str] = set()
+    for m in (k + k // grp, cfg.num_workers):
+        whole, layer, _ = mnist_rows(k, m, grp, cfg.mnist_model)
+        names |= set(whole) | set(layer)
+    unknown = sorted(set(cfg.mnist_rows) - names)
+    if unknown:
+        p.error(f"--mnist-rows: choose from {', '.join(sorted(names))}; got {unknown}")
+
+
 def _check_model_options(p: argparse.ArgumentParser, cfg: SchemesConfig) -> None:
     import codedjax as cj
+
+    bad = [n for n in cfg.model_panels if n not in ("adult", "mnist")]
+    if bad or not cfg.model_panels:
+        p.error(
+            f"--model-panels: choose from adult, mnist; got {list(cfg.model_panels)}"
+        )
+    if "mnist" in cfg.model_panels:
+        _check_mnist_options(p, cfg)
+    if "adult" not in cfg.model_panels:
+        return
     from models.coded_dcn import QUICK_TRAIN
 
     d = cj.recovery_threshold(cfg.num_inputs, QUICK_TRAIN.num_cross_layers + 1)
@@ -60,13 +100,21 @@ def main(argv: list[str] | None = None) -> dict:
             "num_inputs": "--inputs",
             "only": "--schemes",
             "workloads": "--workloads",
-            "models": ("--models", {"help": "add the Adult DCNv2 model panel"}),
+            "models": (
+                "--models",
+                {"help": "add the model panels (Adult DCNv2, MNIST; --model-panels)"},
+            ),
             "model_responses": "--model-responses",
             "model_repetitions": "--model-repetitions",
             "model_queries": "--model-queries",
             "model_dtype": "--model-dtype",
             "model_rows": "--model-rows",
             "ckpt_dir": "--ckpt-dir",
+            "model_panels": "--model-panels",
+            "mnist_model": "--mnist-model",
+            "mnist_responses": "--mnist-responses",
+            "mnist_queries": "--mnist-queries",
+            "mnist_rows": "--mnist-rows",
         },
     )
     a = p.parse_args(argv)

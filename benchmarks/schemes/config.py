@@ -31,11 +31,18 @@ class SchemesConfig:
     model_queries: int = 0  # score the first this many test queries (0: all)
     model_dtype: str = "bfloat16"  # the workers' dtype
     model_rows: tuple[str, ...] = ()  # rows of the model panel (empty: every row)
-    ckpt_dir: str = "checkpoints"  # where the quick DCNv2 checkpoint is (or goes)
+    ckpt_dir: str = "checkpoints"  # where the models' checkpoints are (or go)
+    # which model panels --models runs: the Adult DCNv2 and the MNIST network
+    model_panels: tuple[str, ...] = ("adult", "mnist")
+    mnist_model: str = "mlp"  # ParM's 784-200-100-10 MLP, or lenet5
+    mnist_quick_train: bool = False  # the quick training presets (--quick)
+    mnist_responses: tuple[int, ...] = ()  # N of the MNIST panel (empty: a grid)
+    mnist_queries: int = 0  # the first this many test digits (0: all 1,000)
+    mnist_rows: tuple[str, ...] = ()  # rows of the MNIST panel (empty: every row)
 
     @classmethod
     def quick(cls) -> SchemesConfig:
-        return cls(trials=32, n_step=3)
+        return cls(trials=32, n_step=3, mnist_quick_train=True)
 
 
 @dataclasses.dataclass(frozen=True)

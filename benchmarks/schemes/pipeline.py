@@ -163,9 +163,25 @@ def run_panel(
 #: Figures the papers print for these configurations, (worst, mean), None where
 #: not printed: Fahim and Cadambe's worst case of the raw Chebyshev-Vandermonde
 #: matrix at n = 31, s = 2 (as docs/theory.md section 8 records it). Ramamoorthy and
-#: Tang's tables were not located; their rows stay empty.
+#: Tang's tables were not located; their rows stay empty (their code's figures:
+#: AUTHORS_CODE_FIGURES).
 PAPER_FIGURES: dict[tuple[int, int, str], tuple[float | None, float | None]] = {
     (31, 29, "chebyshev"): (1.22e4, None),
+}
+
+
+#: The same exhaustive search run by Ramamoorthy and Tang's published code
+#: (github.com/litangsky/stableCodedComputing, "matrix vector multiplication local
+#: (python)/matVecMul.py": ``findWorkerSet2WorstCond`` on
+#: ``getRotEmbedEncodingMat(k, n)`` (the circle code's rotation embedding, 2 x 2
+#: blocks) and ``getRealVandEncodingMat(k, n)`` (monomials at n equispaced points
+#: of [-1, 1]); numpy's ``cond``), (worst, mean) as it prints them. Computed with
+#: their code, not printed in their paper (whose tables were not located).
+AUTHORS_CODE_FIGURES: dict[tuple[int, int, str], tuple[float, float]] = {
+    (31, 29, "circle"): (54.964025, 12.348829),
+    (31, 29, "monomial"): (29545442037887.945, 11287243826423.625),
+    (20, 16, "circle"): (462.627962, 27.978804),
+    (20, 16, "monomial"): (116726813.427802, 12026368.601317),
 }
 
 
@@ -175,6 +191,7 @@ def exhaustive_table() -> list[dict]:
         for scheme in cb.SCHEMES:
             r = cb.exhaustive_condition(scheme=scheme, num_workers=m, num_coeffs=d)
             paper = PAPER_FIGURES.get((m, d, scheme))
+            theirs = AUTHORS_CODE_FIGURES.get((m, d, scheme))
             rows.append(
                 {
                     "n": m,
@@ -185,6 +202,8 @@ def exhaustive_table() -> list[dict]:
                     "sets": r.num_examined,
                     "paper_worst": None if paper is None else paper[0],
                     "paper_mean": None if paper is None else paper[1],
+                    "authors_code_worst": None if theirs is None else theirs[0],
+                    "authors_code_mean": None if theirs is None else theirs[1],
                 }
             )
     return rows
@@ -208,10 +227,14 @@ def run(cfg: SchemesConfig, show_progress: bool = True) -> dict:
         "parity_code": hasattr(cj, "parity_code"),
         "exhaustive": exhaustive_table() if cfg.exhaustive else [],
     }
-    if cfg.models:
+    if cfg.models and "adult" in cfg.model_panels:
         from .models import run_model_panel  # flax and the model only when asked
 
         summary["model_panel"] = run_model_panel(cfg, show_progress)
+    if cfg.models and "mnist" in cfg.model_panels:
+        from .mnist import run_mnist_panel
+
+        summary["mnist_panel"] = run_mnist_panel(cfg, show_progress)
     summary["verdict"] = verdict(summary)
     summary["environment"] = environment()
     summary["seconds"] = time.perf_counter() - t0

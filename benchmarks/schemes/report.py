@@ -90,24 +90,33 @@ def format_report(summary: dict) -> str:
             "",
             "## Exhaustive condition numbers (every responder set of size k)",
             "",
-            "| n | k | scheme | worst | mean | sets | paper worst | paper mean |",
-            "|---|---|---|---|---|---|---|---|",
+            "| n | k | scheme | worst | mean | sets | paper worst | paper mean | "
+            "authors' code worst | authors' code mean |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in summary["exhaustive"]:
             lines.append(
                 f"| {r['n']} | {r['k']} | {r['scheme']} | {_fmt(r['worst'], '.5g')} | "
                 f"{_fmt(r['mean'], '.5g')} | {r['sets']} | "
-                f"{_fmt(r['paper_worst'])} | {_fmt(r['paper_mean'])} |"
+                f"{_fmt(r['paper_worst'])} | {_fmt(r['paper_mean'])} | "
+                f"{_fmt(r.get('authors_code_worst'), '.8g')} | "
+                f"{_fmt(r.get('authors_code_mean'), '.8g')} |"
             )
         lines.append("")
         lines.append(
             "paper columns: the figures the papers print ('-': none located; "
-            "`PAPER_FIGURES`); random: five seeded draws pooled."
+            "`PAPER_FIGURES`); authors' code: the same search run by Ramamoorthy and "
+            "Tang's published code (`AUTHORS_CODE_FIGURES`, not printed in their "
+            "paper); random: five seeded draws pooled."
         )
     if summary.get("model_panel"):
         from .models import format_model_panel
 
         lines += ["", format_model_panel(summary["model_panel"]).rstrip()]
+    if summary.get("mnist_panel"):
+        from .mnist import format_mnist_panel
+
+        lines += ["", format_mnist_panel(summary["mnist_panel"]).rstrip()]
     if summary.get("verdict"):
         lines += ["", "## Which scheme wins where", "", summary["verdict"]]
     return "\n".join(lines) + "\n"
@@ -152,6 +161,10 @@ def verdict(summary: dict) -> str:
             if below:
                 s += " Decoding below ChebyLS's threshold: " + ", ".join(below) + "."
         parts.append(s)
+    if summary.get("mnist_panel"):
+        from .mnist import mnist_verdict
+
+        parts.append(mnist_verdict(summary["mnist_panel"]))
     return "\n\n".join(parts)
 
 
@@ -197,4 +210,8 @@ def plot_panels(summary: dict, out: Path) -> list[str]:
         fig.savefig(path, dpi=90)
         plt.close(fig)
         written.append(path.name)
+    if summary.get("mnist_panel"):
+        from .mnist import plot_mnist_panel
+
+        written += plot_mnist_panel(summary["mnist_panel"], out)
     return written

@@ -1,0 +1,104 @@
+"""benchmarks.schemes' MNIST panel on a shrunken setup.
+
+A random-initialised MLP (the panel's 784-200-100-10 network) on 32 synthetic
+digits, K = 4, ParM's k = 2 so M = K + K/k = 6 (the head-to-head's M too: one
+panel), float32 workers, two arrival orders per group, N in (K, M). Checked: every
+row has every cell; every code of the library has a row or a reason; known truth:
+at N = M (no straggler) every exact scheme returns the base model's predictions,
+so its top-1 is the base model's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from benchmarks.schemes import SchemesConfig, main, schemes
+from benchmarks.schemes import mnist as bm
+from models.mlp import MLP
+from models.train_parity import ParityTask
+
+APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
+
+K, GROUP, M, NQ = 4, 2, 6, 32
+EXACT = ("parity", "replication", "repapprox", "random-layerwise")
+# left out of the run (not of the check that every code has a row or a reason):
+# ChebyLS's batched least-squares kernel and NeRCC's spline compile for seconds
+# each; the layer-wise ChebyLS row is the random code's loop with another code
+NOT_RUN = ("chebyls-layerwise", "nercc")
+
+
+@pytest.fixture(scope="module")
+def panel():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0.0, 1.0, (NQ, 28, 28, 1)).astype(np.float32)
+    labels = rng.integers(0, 10, NQ)
+    task = ParityTask(
+        "mlp", MLP(rngs=nnx.Rngs(0)), {"test": x}, {}, {"test": labels},
+        lambda s: MLP(rngs=nnx.Rngs(s)), "mnist", {}, {},
+    )  # fmt: skip
+    cfg = SchemesConfig(
+        num_inputs=K,
+        num_workers=M,
+        parm_group=GROUP,
+        dtypes=("float32",),
+        model_repetitions=2,
+        mnist_responses=(K, M),
+        mnist_rows=EXACT + ("bacc",),
+    )
+    parity = MLP(rngs=nnx.Rngs(1))  # any parity model: at N = M none is rebuilt
+    return bm.run_mnist_panel(cfg, show_progress=False, task=task, parity=parity)
+
+
+def test_rows_complete_and_every_code_has_a_row_or_a_reason(panel):
+    assert [p["num_workers"] for p in panel["panels"]] == [M]
+    p = panel["panels"][0]
+    assert p["responses"] == [K, M] and p["dtype"] == "float32"
+    assert set(p["rows"]) == set(EXACT) | {"bacc"}
+    assert set(p["not_run"]) == set(NOT_RUN)
+    for name, row in p["rows"].items():
+        assert set(row["by_n"]) == {str(K), str(M)}, name
+        for c in row["by_n"].values():
+            assert 0.0 <= c["top1"] <= 1.0 and 0.0 <= c["ok"] <= 1.0, name
+    # every code of the head-to-head at this K (at ParM's M and at M = 2K, where
+    # RepApprox joins), and the uncoded baseline: a row or a reason
+    names = {s.name for m in (M, 2 * K) for s in schemes(K, m, 1, "float32")}
+    missing = names | {"parity", "uncoded"}
+    missing -= set(p["rows"]) | set(p["not_run"]) | set(p["not_applicable"])
+    assert not missing
+    for name in ("chebyls", "random"):  # coded layer by layer instead
+        assert f"{name}-layerwise" in p["not_applicable"][name]
+    text = bm.format_mnist_panel(panel) + bm.mnist_verdict(panel)
+    assert all(f"| {name} |" in text for name in p["rows"])
+    assert "- circle-packed: two real queries" in text
+
+
+def test_exact_schemes_at_n_equal_m_return_the_base_models_predictions(panel):
+    rows = panel["panels"][0]["rows"]
+    base = panel["base_top1_float32"]
+    assert panel["base_top1"]["float32"] == base
+    for name in EXACT:
+        full = rows[name]["by_n"][str(M)]
+        assert full["ok"] == 1.0 and full["agree_float32"] == 1.0, name
+        assert full["top1"] == base, name
+    # below M ParM and replication decode only some masks; the MDS-style layer-wise
+    # code decodes every mask from K answers
+    assert rows["random-layerwise"]["by_n"][str(K)]["ok"] == 1.0
+    assert rows["replication"]["by_n"][str(K)]["ok"] < 1.0
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--mnist-model", "resnet"], "--mnist-model"),
+        (["--model-panels", "cifar"], "--model-panels"),
+        (["--model-panels", "mnist", "--mnist-rows", "chebyls"], "--mnist-rows"),
+    ],
+)
+def test_bad_mnist_options_exit_with_one_line(tmp_path, capsys, argv, flag):
+    with pytest.raises(SystemExit) as exc:
+        main(["--out", str(tmp_path), "--no-exhaustive", "--models"] + argv)
+    assert exc.value.code != 0
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert flag in err
