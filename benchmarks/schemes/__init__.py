@@ -45,11 +45,15 @@ Outputs: ``summary.json`` (every figure), ``report.md`` (the tables, the exhaust
 condition-number table of :func:`codedjax.bounds.exhaustive_condition`, and which
 scheme wins where), one plot per panel (``*.png``, when matplotlib is installed).
 
-``--models`` adds the model panel (:mod:`benchmarks.schemes.models`: the Adult
-DCNv2, every code that fits each branch; ``docs/schemes.md``).
+``--models`` adds the model panels (``--model-panels adult,mnist``, both by
+default): :mod:`benchmarks.schemes.models`, the Adult DCNv2 with every code that
+fits each branch (AUC, logloss), and :mod:`benchmarks.schemes.mnist`, ParM's MNIST
+MLP with every code that applies to a non-polynomial network, at ParM's M and at
+``--workers`` (top-1); ``docs/schemes.md``.
 
 Layout: ``config`` (the settings and the schemes), ``workloads``, ``pipeline`` (one
-panel, the exhaustive table, the whole run), ``models``, ``report``, ``__main__``.
+panel, the exhaustive table, the whole run), ``models``, ``mnist`` (the MNIST
+panel) and ``mnist_report`` (its tables, verdict and plot), ``report``, ``__main__``.
 """
 
 import codedjax as cj

@@ -175,8 +175,8 @@ PAPER_FIGURES: dict[tuple[int, int, str], tuple[float | None, float | None]] = {
 #: (python)/matVecMul.py": ``findWorkerSet2WorstCond`` on
 #: ``getRotEmbedEncodingMat(k, n)`` (the circle code's rotation embedding, 2 x 2
 #: blocks) and ``getRealVandEncodingMat(k, n)`` (monomials at n equispaced points
-#: of [-1, 1]); numpy's ``cond``), (worst, mean) as it prints them. Computed with
-#: their code, not printed in their paper (whose tables were not located).
+#: of [-1, 1]); numpy's ``cond``), (worst, mean) as it prints them: figures from
+#: running their code, not from their paper (whose tables were not located).
 AUTHORS_CODE_FIGURES: dict[tuple[int, int, str], tuple[float, float]] = {
     (31, 29, "circle"): (54.964025, 12.348829),
     (31, 29, "monomial"): (29545442037887.945, 11287243826423.625),

@@ -106,15 +106,15 @@ def format_report(summary: dict) -> str:
         lines.append(
             "paper columns: the figures the papers print ('-': none located; "
             "`PAPER_FIGURES`); authors' code: the same search run by Ramamoorthy and "
-            "Tang's published code (`AUTHORS_CODE_FIGURES`, not printed in their "
-            "paper); random: five seeded draws pooled."
+            "Tang's published code (`AUTHORS_CODE_FIGURES`; their paper's printed "
+            "tables were not located); random: five seeded draws pooled."
         )
     if summary.get("model_panel"):
         from .models import format_model_panel
 
         lines += ["", format_model_panel(summary["model_panel"]).rstrip()]
     if summary.get("mnist_panel"):
-        from .mnist import format_mnist_panel
+        from .mnist_report import format_mnist_panel
 
         lines += ["", format_mnist_panel(summary["mnist_panel"]).rstrip()]
     if summary.get("verdict"):
@@ -162,7 +162,7 @@ def verdict(summary: dict) -> str:
                 s += " Decoding below ChebyLS's threshold: " + ", ".join(below) + "."
         parts.append(s)
     if summary.get("mnist_panel"):
-        from .mnist import mnist_verdict
+        from .mnist_report import mnist_verdict
 
         parts.append(mnist_verdict(summary["mnist_panel"]))
     return "\n\n".join(parts)
@@ -211,7 +211,7 @@ def plot_panels(summary: dict, out: Path) -> list[str]:
         plt.close(fig)
         written.append(path.name)
     if summary.get("mnist_panel"):
-        from .mnist import plot_mnist_panel
+        from .mnist_report import plot_mnist_panel
 
         written += plot_mnist_panel(summary["mnist_panel"], out)
     return written
