@@ -443,7 +443,7 @@ def test_bad_inputs_are_clear_errors():
             server.infer(np.ones((K, 5), np.float32))
     for make in (lambda: FixedN(3, deadline=-1.0), lambda: Deadline(-0.5),
                  lambda: Adaptive(1.0, -2.0)):  # fmt: skip
-        with pytest.raises(ValueError, match="deadline must be >= 0"):
+        with pytest.raises(ValueError, match="deadline must be finite and >= 0"):
             make()
     with pytest.raises(ValueError, match="Adaptive: budget"):
         Adaptive(0.0, 1.0)

@@ -315,7 +315,7 @@ def test_the_simulator_shards_the_workers_and_answers_replicas_per_query():
     assert (sim.latency < whole.latency - 1e-6).any()
     with pytest.raises(ValueError, match="simulate_load: per_query needs"):
         simulate_load(CODE, FixedN(3), inj, a, group_deadline=0.01, per_query=True)
-    with pytest.raises(ValueError, match="simulate_load: shards must be >= 1"):
+    with pytest.raises(ValueError, match="simulate_load: shards must be an int >= 1"):
         simulate_load(CODE, FixedN(3), inj, a, group_deadline=0.01, shards=0)
     with pytest.raises(ValueError, match="simulate_load: group_deadline must"):
         simulate_load(CODE, FixedN(3), inj, a, group_deadline=0.0)

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import jax
 import numpy as np
 
+from ._checks import integer
 from ._faults import HANG, Injector, apply_fault
 
 
@@ -147,6 +148,23 @@ def round_draws(injector, request_id, draw, work, m):
     return injector.plan_one(request_id if draw is None else draw, m, work=work)
 
 
+class NoMoreAnswers(RuntimeError):
+    """Raised by a backend's ``next_completed(None)`` (no timeout) when it knows
+    that no answer will ever arrive: every task still out is at a hung worker
+    (an injected ``"hang"`` fault). The server then ends the requests that hold
+    the hung workers (``request_ids``) as never decided (``ok`` False,
+    ``TOO_FEW_RESPONSES``) instead of waiting forever.
+
+    Args:
+        message: what happened.
+        request_ids: the requests whose tasks hang at a worker.
+    """
+
+    def __init__(self, message: str, request_ids=()):
+        super().__init__(message)
+        self.request_ids = tuple(int(r) for r in request_ids)
+
+
 class Completion(NamedTuple):
     """One worker's answer to one request.
 
@@ -227,9 +245,13 @@ class ThreadCluster:
         injector: the seeded delay and fault plan (:class:`Injector`); None injects
             nothing (answers are released as soon as they are computed).
         jit: jit ``worker_fn`` (default True).
-        threads: how many threads compute the workers' rows (default None: M,
-            one per worker, so a worker function that blocks does not hold up
-            the others); the rows are computed soonest-due first.
+        threads: how many threads compute the workers' rows. Default None: one
+            thread per worker, each serving only its worker's rows (soonest-due
+            first), so a worker function that blocks (a stuck call, I/O that
+            never returns) holds up its own worker and no other: the others
+            answer and the request decodes without it. An int n < M: a shared
+            pool of n threads for all workers (the soonest-due rows first); a
+            blocked call then holds one of the n threads.
 
     Attributes:
         release_delays: seconds from :meth:`cancel` to the moment each straggler
@@ -252,21 +274,15 @@ class ThreadCluster:
                 f"ThreadCluster: injector must be an Injector or None, got "
                 f"{type(injector).__name__}"
             )
-        if threads is not None and (
-            not isinstance(threads, (int, np.integer))
-            or isinstance(threads, bool)
-            or threads < 1
-        ):
-            raise ValueError(
-                f"ThreadCluster: threads must be an int >= 1 or None, got {threads!r}"
-            )
+        if threads is not None:
+            threads = integer("ThreadCluster", "threads", threads, minimum=1)
         self.injector = injector
         self.jit = jit
         self.threads = None if threads is None else int(threads)
         self.release_delays: deque[float] = deque(maxlen=100_000)
         self.release_delays_in_call: deque[float] = deque(maxlen=100_000)
         self._threads: list[threading.Thread] = []
-        self._tasks: queue.PriorityQueue = queue.PriorityQueue()
+        self._queues: list[queue.PriorityQueue] = []  # one per thread or shared
         self._seq = itertools.count()
         self._cv = threading.Condition(threading.Lock())
         self._deposits: list = []  # (worker, task, value, t_done), under _cv
@@ -281,6 +297,7 @@ class ThreadCluster:
         self._lock = threading.Lock()
         self._closed = False
         self._fns: list[list[Callable]] = []
+        self._compiled: list[dict[int, tuple]] = []
         self.functions: WorkerFunctions | None = None
         self.num_workers = 0
 
@@ -292,27 +309,46 @@ class ThreadCluster:
         table = WorkerFunctions.of(worker_fn, num_workers)
         self.functions = table
         self._fns = table.compiled(jax.jit if self.jit else (lambda f: f))
+        self._compiled = [{} for _ in range(table.num_rounds)]  # by warmup
         self._config = captured_config()  # the worker threads compute like this one
         m = self.num_workers = int(num_workers)
         self._lines = [deque() for _ in range(m)]
         self._free_at = [-math.inf] * m
         n = m if self.threads is None else min(m, self.threads)
+        own = self.threads is None  # thread j serves worker j's queue alone
+        self._queues = [queue.PriorityQueue() for _ in range(n if own else 1)]
         for j in range(n):
+            q = self._queues[j if own else 0]
             t = threading.Thread(
-                target=self._work_loop, name=f"codedjax-worker-{j}", daemon=True
-            )
+                target=self._work_loop, args=(q,), name=f"codedjax-worker-{j}",
+                daemon=True,
+            )  # fmt: skip
             self._threads.append(t)
             t.start()
 
     def now(self) -> float:
         return time.perf_counter()
 
+    def _queue(self, worker: int) -> queue.PriorityQueue:
+        return self._queues[worker if len(self._queues) > 1 else 0]
+
     def warmup(self, rows: np.ndarray, *, round: int = 0) -> None:
-        """Compiles round ``round``'s functions for rows like ``rows`` (each on
-        the row of its first worker; outside any timing)."""
+        """Compiles round ``round``'s functions for rows like ``rows`` (outside
+        any timing), without running them: each distinct function is compiled
+        ahead of time (``lower(row).compile()``) and its workers call that
+        executable on rows of this shape and dtype. No worker's function runs in
+        the caller's thread, and no first call of a jitted function (which holds
+        up every other call of it until it returns) happens in a worker thread:
+        a function that blocks or raises on a row holds up or fails its own
+        worker only."""
+        if not self.jit:
+            return  # nothing to compile
         for _, workers in self.functions.groups(round):
             i = int(workers[0])
-            np.asarray(self._fns[round][i](rows[i]))
+            row = np.asarray(rows[i])
+            exe = self._fns[round][i].lower(row).compile()
+            for w in workers:
+                self._compiled[round][int(w)] = (row.shape, row.dtype, exe)
 
     def submit(
         self,
@@ -341,7 +377,7 @@ class ThreadCluster:
             )
             self._lines[i].append(task)
             # the soonest-due answers are computed first
-            self._tasks.put((sent + task.delay, next(self._seq), i, task))
+            self._queue(i).put((sent + task.delay, next(self._seq), i, task))
 
     def _take_deposits(self) -> None:
         """Moves the answers the worker threads computed into ``_values`` (under
@@ -388,6 +424,14 @@ class ThreadCluster:
                     return Completion(task.request_id, best, value, now)
                 if end is not None and now >= end:
                     return None
+                if end is None and best < 0 and math.isinf(wait_due):
+                    hung = {ln[0].request_id for ln in self._lines if ln}
+                    if hung:  # every worker with a task is hung: none will answer
+                        raise NoMoreAnswers(
+                            "ThreadCluster.next_completed: every task still out is "
+                            "at a hung worker and no deadline was given",
+                            sorted(hung),
+                        )
                 wake = best_t if wait_due <= now else min(best_t, wait_due)
                 if end is not None:
                     wake = min(wake, end)
@@ -449,14 +493,14 @@ class ThreadCluster:
             self._woken = True
             self._cv.notify_all()
 
-    def _work_loop(self) -> None:
+    def _work_loop(self, tasks: queue.PriorityQueue) -> None:
         with self._config():
-            self._serve_tasks()
+            self._serve_tasks(tasks)
 
-    def _serve_tasks(self) -> None:
+    def _serve_tasks(self, tasks: queue.PriorityQueue) -> None:
         scale = self.injector.corrupt_scale if self.injector is not None else 0.0
         while True:
-            _, _, i, task = self._tasks.get()
+            _, _, i, task = tasks.get()
             if task is None:
                 return
             key = (task.request_id, i)
@@ -464,8 +508,13 @@ class ThreadCluster:
             if task.cancel.is_set():
                 value = _SKIPPED
             else:
+                fn = self._fns[task.round][i]
+                aot = self._compiled[task.round].get(i)
+                row = task.row
+                if aot is not None and (row.shape, row.dtype) == aot[:2]:
+                    fn = aot[2]  # compiled by warmup for rows like this one
                 try:
-                    value = np.asarray(self._fns[task.round][i](task.row))
+                    value = np.asarray(fn(row))
                     value = apply_fault(value, task.fault, scale, i)
                 except Exception as exc:  # a failing worker answers its exception
                     value = exc
@@ -489,8 +538,9 @@ class ThreadCluster:
             self._events.clear()
         for ev in events:
             ev.set()
-        for _ in self._threads:
-            self._tasks.put((-math.inf, next(self._seq), -1, None))
+        for j in range(len(self._threads)):
+            q = self._queues[j if len(self._queues) > 1 else 0]
+            q.put((-math.inf, next(self._seq), -1, None))
         deadline = time.perf_counter() + 5.0
         for t in self._threads:
             t.join(timeout=max(0.0, deadline - time.perf_counter()))

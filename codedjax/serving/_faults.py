@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from .._latency import LatencyModel, ShiftedExponential, Streams
+from ._checks import integer, number
 
 #: fault kinds, in the order of their integer codes (0 = no fault)
 FAULT_KINDS = ("none", "raise", "hang", "nan", "corrupt")
@@ -26,17 +26,6 @@ NONE, RAISE, HANG, NAN, CORRUPT = range(len(FAULT_KINDS))
 
 class WorkerFault(RuntimeError):
     """The exception an injected ``"raise"`` fault delivers as a worker's answer."""
-
-
-def _check_nonneg(fname: str, name: str, value: Any, *, positive: bool = False):
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{fname}: {name} must be a number, got {value!r}") from None
-    if not math.isfinite(v) or v < 0 or (positive and v == 0):
-        need = "> 0" if positive else ">= 0"
-        raise ValueError(f"{fname}: {name} must be finite and {need}, got {value!r}")
-    return v
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,16 +67,10 @@ class Injector:
                 f"PersistentSlowdown, parse_latency(text)), got "
                 f"{type(self.latency).__name__}"
             )
-        q = _check_nonneg(name, "fault_prob", self.fault_prob)
-        if q > 1:
-            raise ValueError(f"{name}: fault_prob must be <= 1, got {q}")
-        _check_nonneg(name, "corrupt_scale", self.corrupt_scale)
-        for field in ("max_faulty", "seed"):
-            v = getattr(self, field)
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
-                raise TypeError(f"{name}: {field} must be an int, got {v!r}")
-        if self.max_faulty < 0:
-            raise ValueError(f"{name}: max_faulty must be >= 0, got {self.max_faulty}")
+        q = number(name, "fault_prob", self.fault_prob, at_most=1.0)
+        number(name, "corrupt_scale", self.corrupt_scale)
+        integer(name, "max_faulty", self.max_faulty)
+        integer(name, "seed", self.seed)
         kinds = tuple(self.fault_kinds)
         bad = [k for k in kinds if k not in FAULT_KINDS[1:]]
         if bad:
@@ -99,6 +82,7 @@ class Injector:
         object.__setattr__(self, "fault_kinds", kinds)
         fw = dict(self.failed_workers)
         for w, k in fw.items():
+            integer(name, "failed_workers (a worker index)", w)
             if k not in FAULT_KINDS[1:]:
                 raise ValueError(
                     f"{name}: failed_workers[{w}] must be in {FAULT_KINDS[1:]}, "
@@ -122,13 +106,20 @@ class Injector:
             ``(delays, faults)``: float64 [R, M] seconds and int8 [R, M] fault codes
             (:data:`FAULT_KINDS` index; 0 = no fault).
         """
-        ids = np.asarray(request_ids, np.int64).reshape(-1)
-        m = int(num_workers)
+        ids = np.asarray(request_ids)
+        if ids.size and not (
+            np.issubdtype(ids.dtype, np.integer) and ids.dtype != np.bool_
+        ):
+            raise TypeError(
+                f"Injector.plan: request_ids must be ints, got dtype {ids.dtype}"
+            )
+        ids = ids.astype(np.int64).reshape(-1)
+        m = integer("Injector.plan", "num_workers", num_workers, minimum=1)
         delays = np.empty((ids.size, m))
         faults = np.empty((ids.size, m), np.int8)
         if ids.size and ids.min() < 0:
             raise ValueError(
-                f"Injector.plan: request ids must be >= 0, got {ids.min()}"
+                f"Injector.plan: request_ids must be >= 0, got {ids.min()}"
             )
         blocks, rows = np.divmod(ids, _BLOCK)
         for b in np.unique(blocks):
@@ -155,11 +146,15 @@ class Injector:
         Returns:
             ``(delays, faults)``: float64 [M] seconds, int8 [M] fault codes.
         """
-        block, row = divmod(int(request_id), _BLOCK)
-        d, f = _cached_block(self, block, int(num_workers))
+        fname = "Injector.plan_one"
+        rid = integer(fname, "request_id", request_id)
+        m = integer(fname, "num_workers", num_workers, minimum=1)
+        block, row = divmod(rid, _BLOCK)
+        d, f = _cached_block(self, block, m)
         d = d[row]
-        if work != 1.0:
-            w = _check_nonneg("Injector.plan_one", "work", work, positive=True)
+        w = work if type(work) is float else number(fname, "work", work, positive=True)
+        if w != 1.0:
+            w = number(fname, "work", w, positive=True)
             s = latency_shift(self.latency)
             d = s + w * (d - s)
         return d, f[row]

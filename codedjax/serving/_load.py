@@ -25,29 +25,18 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._replication_codes import ReplicationCode
+from ._checks import integer, number
 from ._faults import CORRUPT, HANG, NONE, Injector
 from ._policy import Deadline, FirstDecodable, FixedN, responses_needed
 from ._stream import QueueFull, StreamingServer
 
 
 def _rate(fname: str, name: str, value: Any) -> float:
-    if isinstance(value, bool):
-        raise TypeError(f"{fname}: {name} must be a number, got {value!r}")
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{fname}: {name} must be a number, got {value!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{fname}: {name} must be finite and > 0, got {value!r}")
-    return v
+    return number(fname, name, value, positive=True)
 
 
 def _count(fname: str, count: Any) -> int:
-    if not isinstance(count, (int, np.integer)) or isinstance(count, bool):
-        raise TypeError(f"{fname}: count must be an int, got {count!r}")
-    if count < 0:
-        raise ValueError(f"{fname}: count must be >= 0, got {count}")
-    return int(count)
+    return integer(fname, "count", count)
 
 
 def _bound(fname: str, times: np.ndarray, max_time: Any) -> np.ndarray:
@@ -83,6 +72,7 @@ def poisson_arrivals(
     fname = "poisson_arrivals"
     lam = _rate(fname, "rate", rate)
     n = _count(fname, count)
+    seed = integer(fname, "seed", seed)
     gaps = np.random.default_rng([seed, 1]).exponential(1.0 / lam, n)
     return _bound(fname, np.cumsum(gaps), max_time)
 
@@ -135,7 +125,7 @@ def bursty_arrivals(
         )
     rates = (lam * (1 - pk * q) / (1 - q), lam * pk)  # quiet, burst
     means = (b * (1 - q) / q, b)
-    rng = np.random.default_rng([seed, 2])
+    rng = np.random.default_rng([integer(fname, "seed", seed), 2])
     state = int(rng.random() < q)
     t, out = 0.0, []
     got = 0
@@ -401,11 +391,18 @@ def simulate_load(
         policy.check(code)
     gd = _rate(fname, "group_deadline", group_deadline)
     a = np.asarray(arrivals, np.float64)
-    if a.ndim != 1 or not np.all(np.isfinite(a)) or np.any(np.diff(a) < 0):
+    if (
+        a.ndim != 1
+        or not np.all(np.isfinite(a))
+        or np.any(np.diff(a) < 0)
+        or (a.size and a.min() < 0)
+    ):
         raise ValueError(
-            f"{fname}: arrivals must be [Q] finite non-decreasing times, got shape "
-            f"{a.shape}"
+            f"{fname}: arrivals must be [Q] finite non-decreasing times >= 0, got "
+            f"shape {a.shape}"
+            + (f", from {a.min()!r} to {a.max()!r}" if a.ndim == 1 and a.size else "")
         )
+    first_group = integer(fname, "first_group", first_group)
     k, m = int(code.num_inputs), int(code.num_workers)
     task = getattr(code, "task", None)
     if per_query and task is None:
@@ -413,10 +410,7 @@ def simulate_load(
             f"{fname}: per_query needs a code with a replica layout (task: the "
             f"input of each worker), got {type(code).__name__}"
         )
-    if not isinstance(shards, (int, np.integer)) or isinstance(shards, bool):
-        raise TypeError(f"{fname}: shards must be an int, got {shards!r}")
-    if shards < 1:
-        raise ValueError(f"{fname}: shards must be >= 1, got {shards}")
+    integer(fname, "shards", shards, minimum=1)
     starts, ends, sent = _groups(a, k, gd)
     g = len(starts)
     nsh = int(shards)

@@ -18,6 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ._checks import integer, number
+
 
 @runtime_checkable
 class WaitPolicy(Protocol):
@@ -140,15 +142,9 @@ def responses_needed(code: Any) -> int:
 def _check_deadline(fname: str, deadline: Any) -> float | None:
     if deadline is None:
         return None
-    try:
-        v = float(deadline)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"{fname}: deadline must be a number of seconds or None, got {deadline!r}"
-        ) from None
-    if not (v >= 0) or math.isnan(v):
-        raise ValueError(f"{fname}: deadline must be >= 0 seconds, got {deadline!r}")
-    return v
+    return number(
+        fname, "deadline", deadline, what="a number of seconds (or None: no deadline)"
+    )
 
 
 class FixedN:
@@ -167,17 +163,7 @@ class FixedN:
         self, num_responses: int | None = None, *, deadline: float | None = None
     ):
         if num_responses is not None:
-            if not isinstance(num_responses, (int, np.integer)) or isinstance(
-                num_responses, bool
-            ):
-                raise TypeError(
-                    f"FixedN: num_responses must be an int, got {num_responses!r}"
-                )
-            if num_responses < 1:
-                raise ValueError(
-                    f"FixedN: num_responses must be >= 1, got {num_responses}"
-                )
-            num_responses = int(num_responses)
+            num_responses = integer("FixedN", "num_responses", num_responses, minimum=1)
         self.num_responses = num_responses
         self.deadline = _check_deadline("FixedN", deadline)
 
@@ -271,19 +257,23 @@ class Adaptive:
     def __init__(
         self, budget: float, deadline: float, *, min_responses: int | None = None
     ):
-        try:
-            b = float(budget)
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"Adaptive: budget must be a number, got {budget!r}"
-            ) from None
-        if not b > 0:
-            raise ValueError(f"Adaptive: budget must be > 0, got {budget!r}")
+        b = number("Adaptive", "budget", budget, positive=True)
         if deadline is None:
             raise TypeError("Adaptive: deadline must be a number of seconds, got None")
         self.budget = b
         self.deadline = _check_deadline("Adaptive", deadline)
+        if min_responses is not None:
+            min_responses = integer("Adaptive", "min_responses", min_responses,
+                                    minimum=1)  # fmt: skip
         self.min_responses = min_responses
+
+    def check(self, code) -> None:
+        n = self.min_responses
+        if n is not None and n > code.num_workers:
+            raise ValueError(
+                f"Adaptive: min_responses must be at most the code's M = "
+                f"{code.num_workers}, got {n}"
+            )
 
     def decide(self, arrivals: ArrivalState) -> bool:
         need = max(responses_needed(arrivals.code), self.min_responses or 0)

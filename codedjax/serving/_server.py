@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections import deque
@@ -14,7 +15,14 @@ import numpy as np
 
 from .._code import BASE_ROLE, Answers
 from .._dtypes import unit_roundoff
-from ._backends import Backend, Completion, ThreadCluster, WorkerFunctions
+from ._backends import (
+    Backend,
+    Completion,
+    NoMoreAnswers,
+    ThreadCluster,
+    WorkerFunctions,
+)
+from ._checks import integer
 from ._policy import ArrivalState, FixedN, WaitPolicy
 
 _SUCCESS, _TOO_FEW = 0, 1
@@ -431,7 +439,18 @@ class Engine:
         if math.isinf(due) and not self._active:
             return done
         timeout = None if math.isinf(due) else max(0.0, due - now)
-        c = backend.next_completed(timeout)
+        try:
+            c = backend.next_completed(timeout)
+        except NoMoreAnswers as exc:
+            if timeout is not None:
+                raise
+            # no answer will ever come (hung workers) and no deadline: the
+            # requests that hold the hung workers are never decided, which is
+            # data, not a hang (ending them frees the workers for the others)
+            stuck = [self._active[t] for t in exc.request_ids if t in self._active]
+            for r in stuck or list(self._active.values()):
+                self._end_round(r, False, done, fname, stalled=True)
+            return done
         if c is None or c.request_id not in self._active:
             return done
         r = self._active[c.request_id]
@@ -482,10 +501,12 @@ class Engine:
         # the master's share, while the workers compute
         r.noise = self._noise(fname, st, rows)
 
-    def _end_round(self, r: _Request, timed_out, done: list, fname) -> None:
+    def _end_round(
+        self, r: _Request, timed_out, done: list, fname, *, stalled=False
+    ) -> None:
         del self._active[r.task]
         st = self._stages[r.stage]
-        res = self._finish(r, st, timed_out=timed_out)
+        res = self._finish(r, st, timed_out=timed_out, stalled=stalled)
         if not self._rounds:
             done.append((r, res))
             return
@@ -525,7 +546,13 @@ class Engine:
                 x = _check_round_input(where, x, self.num_inputs)
             rows = np.asarray(st.code.encode(x))
             row = jax.ShapeDtypeStruct(rows.shape[1:], rows.dtype)
-            outs = {role: jax.eval_shape(f, row) for role, f in st.fns.items()}
+            one = len({id(f) for f in st.fns.values()}) == 1
+            outs = {
+                role: _worker_output(
+                    where, "worker_fn" if one else f"worker_fn[{role!r}]", f, row
+                )
+                for role, f in st.fns.items()
+            }
             ref = BASE_ROLE if BASE_ROLE in outs else st.roles[0]
             for role, o in outs.items():
                 want = outs[ref]
@@ -538,10 +565,14 @@ class Engine:
                     )
             st.out = outs[ref]
             if callable(warm):
-                if not self._rounds:
-                    warm(rows)
-                else:
-                    warm(rows, round=st.index)
+                # compiling is what the warm-up is for; a worker that fails when
+                # run here fails (and counts as a failed worker) when a request
+                # runs it, not here
+                with contextlib.suppress(Exception):
+                    if not self._rounds:
+                        warm(rows)
+                    else:
+                        warm(rows, round=st.index)
             y = np.zeros((m,) + tuple(st.out.shape), st.out.dtype)
             noise = self._noise(fname, st, rows)
             res = st.decode(y, np.ones(m, bool), np.arange(m, dtype=np.int32), noise)
@@ -581,7 +612,12 @@ class Engine:
         order = np.asarray(r.order + rest, np.int32)
         return r.y, r.mask.copy(), order, r.noise
 
-    def _finish(self, r: _Request, st: _Stage, *, timed_out: bool) -> ServeResult:
+    def _finish(
+        self, r: _Request, st: _Stage, *, timed_out: bool, stalled: bool = False
+    ) -> ServeResult:
+        """The round's result; ``stalled``: the policy's answers will never come
+        (hung workers, no deadline), so the round is never decided: ``ok``
+        False, ``TOO_FEW_RESPONSES``, latency inf."""
         t_dec = self.backend.now()
         y, mask, order, noise = self._inputs(r, st)
         if r.cached is not None:
@@ -621,6 +657,10 @@ class Engine:
             err = math.inf
         suspects = getattr(res, "suspects", None)
         cancelled = ~(np.isfinite(r.times))
+        latency, decided_at = t_end - r.t_round, t_dec - r.t_sub
+        if stalled:
+            value, ok, status, err = np.zeros_like(value), False, _TOO_FEW, math.inf
+            latency = decided_at = math.inf
         return ServeResult(
             value=value,
             ok=ok,
@@ -630,8 +670,8 @@ class Engine:
             num_used=int(np.asarray(res.num_used)),
             cond=cond,
             error=err,
-            latency=t_end - r.t_round,
-            decided_at=t_dec - r.t_sub,
+            latency=latency,
+            decided_at=decided_at,
             arrival_times=r.times.copy(),
             failed=r.failed.copy(),
             cancelled=cancelled,
@@ -642,6 +682,44 @@ class Engine:
             evaluations=int(evaluations),
             busy=float(busy),
         )
+
+
+def _describe(out: Any) -> str:
+    """What a function returned, for messages: ``float32 (3,)``, ``a tuple of 2
+    (float32 (3,), int32 ())``."""
+    if isinstance(out, jax.ShapeDtypeStruct):
+        return f"{out.dtype} {tuple(out.shape)}"
+    if isinstance(out, (tuple, list)):
+        inner = ", ".join(_describe(o) for o in out[:4])
+        more = ", ..." if len(out) > 4 else ""
+        return f"a {type(out).__name__} of {len(out)} ({inner}{more})"
+    return f"a {type(out).__name__}"
+
+
+def _worker_output(where: str, name: str, f: Callable, row) -> jax.ShapeDtypeStruct:
+    """What ``f`` returns on a coded row like ``row`` (traced, never run): one
+    floating array. A function that raises while traced is tried once more (a
+    fault of its first call counts as a failed worker, as it would at any later
+    request); one that raises again cannot run on a coded row, a static mistake."""
+    for attempt in range(2):
+        try:
+            out = jax.eval_shape(f, row)
+            break
+        except Exception as exc:
+            if attempt:
+                raise ValueError(
+                    f"{where}: {name} cannot run on a coded row ({row.dtype} "
+                    f"{tuple(row.shape)}): it raised {type(exc).__name__}: {exc}"
+                ) from exc
+    if not isinstance(out, jax.ShapeDtypeStruct) or not jnp.issubdtype(
+        out.dtype, jnp.floating
+    ):
+        raise TypeError(
+            f"{where}: {name} must return one floating array on a coded row "
+            f"({row.dtype} {tuple(row.shape)}), e.g. of that shape and dtype; got "
+            f"{_describe(out)}"
+        )
+    return out
 
 
 def _check_round_input(where: str, x: Any, k: int) -> jax.Array:
@@ -792,12 +870,4 @@ class Server(Engine):
 
 
 def check_in_flight(fname: str, max_in_flight: Any) -> int:
-    if (
-        not isinstance(max_in_flight, (int, np.integer))
-        or isinstance(max_in_flight, bool)
-        or max_in_flight < 1
-    ):
-        raise ValueError(
-            f"{fname}: max_in_flight must be an int >= 1, got {max_in_flight!r}"
-        )
-    return int(max_in_flight)
+    return integer(fname, "max_in_flight", max_in_flight, minimum=1)

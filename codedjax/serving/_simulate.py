@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._result import Status
+from ._checks import integer
 from ._faults import CORRUPT, HANG, NONE, Injector
 from ._policy import ArrivalTimes
 
@@ -23,11 +25,19 @@ class SimulatedLatency(NamedTuple):
     """Per-request outcome of :func:`simulate_latency` (numpy arrays [R]).
 
     Attributes:
-        latency: seconds from submission to the decision (zero engine overhead).
+        latency: seconds from submission to the decision (zero engine overhead);
+            inf for a request that is never decided (a worker hangs, the policy
+            waits for its answer and has no deadline).
         num_used: successful answers in hand at the decision.
-        ok: whether the decode at the decision succeeds.
+        ok: whether the decode at the decision succeeds; False for a request
+            that is never decided.
         timed_out: the deadline ended the wait.
-        masks: bool [R, M] the answers in hand at the decision.
+        masks: bool [R, M] the answers in hand at the decision (a hung worker's
+            is never in hand).
+        status: int32 [R] the outcome as a ``codedjax.Status`` code: ``SUCCESS``
+            where ``ok``; ``TOO_FEW_RESPONSES`` for a request never decided or
+            whose answers the code's structure cannot decode; with
+            ``check_ok=True`` the decoder's own status otherwise.
     """
 
     latency: np.ndarray
@@ -35,12 +45,14 @@ class SimulatedLatency(NamedTuple):
     ok: np.ndarray
     timed_out: np.ndarray
     masks: np.ndarray
+    status: np.ndarray
 
 
-def _batched_decode(code, y, masks, chunk=2048):
-    """ok and predicted error of every mask, in chunks padded to a few fixed sizes
-    (one compiled program per size, whatever the number of masks)."""
-    oks, errs = [], []
+def _batched_decode(code, y, masks, chunk=2048, *, status=False):
+    """ok and predicted error (and, with ``status``, the status) of every mask, in
+    chunks padded to a few fixed sizes (one compiled program per size, whatever
+    the number of masks)."""
+    oks, errs, sts = [], [], []
     y = np.asarray(y)
     for s in range(0, masks.shape[0], chunk):
         mk = masks[s : s + chunk]
@@ -52,9 +64,12 @@ def _batched_decode(code, y, masks, chunk=2048):
         r = jax.device_get(code.decode_batched(yb, jnp.asarray(pad)))
         oks.append(np.asarray(r.ok)[:b])
         errs.append(np.asarray(r.error).reshape(size, -1).max(axis=1)[:b])
+        sts.append(np.asarray(r.status, np.int32)[:b])
     if not oks:
-        return np.zeros(0, bool), np.zeros(0)
-    return np.concatenate(oks), np.concatenate(errs)
+        out = np.zeros(0, bool), np.zeros(0)
+        return out + (np.zeros(0, np.int32),) if status else out
+    out = np.concatenate(oks), np.concatenate(errs)
+    return out + (np.concatenate(sts),) if status else out
 
 
 def simulate_latency(
@@ -71,7 +86,10 @@ def simulate_latency(
 
     Uses the same draws as the thread and simulated clusters for request numbers
     ``first_request ...`` (``injector.plan``). Workers that raise or answer NaN count
-    as failed at their arrival time, hung workers never answer.
+    as failed at their arrival time, hung workers never answer. A request whose
+    policy waits for an answer that never comes (a hung worker, no deadline) is
+    never decided: ``ok`` False, ``status`` ``TOO_FEW_RESPONSES``, latency inf,
+    as a :class:`Server` on a :class:`SimulatedCluster` returns it.
 
     Args:
         code: the code (``num_workers``, ``threshold``, ``decode_batched``).
@@ -93,8 +111,10 @@ def simulate_latency(
         :class:`SimulatedLatency`.
 
     Raises:
-        TypeError: a policy without ``decision_times``.
-        ValueError: a policy that asks for more answers than M.
+        TypeError: a policy without ``decision_times``; a num_requests or
+            first_request that is not an int.
+        ValueError: a policy that asks for more answers than M; a negative
+            num_requests or first_request.
     """
     rule = getattr(policy, "decision_times", None)
     if not callable(rule):
@@ -107,8 +127,11 @@ def simulate_latency(
         )
     if callable(getattr(policy, "check", None)):
         policy.check(code)
+    fname = "simulate_latency"
+    num_requests = integer(fname, "num_requests", num_requests)
+    first_request = integer(fname, "first_request", first_request)
     m = int(code.num_workers)
-    r_ids = np.arange(first_request, first_request + int(num_requests))
+    r_ids = np.arange(first_request, first_request + num_requests)
     delays, faults = injector.plan(r_ids, m)
     success = (faults == NONE) | (faults == CORRUPT)
     t_succ = np.where(success, delays, np.inf)
@@ -121,9 +144,15 @@ def simulate_latency(
     t_dec = np.asarray(rule(times), np.float64)
     timed_out = t_dec > dl
     t_dec = np.minimum(t_dec, dl)
-    masks = t_succ <= t_dec[:, None]
+    decided = np.isfinite(t_dec)
+    masks = np.isfinite(t_succ) & (t_succ <= t_dec[:, None])
+    status = np.full(t_dec.shape, int(Status.TOO_FEW_RESPONSES), np.int32)
     if check_ok:
-        ok, _ = _batched_decode(code, y, masks)
+        ok, _, st = _batched_decode(code, y, masks, status=True)
+        status = np.where(decided, st, status).astype(np.int32)
     else:
         ok = np.asarray(code.may_decode(masks), bool)
-    return SimulatedLatency(t_dec, masks.sum(axis=1), ok, timed_out, masks)
+        status[ok] = int(Status.SUCCESS)
+    ok = ok & decided
+    status[~decided] = int(Status.TOO_FEW_RESPONSES)
+    return SimulatedLatency(t_dec, masks.sum(axis=1), ok, timed_out, masks, status)

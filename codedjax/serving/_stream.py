@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._backends import captured_config
+from ._checks import integer, is_real, number
 from ._server import Engine
 
 
@@ -102,17 +103,17 @@ class _VirtualFuture(concurrent.futures.Future):
 
 
 def _positive(fname: str, name: str, value: Any) -> float:
-    if isinstance(value, bool):
-        raise TypeError(f"{fname}: {name} must be a number of seconds, got {value!r}")
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"{fname}: {name} must be a number of seconds, got {value!r}"
-        ) from None
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{fname}: {name} must be finite and > 0, got {value!r}")
-    return v
+    return number(fname, name, value, positive=True, what="a number of seconds")
+
+
+def _clock_time(fname: str, at: Any) -> float:
+    """``at=``: a finite number of seconds (its order is checked against the
+    clock and the previous arrival)."""
+    if not is_real(at):
+        raise TypeError(f"{fname}: at must be a number of seconds, got {at!r}")
+    if not math.isfinite(float(at)):
+        raise ValueError(f"{fname}: at must be finite seconds, got {at!r}")
+    return float(at)
 
 
 def _outcome(res) -> tuple:
@@ -192,15 +193,7 @@ class StreamingServer:
             raise RuntimeError(f"{fname}: the server already has a StreamingServer")
         self.group_deadline = _positive(fname, "group_deadline", group_deadline)
         self.poll = _positive(fname, "poll", poll)
-        if (
-            not isinstance(max_pending, (int, np.integer))
-            or isinstance(max_pending, bool)
-            or max_pending < 1
-        ):
-            raise ValueError(
-                f"{fname}: max_pending must be an int >= 1, got {max_pending!r}"
-            )
-        self.max_pending = int(max_pending)
+        self.max_pending = integer(fname, "max_pending", max_pending, minimum=1)
         self.server = server
         self.backend = server.backend
         self.num_inputs = server.num_inputs
@@ -287,7 +280,7 @@ class StreamingServer:
         with self._lock:
             self._check_open(fname)
             now = self.backend.now()
-            t = now if at is None else float(at)
+            t = now if at is None else _clock_time(fname, at)
             if not (t >= max(self._last_at, now if self.virtual else -math.inf)):
                 raise ValueError(
                     f"{fname}: arrivals must come in time order, at or after the "

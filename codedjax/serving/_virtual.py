@@ -17,7 +17,8 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from ._backends import Completion, WorkerFunctions, round_draws
+from ._backends import Completion, NoMoreAnswers, WorkerFunctions, round_draws
+from ._checks import number
 from ._faults import HANG, Injector, apply_fault
 
 
@@ -76,12 +77,8 @@ class SimulatedCluster:
                 f"SimulatedCluster: injector must be an Injector or None, got "
                 f"{type(injector).__name__}"
             )
-        ct = float(compute_time)
-        if not ct >= 0 or ct == float("inf"):
-            raise ValueError(
-                f"SimulatedCluster: compute_time must be finite and >= 0, got "
-                f"{compute_time!r}"
-            )
+        ct = number("SimulatedCluster", "compute_time", compute_time,
+                    what="a number of seconds")  # fmt: skip
         self.injector = injector
         self.compute_time = ct
         self.vectorize = vectorize
@@ -210,9 +207,11 @@ class SimulatedCluster:
             timeout is not None and self._heap[0][0] > self._t + timeout
         ):
             if timeout is None:
-                raise RuntimeError(
+                hung = {e.rid for q in self._serving for e in q if e.live and e.hang}
+                raise NoMoreAnswers(
                     "SimulatedCluster.next_completed: no answer will ever arrive and "
-                    "no deadline was given (a hung worker without a deadline)"
+                    "no deadline was given (a hung worker without a deadline)",
+                    sorted(hung),
                 )
             self._t += timeout
             return None
