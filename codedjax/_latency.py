@@ -46,7 +46,7 @@ _F32_MAX = float(np.finfo(np.float32).max)
 
 
 def _number(fname: str, name: str, value: Any) -> float:
-    if isinstance(value, bool):
+    if isinstance(value, (bool, np.bool_, str, bytes)):
         raise TypeError(f"{fname}: {name} must be a number, got {value!r}")
     try:
         v = float(value)
@@ -60,6 +60,16 @@ def _nonneg(fname: str, name: str, value: Any, *, positive: bool = False) -> flo
     if not math.isfinite(v) or v < 0 or (positive and v == 0):
         need = "> 0" if positive else ">= 0"
         raise ValueError(f"{fname}: {name} must be finite and {need}, got {value!r}")
+    return v
+
+
+def _f32(fname: str, name: str, v: float) -> float:
+    """A parameter the float32 sampler multiplies by must be a float32 number."""
+    if v > _F32_MAX:
+        raise ValueError(
+            f"{fname}: {name} must be at most {_F32_MAX:.3g} (the float32 range that "
+            f"sample_arrivals draws in), got {v!r}"
+        )
     return v
 
 
@@ -157,6 +167,11 @@ class LatencyModel:
             f"one"
         )
 
+    def _median(self) -> float | None:
+        """The median sample in seconds (None: unknown, for a model of the
+        user's own); a slowdown checks that it cannot overflow float32."""
+        return None
+
     def __str__(self) -> str:
         return self.spec()
 
@@ -180,6 +195,9 @@ class Constant(LatencyModel):
 
     def spec(self) -> str:
         return f"const:{_fmt(self.value)}"
+
+    def _median(self) -> float:
+        return self.value
 
     def _columns(self, streams, rows, m, depth):
         return np.full((rows, m), self.value)
@@ -212,6 +230,9 @@ class Uniform(LatencyModel):
 
     def spec(self) -> str:
         return f"uniform:{_fmt(self.low)},{_fmt(self.high)}"
+
+    def _median(self) -> float:
+        return (self.low + self.high) / 2
 
     def _columns(self, streams, rows, m, depth):
         if streams.shared:
@@ -247,6 +268,7 @@ class ShiftedExponential(LatencyModel):
     def __post_init__(self):
         s = _nonneg("ShiftedExponential", "shift", self.shift)
         mu = _nonneg("ShiftedExponential", "mean", self.mean, positive=True)
+        _f32("ShiftedExponential", "mean", mu)
         _finite_median(
             "ShiftedExponential", "shift or mean", s + mu * math.log(2),
             "shift + mean ln 2",
@@ -256,6 +278,9 @@ class ShiftedExponential(LatencyModel):
 
     def spec(self) -> str:
         return f"shifted-exp:{_fmt(self.shift)},{_fmt(self.mean)}"
+
+    def _median(self) -> float:
+        return self.shift + self.mean * math.log(2)
 
     def _columns(self, streams, rows, m, depth):
         if streams.shared:
@@ -300,10 +325,7 @@ class Pareto(LatencyModel):
         c = _nonneg("Pareto", "scale", self.scale, positive=True)
         a = _nonneg("Pareto", "shape", self.shape, positive=True)
         s = _nonneg("Pareto", "shift", self.shift)
-        try:
-            med = s + c * 2.0 ** (1.0 / a)
-        except OverflowError:
-            med = math.inf
+        med = _pareto_median(s, c, a)
         _finite_median("Pareto", "shape", med, "shift + scale * 2^(1/shape)")
         _set(self, "scale", c)
         _set(self, "shape", a)
@@ -315,6 +337,9 @@ class Pareto(LatencyModel):
         return (
             f"shifted-pareto:{_fmt(self.shift)},{_fmt(self.scale)},{_fmt(self.shape)}"
         )
+
+    def _median(self) -> float:
+        return _pareto_median(self.shift, self.scale, self.shape)
 
     def _columns(self, streams, rows, m, depth):
         # numpy's pareto is Lomax (support from 0): shift it to start at 1
@@ -332,6 +357,31 @@ class Pareto(LatencyModel):
         # the order comes from U (T decreases in U), so latencies that overflow to
         # inf in float32 cannot tie it
         return self.shift, self.scale * u ** (-1.0 / self.shape), -u
+
+
+def _pareto_median(shift: float, scale: float, shape: float) -> float:
+    try:
+        return shift + scale * 2.0 ** (1.0 / shape)
+    except OverflowError:
+        return math.inf
+
+
+def _slowed_median(fname, name, base, factor, extra=None) -> float | None:
+    """The median of a slowed worker's sample, ``factor`` times the base's plus
+    the extra delay's; refused when it overflows float32 (every slowed sample
+    would be infinite)."""
+    med = base._median()
+    if med is None:
+        return None
+    x = 0.0 if extra is None else extra._median()
+    if x is None:
+        return None
+    slowed = factor * med + x
+    formula = "a slowed worker's factor * median(base)" + (
+        "" if extra is None else " + median(extra)"
+    )
+    _finite_median(fname, name, slowed, formula)
+    return slowed
 
 
 def _check_model(fname: str, name: str, model: Any) -> LatencyModel:
@@ -381,7 +431,7 @@ class RandomSlowdown(LatencyModel):
         p = _nonneg(fname, "prob", self.prob)
         if p > 1:
             raise ValueError(f"{fname}: prob must be in [0, 1], got {self.prob!r}")
-        f = _nonneg(fname, "factor", self.factor, positive=True)
+        f = _f32(fname, "factor", _nonneg(fname, "factor", self.factor, positive=True))
         g = self.group_size
         if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g < 1:
             raise ValueError(f"{fname}: group_size must be an int >= 1, got {g!r}")
@@ -390,6 +440,8 @@ class RandomSlowdown(LatencyModel):
                 f"{fname}: a slowdown needs factor != 1 or an extra delay, got "
                 f"factor=1 and extra=None"
             )
+        _slowed_median(fname, "factor" if self.extra is None else "factor or extra",
+                       self.base, f, self.extra)  # fmt: skip
         _set(self, "prob", p)
         _set(self, "factor", f)
         _set(self, "group_size", int(g))
@@ -404,6 +456,12 @@ class RandomSlowdown(LatencyModel):
         if self.group_size != 1:
             parts.append(f"rack={self.group_size}")
         return f"{head}; {' '.join(parts)}"
+
+    def _median(self) -> float | None:
+        if self.prob <= 0.5:
+            return self.base._median()
+        return _slowed_median(type(self).__name__, "factor", self.base, self.factor,
+                              self.extra)  # fmt: skip
 
     def _columns(self, streams, rows, m, depth):
         t = self.base._columns(streams, rows, m, depth + 1)
@@ -488,11 +546,16 @@ class PersistentSlowdown(LatencyModel):
         if not ws:
             raise ValueError(f"{fname}: workers must name at least one worker")
         _set(self, "workers", tuple(int(w) for w in ws))
-        _set(self, "factor", _nonneg(fname, "factor", self.factor, positive=True))
+        f = _f32(fname, "factor", _nonneg(fname, "factor", self.factor, positive=True))
+        _slowed_median(fname, "factor", self.base, f)
+        _set(self, "factor", f)
 
     def spec(self) -> str:
         ws = ",".join(str(w) for w in self.workers)
         return f"{self.base.spec()}; workers={ws} factor={_fmt(self.factor)}"
+
+    def _median(self) -> float | None:
+        return self.base._median()  # most workers are not slowed
 
     def slow(self, m: int) -> np.ndarray:
         """bool [M]: the slowed workers among M."""

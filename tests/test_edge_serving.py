@@ -368,3 +368,122 @@ def test_simulated_and_live_never_decided_requests_agree_request_by_request():
     np.testing.assert_array_equal([r.ok for r in live], sim.ok)
     np.testing.assert_array_equal([r.status for r in live], sim.status)
     np.testing.assert_allclose([r.latency for r in live], sim.latency)
+
+
+# ----------------------------------------------------------------------------------
+# latency models: every parameter of every model (the injector's service times,
+# sample_arrivals, theory.plan --latency)
+
+BASE = cj.ShiftedExponential(0.005, 0.005)
+NOT_A_NUMBER = [("string", "1", TypeError), ("bool", True, TypeError)]
+NON_FINITE = [("nan", math.nan, ValueError), ("inf", math.inf, ValueError)]
+NEGATIVE = [("negative", -1.0, ValueError)]
+# a median sample beyond float32: most (for a slowdown every slowed) samples inf
+OVERFLOW = [("overflow", 1e39, ValueError)]
+
+LATENCY = [
+    ("Constant", "value", lambda v: cj.Constant(v),
+     NOT_A_NUMBER + NON_FINITE + NEGATIVE + OVERFLOW),
+    ("Uniform", "low", lambda v: cj.Uniform(v, 2.0),
+     NOT_A_NUMBER + NON_FINITE + NEGATIVE),
+    ("Uniform", "high", lambda v: cj.Uniform(0.0, v),
+     NOT_A_NUMBER + NON_FINITE + NEGATIVE + OVERFLOW + [("zero", 0.0, ValueError)]),
+    ("ShiftedExponential", "shift", lambda v: cj.ShiftedExponential(v, 1.0),
+     NOT_A_NUMBER + NON_FINITE + NEGATIVE + OVERFLOW),
+    ("ShiftedExponential", "mean", lambda v: cj.ShiftedExponential(0.0, v),
+     NOT_A_NUMBER + NON_FINITE + NEGATIVE + OVERFLOW + [("zero", 0.0, ValueError),
+                                                       ("beyond float32", 4e38,
+                                                        ValueError)]),
+    ("Pareto", "scale", lambda v: cj.Pareto(v, 2.0),
+     NOT_A_NUMBER + NON_FINITE + NEGATIVE + OVERFLOW + [("zero", 0.0, ValueError)]),
+    ("Pareto", "shape", lambda v: cj.Pareto(1.0, v),
+     NOT_A_NUMBER + NON_FINITE + NEGATIVE + [("zero", 0.0, ValueError),
+                                            ("tail index 1e-3", 1e-3, ValueError)]),
+    ("Pareto", "shift", lambda v: cj.Pareto(1.0, 2.0, v),
+     NOT_A_NUMBER + NON_FINITE + NEGATIVE + OVERFLOW),
+    ("RandomSlowdown", "prob", lambda v: cj.RandomSlowdown(BASE, v, factor=2.0),
+     NOT_A_NUMBER + NON_FINITE + NEGATIVE + [("above one", 1.5, ValueError)]),
+    ("RandomSlowdown", "factor", lambda v: cj.RandomSlowdown(BASE, 0.1, factor=v),
+     NOT_A_NUMBER + NON_FINITE + NEGATIVE + [("zero", 0.0, ValueError),
+                                            ("overflow", 1e300, ValueError),
+                                            ("beyond float32", 1e39, ValueError)]),
+    # each model fine alone, a slowed worker's factor * base + extra overflows
+    ("RandomSlowdown", "extra",
+     lambda v: cj.RandomSlowdown(cj.Constant(1.0), 0.1, factor=2e38,
+                                 extra=cj.Constant(v)),
+     [("sum overflows", 2e38, ValueError)]),
+    ("RandomSlowdown", "group_size",
+     lambda v: cj.RandomSlowdown(BASE, 0.1, factor=2.0, group_size=v),
+     [("zero", 0, ValueError), ("float", 1.5, ValueError),
+      ("bool", True, ValueError)]),
+    ("PersistentSlowdown", "factor", lambda v: cj.PersistentSlowdown(BASE, (0,), v),
+     NOT_A_NUMBER + NON_FINITE + NEGATIVE + [("zero", 0.0, ValueError),
+                                            ("overflow", 1e300, ValueError)]),
+    ("PersistentSlowdown", "workers", lambda v: cj.PersistentSlowdown(BASE, (v,), 2.0),
+     [("float", 1.5, TypeError), ("bool", True, TypeError)]),
+]  # fmt: skip
+
+LATENCY_CASES = [
+    pytest.param(model, arg, call, value, exc, id=f"{model}.{arg}-{label}")
+    for model, arg, call, bad in LATENCY
+    for label, value, exc in bad
+]
+
+
+@pytest.mark.parametrize("model,arg,call,value,exc", LATENCY_CASES)
+def test_every_latency_parameter_refuses_bad_values_naming_model_and_parameter(
+    model, arg, call, value, exc
+):
+    with pytest.raises(exc) as info:
+        call(value)
+    msg = str(info.value)
+    assert msg.startswith(f"{model}: ") and arg.split()[0] in msg, msg
+
+
+def test_the_latency_table_covers_every_parameter_of_every_model():
+    import dataclasses
+
+    models = {
+        n: getattr(cj, n)
+        for n in ("Constant", "Uniform", "ShiftedExponential", "Pareto",
+                  "RandomSlowdown", "PersistentSlowdown")
+    }  # fmt: skip
+    tabled = {(m, a) for m, a, *_ in LATENCY}
+    fields = {
+        (n, f.name) for n, cls in models.items() for f in dataclasses.fields(cls)
+    } - {("RandomSlowdown", "base"), ("PersistentSlowdown", "base")}  # models
+    assert fields == tabled
+    assert {c.__name__ for c in cj.LatencyModel.__subclasses__()} == set(models)
+
+
+@pytest.mark.parametrize(
+    "text,model,arg",
+    [
+        ("pareto:1ms,0.001", "Pareto", "shape"),
+        ("pareto:1ms,nan", "Pareto", "shape"),
+        ("pareto:0ms,2", "Pareto", "scale"),
+        ("const:-1ms", "Constant", "value"),
+        ("const:1e39", "Constant", "value"),
+        ("exp:0", "ShiftedExponential", "mean"),
+        ("uniform:2ms,1ms", "Uniform", "high > low"),
+        ("shifted-exp:5ms,5ms; slow=1.5 factor=2", "RandomSlowdown", "prob"),
+        ("shifted-exp:5ms,5ms; slow=0.1 factor=1e300", "RandomSlowdown", "factor"),
+        ("shifted-exp:5ms,5ms; slow=0.1 extra=pareto:1ms,0.001", "Pareto", "shape"),
+        ("shifted-exp:5ms,5ms; workers=0 factor=1e300", "PersistentSlowdown", "factor"),
+        ("shifted-exp:5ms,5ms; workers=0 factor=nan", "PersistentSlowdown", "factor"),
+    ],  # fmt: skip
+)
+def test_the_text_form_refuses_what_the_models_refuse(text, model, arg):
+    with pytest.raises(ValueError) as info:
+        cj.parse_latency(text)
+    msg = str(info.value)
+    assert msg.startswith(f"parse_latency: {model}: ") and arg in msg, msg
+    assert msg.endswith(f"(in {text!r})")
+
+
+def test_a_slowdown_just_inside_float32_samples_finite_values():
+    model = cj.RandomSlowdown(cj.Constant(1.0), 0.5, factor=1e38)
+    t = np.asarray(model.sample_jax(jax.random.key(0), (8, M)))
+    assert np.isfinite(t).all() and (t > 1e37).any() and (t == 1.0).any()
+    host = model.sample(np.random.default_rng(0), (8, M))
+    assert np.isfinite(host).all() and (host > 1e37).any()
