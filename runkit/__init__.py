@@ -6,6 +6,9 @@ shares, at the bottom of the application layer.
 - :func:`add_run_arguments`: ``--out``, ``--quick``, ``--seed`` and ``--no-progress``,
   added to a parser by one call; :func:`add_config_arguments` and
   :func:`config_overrides` map the fields of a frozen config dataclass to flags;
+  the parser reports a bad option in one line naming it, and its ``int`` and
+  ``float`` options take integers >= 0 (:func:`count`) and finite numbers >= 0
+  (:func:`nonneg_float`);
 - :func:`write_summary`: strict JSON (``summary.json``): NaN, inf and -inf are
   written as ``null``, never as the non-standard ``NaN``/``Infinity`` tokens;
 - :func:`environment`: the record of where a run ran (jax version, backend, devices,
@@ -19,6 +22,10 @@ environment record) only, and nothing of the applications above it.
 from .arguments import add_config_arguments as add_config_arguments
 from .arguments import add_run_arguments as add_run_arguments
 from .arguments import config_overrides as config_overrides
+from .arguments import count as count
+from .arguments import nonneg_float as nonneg_float
+from .arguments import one_line_errors as one_line_errors
+from .arguments import refuse as refuse
 from .cache import CachedFn as CachedFn
 from .environment import environment as environment
 from .progress import NO_PROGRESS_ENV as NO_PROGRESS_ENV

@@ -5,12 +5,20 @@ with :func:`add_run_arguments` (``--out``, ``--quick``, ``--seed``,
 ``--no-progress``) and maps the flags of its frozen config dataclass with
 :func:`add_config_arguments` and :func:`config_overrides`: a flag that is not given
 leaves the config's own default (or its ``quick()`` preset) alone.
+
+A parser that has the run arguments reports a bad option as one line on stderr,
+``prog: error: --option: what was expected, got what came``, and exits with
+status 2, never with a traceback; every ``int`` option takes an integer >= 0
+and every ``float`` option a finite number >= 0 (a command checks its own
+ranges beyond that, with ``parser.error``, before it starts any work).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -18,7 +26,15 @@ from typing import Any
 
 from .progress import NO_PROGRESS_ENV, disable_progress
 
-__all__ = ["add_config_arguments", "add_run_arguments", "config_overrides"]
+__all__ = [
+    "add_config_arguments",
+    "add_run_arguments",
+    "config_overrides",
+    "count",
+    "nonneg_float",
+    "one_line_errors",
+    "refuse",
+]
 
 
 class _NoProgress(argparse.Action):
@@ -30,6 +46,88 @@ class _NoProgress(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         setattr(namespace, self.dest, True)
         disable_progress()
+
+
+def count(text: str) -> int:
+    """An ``int`` option: an integer >= 0 (a count, a size, a seed, an index)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer >= 0, got {text!r}"
+        ) from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return v
+
+
+def nonneg_float(text: str) -> float:
+    """A ``float`` option: a finite number >= 0 (never NaN or inf)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a finite number >= 0, got {text!r}"
+        ) from None
+    if not (math.isfinite(v) and v >= 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return v
+
+
+_CHECKED = {int: count, float: nonneg_float}
+
+
+def _one_line_error(parser: argparse.ArgumentParser):
+    def error(message: str):
+        text = " ".join(str(message).split())
+        # argparse says "argument --x/-x: ..."; name the option the user typed
+        if text.startswith("argument "):
+            head, sep, rest = text[len("argument ") :].partition(": ")
+            text = f"{head.split('/')[0]}: {rest}" if sep else text
+        parser.exit(2, f"{parser.prog}: error: {text}\n")
+
+    return error
+
+
+def _checked_parse(parser: argparse.ArgumentParser):
+    parse = parser.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):
+        for action in parser._actions:
+            if action.type in _CHECKED:
+                action.type = _CHECKED[action.type]
+        return parse(args, namespace)
+
+    return parse_known_args
+
+
+def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Makes ``parser`` report every bad option in one line and check its numbers
+    (what :func:`add_run_arguments` does to every command's parser)."""
+    if not getattr(parser, "_runkit_checked", False):
+        parser.error = _one_line_error(parser)
+        parser.parse_known_args = _checked_parse(parser)
+        parser._runkit_checked = True
+    return parser
+
+
+def refuse(
+    parser: argparse.ArgumentParser, err: BaseException, flags: Mapping[str, str]
+) -> None:
+    """Exits through ``parser.error`` with ``err``'s message, led by the flag of
+    the first config field (``flags``: field name -> flag) the message names, so
+    a config's own check (``SomeConfig: schemes must be ...``) names the option
+    the user typed."""
+    msg = str(err)
+    named = [
+        (m.start(), flag)
+        for field, flag in flags.items()
+        for m in [re.search(rf"\b{re.escape(field)}\b", msg)]
+        if m is not None
+    ]
+    if named and not msg.startswith("--"):
+        msg = f"{min(named)[1]}: {msg}"
+    parser.error(msg)
 
 
 def add_run_arguments(
@@ -50,9 +148,13 @@ def add_run_arguments(
     - ``--no-progress``: no progress bars (sets ``CODEDJAX_NO_PROGRESS=1`` when
       parsed, so every bar of the run goes off).
 
+    The parser then reports bad options in one line and checks its numbers
+    (:func:`one_line_errors`).
+
     Returns:
       ``parser``.
     """
+    one_line_errors(parser)
     parser.add_argument(
         "--out",
         required=out is None,
@@ -76,9 +178,17 @@ def add_run_arguments(
 
 
 def _parse_tuple(item: type):
-    def parse(text: str):
-        return tuple(item(v) for v in text.split(",") if v.strip())
+    item = _CHECKED.get(item, item)
 
+    def parse(text: str):
+        try:
+            return tuple(item(v) for v in text.split(",") if v.strip())
+        except (ValueError, argparse.ArgumentTypeError) as err:
+            raise argparse.ArgumentTypeError(
+                f"a comma list of {getattr(item, '__name__', item)} values: {err}"
+            ) from None
+
+    parse.__name__ = f"list of {getattr(item, '__name__', item)}"
     return parse
 
 

@@ -14,6 +14,10 @@ from .pipeline import CodedDCNSummary, run_coded_dcn
 from .report import format_table, target_lines
 from .schemes import SCHEMES
 
+# the config fields the flags set, for messages
+FLAGS = {"schemes": "--schemes", "num_repetitions": "--repetitions",
+         "ckpt_dir": "--ckpt-dir", "seed": "--seed"}  # fmt: skip
+
 
 def main(argv: list[str] | None = None) -> CodedDCNSummary:
     """Command-line entry point; returns the summary."""
@@ -42,7 +46,7 @@ def main(argv: list[str] | None = None) -> CodedDCNSummary:
     try:
         config = CodedDCNConfig.quick(**over) if a.quick else CodedDCNConfig(**over)
     except (ValueError, TypeError) as err:
-        p.error(str(err))
+        runkit.refuse(p, err, FLAGS)
     t0 = time.perf_counter()
     summary = run_coded_dcn(config, out=a.out)
     u, ub = summary["uncoded"], summary["uncoded_bf16"]

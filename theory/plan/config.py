@@ -107,6 +107,15 @@ def validate(cfg: PlanConfig) -> None:
         _fail("--worker-dtype", f"must be one of {DTYPES}, got {cfg.worker_dtype!r}")
     if not 0.0 < cfg.target_error:
         _fail("--target-error", f"must be > 0, got {cfg.target_error}")
+    uw = unit_roundoff(cfg.worker_dtype)
+    if cfg.target_error < uw:
+        # every error model is at least u_w per unit of max |y_S| (the decoding
+        # matrix reproduces constants: its norm and cond are >= 1)
+        _fail(
+            "--target-error",
+            f"{cfg.target_error:g} is below the {cfg.worker_dtype} workers' own "
+            f"rounding u_w = {uw:.3g}: no N can be sure to meet it",
+        )
     if not 0.0 < cfg.failure < 1.0:
         _fail("--failure", f"must lie in (0, 1), got {cfg.failure}")
     if not 0.0 < cfg.confidence < 1.0:
@@ -126,7 +135,10 @@ def validate(cfg: PlanConfig) -> None:
     if c < 1 or cfg.inputs * c > cfg.workers:
         _fail("--replication", f"need 1 <= c and K c <= M, got c = {c}")
     if cfg.latency is not None:
-        parse_latency(cfg.latency)
+        try:
+            parse_latency(cfg.latency)
+        except (TypeError, ValueError) as err:
+            _fail("--latency", str(err))
     if cfg.workload not in WORKLOADS:
         _fail("--workload", f"must be one of {WORKLOADS}, got {cfg.workload!r}")
     if cfg.schemes is not None:
@@ -141,13 +153,6 @@ def _validate_schemes(cfg: PlanConfig) -> None:
         _fail("--schemes", "needs a --latency model to rank the schemes by")
     if cfg.scheme_requests < 100:
         _fail("--scheme-requests", f"must be >= 100, got {cfg.scheme_requests}")
-    uw = unit_roundoff(cfg.worker_dtype)
-    if cfg.target_error < uw:
-        _fail(
-            "--target-error",
-            f"{cfg.target_error:g} is below the {cfg.worker_dtype} workers' own "
-            f"rounding u_w = {uw:.3g}: no scheme can be sure to meet it",
-        )
 
 
 def replication(cfg: PlanConfig) -> int:
