@@ -156,6 +156,7 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--only", default=None, help="a case name or substring")
     parser.add_argument("--repeats", type=int, default=BenchConfig.repeats)
     args = parser.parse_args(argv)
+    runkit.at_least(parser, args, {"--repeats": 1})
     return run(
         BenchConfig(only=args.only, out=args.out, repeats=args.repeats),
         case_list=cases(args.dtype),

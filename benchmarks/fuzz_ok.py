@@ -143,6 +143,7 @@ def main(argv=None) -> list[dict]:
     runkit.add_run_arguments(p, out="results/fuzz_ok", quick=False)
     p.add_argument("--num-masks", type=int, default=100_000)
     args = p.parse_args(argv)
+    runkit.at_least(p, args, {"--num-masks": 1})
     out = []
     for path in runkit.progress(PATHS, desc="decoder paths"):
         res = check_path(path, args.num_masks, args.seed)

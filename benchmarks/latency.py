@@ -153,6 +153,7 @@ def main(argv=None) -> dict:
     runkit.add_run_arguments(parser, out="results/benchmarks_latency", quick=False)
     parser.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args(argv)
+    runkit.at_least(parser, args, {"--calls": 1})
     res = measure(args.calls, seed=args.seed)
     env = environment()
     case = f"latency[K={K},M={M},N={N},D={D},F={F}]"

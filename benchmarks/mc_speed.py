@@ -156,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=2000)
     p.add_argument("--repeats", type=int, default=3)
     a = p.parse_args(argv)
+    runkit.at_least(
+        p, a, {"--workers": 1, "--coeffs": 1, "--trials": 1, "--repeats": 1}
+    )
     rec = cond_trials_per_second(
         num_workers=a.workers,
         num_coeffs=a.coeffs,

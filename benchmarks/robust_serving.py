@@ -329,6 +329,7 @@ def main(argv: list[str] | None = None) -> RobustServingSummary:
     runkit.add_run_arguments(p, out="results/robust_serving", quick=False)
     runkit.add_config_arguments(p, RobustServingConfig, {"num_requests": "--requests"})
     a = p.parse_args(argv)
+    runkit.at_least(p, a, {"--requests": 1})
     cfg = RobustServingConfig(**runkit.config_overrides(a, RobustServingConfig))
     summary = run(cfg, show_progress=not a.no_progress)
     path = runkit.write_summary(Path(a.out) / "summary.json", summary)

@@ -86,6 +86,7 @@ def main(argv=None) -> dict[str, list[dict]]:
     )
     parser.add_argument("--repeats", type=int, default=BenchConfig.repeats)
     args = parser.parse_args(argv)
+    runkit.at_least(parser, args, {"--repeats": 1})
     over = dict(only=args.only, repeats=args.repeats, out=args.out)
     config = BenchConfig.quick(**over) if args.quick else BenchConfig(**over)
     return {"records": run(config)}

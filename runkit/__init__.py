@@ -21,6 +21,7 @@ environment record) only, and nothing of the applications above it.
 
 from .arguments import add_config_arguments as add_config_arguments
 from .arguments import add_run_arguments as add_run_arguments
+from .arguments import at_least as at_least
 from .arguments import config_overrides as config_overrides
 from .arguments import count as count
 from .arguments import nonneg_float as nonneg_float

@@ -29,6 +29,7 @@ from .progress import NO_PROGRESS_ENV, disable_progress
 __all__ = [
     "add_config_arguments",
     "add_run_arguments",
+    "at_least",
     "config_overrides",
     "count",
     "nonneg_float",
@@ -112,15 +113,16 @@ def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def refuse(
-    parser: argparse.ArgumentParser, err: BaseException, flags: Mapping[str, str]
+    parser: argparse.ArgumentParser, err: BaseException, flags: Mapping[str, Any]
 ) -> None:
     """Exits through ``parser.error`` with ``err``'s message, led by the flag of
-    the first config field (``flags``: field name -> flag) the message names, so
+    the first config field the message names (``flags``: field name -> flag, or
+    the ``(flag, keywords)`` of :func:`add_config_arguments`), so
     a config's own check (``SomeConfig: schemes must be ...``) names the option
     the user typed."""
     msg = str(err)
     named = [
-        (m.start(), flag)
+        (m.start(), flag if isinstance(flag, str) else flag[0])
         for field, flag in flags.items()
         for m in [re.search(rf"\b{re.escape(field)}\b", msg)]
         if m is not None
@@ -128,6 +130,25 @@ def refuse(
     if named and not msg.startswith("--"):
         msg = f"{min(named)[1]}: {msg}"
     parser.error(msg)
+
+
+def at_least(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    minimums: Mapping[str, int],
+) -> None:
+    """Refuses (``parser.error``, one line) every given option below its minimum:
+    ``minimums`` maps a flag (``"--workers"``) to the least value it takes (a
+    count that must be >= 1); an option not given (None) keeps its default, a
+    list option (``nargs``, a comma tuple) is checked item by item."""
+    dests = {s: a.dest for a in parser._actions for s in a.option_strings}
+    for flag, low in minimums.items():
+        value = getattr(args, dests[flag], None)
+        if value is None:
+            continue
+        items = value if isinstance(value, (list, tuple)) else [value]
+        if any(v < low for v in items):
+            parser.error(f"{flag}: must be >= {low}, got {value!r}")
 
 
 def add_run_arguments(

@@ -136,9 +136,9 @@ def _cases():
 CASES = _cases()
 
 
-def _run(module, argv, tmp_path, capsys):
+def _run(module, argv, out, capsys):
     mod = importlib.import_module(module)
-    argv = [str(tmp_path) if a == "OUT" else a for a in argv]
+    argv = [str(out) if a == "OUT" else a for a in argv]
     t0 = time.perf_counter()
     with pytest.raises(SystemExit) as info:
         mod.main(argv)
@@ -164,17 +164,24 @@ def test_the_table_has_every_kind_of_bad_value():
     assert {c.values[0] for c in CASES} == set(COMMANDS) - {"theory.collect"}
 
 
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory):
+    """One --out folder for every case (nothing is written: no case gets that
+    far)."""
+    return tmp_path_factory.mktemp("cli")
+
+
 @pytest.mark.parametrize("module,flag,value", CASES)
 def test_a_bad_option_exits_with_one_line_naming_it(
-    module, flag, value, tmp_path, capsys, monkeypatch
+    module, flag, value, out_dir, capsys, monkeypatch
 ):
     with _no_work(monkeypatch):
         code, err, took = _run(
-            module, [*COMMANDS[module], flag, value], tmp_path, capsys
+            module, [*COMMANDS[module], flag, value], out_dir, capsys
         )
     assert code not in (0, None)
     _one_line(err, flag)
-    assert took < 5.0
+    assert took < 5.0 and not any(out_dir.iterdir())
 
 
 # config values that parse but that the command refuses before it starts
@@ -197,7 +204,41 @@ CONFIG_VALUES = [
     ("models.parity_experiment.__main__", ["--steps", "0"], "--steps"),
     ("models.coded_dcn.__main__", ["--schemes", "nope"], "--schemes"),
     ("models.coded_dcn.__main__", ["--repetitions", "-3"], "--repetitions"),
+    ("models.coded_dcn.__main__", ["--repetitions", "0"], "--repetitions"),
+    ("models.nercc_experiment.__main__", ["--replication", "0"], "--replication"),
+    ("models.train_dcn.__main__", ["--embed-dim", "0"], "--embed-dim"),
+    ("models.train_dcn.__main__", ["--low-rank", "0"], "--low-rank"),
+    ("models.train_dcn.__main__", ["--batch-size", "0"], "--batch-size"),
+    ("models.train_dcn.__main__", ["--steps-per-eval", "0"], "--steps-per-eval"),
+    ("models.train_dcn.__main__", ["--deep-sizes", "64,0"], "--deep-sizes"),
+    ("models.train_mnist.__main__", ["--epochs", "0"], "--epochs"),
+    ("models.train_parity.__main__", ["--steps", "0"], "--group/--steps"),
+    ("models.parity_experiment.__main__", ["--groups", "1"], "--groups"),
 ]  # fmt: skip
+
+# the counts each command needs >= 1 (runkit.at_least): zero is refused
+AT_LEAST_ONE = {
+    "theory.beyond": ["--workers", "--coeffs", "--trials"],
+    "theory.demo": ["--inputs", "--workers", "--masks", "--responses"],
+    "theory.calibration": ["--masks", "--responses"],
+    "theory.robust.__main__": ["--requests"],
+    "theory.verify.__main__": ["--workers", "--inputs", "--degree",
+                               "--num-processes", "--cpu-devices"],
+    "benchmarks.decode": ["--repeats"], "benchmarks.fuzz_ok": ["--num-masks"],
+    "benchmarks.latency": ["--calls"], "benchmarks.load.__main__": ["--check-workers"],
+    "benchmarks.mc_speed": ["--workers", "--coeffs", "--trials", "--repeats"],
+    "benchmarks.profile_decode": ["--calls"],
+    "benchmarks.robust_serving": ["--requests"], "benchmarks.run": ["--repeats"],
+    "benchmarks.schemes.__main__": ["--trials", "--n-step", "--workers", "--inputs"],
+    "benchmarks.serving.__main__": ["--requests", "--sim-requests"],
+    "benchmarks.regimes.__main__": ["--requests"],
+    "models.serve_dcn.__main__": ["--max-groups"],
+}  # fmt: skip
+CONFIG_VALUES += [
+    (module, [flag, "0"], flag)
+    for module, flags in AT_LEAST_ONE.items()
+    for flag in flags
+]
 
 
 @pytest.mark.parametrize(
@@ -206,10 +247,11 @@ CONFIG_VALUES = [
     ids=[f"{m} {' '.join(a)}" for m, a, _ in CONFIG_VALUES],  # fmt: skip
 )
 def test_a_config_value_out_of_range_exits_with_one_line_naming_it(
-    module, argv, flag, tmp_path, capsys, monkeypatch
+    module, argv, flag, out_dir, capsys, monkeypatch
 ):
     with _no_work(monkeypatch):
-        code, err, took = _run(module, [*COMMANDS[module], *argv], tmp_path, capsys)
+        code, err, took = _run(module, [*COMMANDS[module], *argv], out_dir, capsys)
+    assert not any(out_dir.iterdir())
     assert code not in (0, None)
     _one_line(err, flag)
     assert took < 5.0

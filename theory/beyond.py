@@ -236,6 +236,7 @@ def main(argv: Sequence[str] | None = None) -> BeyondSummary:
     )
     runkit.add_config_arguments(p, BeyondConfig, FLAGS)
     a = p.parse_args(argv)
+    runkit.at_least(p, a, {"--workers": 1, "--coeffs": 1, "--trials": 1})
     over = runkit.config_overrides(a, BeyondConfig)
     cfg = BeyondConfig.quick(**over) if a.quick else BeyondConfig(**over)
     summary = run(cfg)

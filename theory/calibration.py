@@ -232,6 +232,7 @@ def main(argv=None) -> CalibrationSummary:
     runkit.add_run_arguments(parser, out="results/calibration", quick=False)
     runkit.add_config_arguments(parser, CalibrationConfig, FLAGS)
     args = parser.parse_args(argv)
+    runkit.at_least(parser, args, {"--masks": 1, "--responses": 1})
     cfg = CalibrationConfig(
         **runkit.config_overrides(args, CalibrationConfig),
         progress=not args.no_progress,

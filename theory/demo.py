@@ -197,6 +197,9 @@ def main(argv=None) -> DemoSummary:
     runkit.add_run_arguments(parser, out="results/demo")
     runkit.add_config_arguments(parser, DemoConfig, FLAGS)
     args = parser.parse_args(argv)
+    runkit.at_least(
+        parser, args, {"--inputs": 1, "--workers": 1, "--masks": 1, "--responses": 1}
+    )
     over = runkit.config_overrides(args, DemoConfig)
     cfg = DemoConfig.quick(**over) if args.quick else DemoConfig(**over)
     t0 = time.perf_counter()

@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> dict:
                              "point, one delay model")  # fmt: skip
     runkit.add_config_arguments(p, LoadConfig, FLAGS)
     a = p.parse_args(argv)
+    runkit.at_least(p, a, {"--check-workers": 1})
     over = runkit.config_overrides(a, LoadConfig)
     over["seed"] = a.seed
     named = [("--delays", n) for n in over.get("delays", ())]

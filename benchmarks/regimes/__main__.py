@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     runkit.add_config_arguments(p, RegimesConfig, FLAGS)
     a = p.parse_args(argv)
+    runkit.at_least(p, a, {"--requests": 1})
     over = runkit.config_overrides(a, RegimesConfig)
     try:
         cfg = RegimesConfig.quick(**over) if a.quick else RegimesConfig(**over)

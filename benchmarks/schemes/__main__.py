@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> dict:
         },
     )
     a = p.parse_args(argv)
+    runkit.at_least(p, a, {"--trials": 1, "--n-step": 1, "--workers": 1, "--inputs": 1})
     base = SchemesConfig.quick() if a.quick else SchemesConfig()
     over = runkit.config_overrides(a, SchemesConfig)
     cfg = dataclasses.replace(base, **over)

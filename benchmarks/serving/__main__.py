@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> ServingSummary:
         "--ray", action="store_true", help="also time the Ray backend (codedjax[ray])"
     )
     a = p.parse_args(argv)
+    runkit.at_least(p, a, {"--requests": 1, "--sim-requests": 1})
     over = runkit.config_overrides(a, ServingConfig)
     cfg = ServingConfig.quick(**over) if a.quick else ServingConfig(**over)
     summary = run_serving(cfg, out=a.out, show_progress=not a.no_progress, ray=a.ray)

@@ -32,7 +32,13 @@ def main(argv: list[str] | None = None) -> NerccSummary:
     over = dict(ckpt_dir=args.ckpt_dir, replication=args.replication, seed=args.seed)
     if args.models:
         over["models"] = tuple(args.models)
-    config = ExperimentConfig.quick(**over) if args.quick else ExperimentConfig(**over)
+    try:
+        config = (
+            ExperimentConfig.quick(**over) if args.quick else ExperimentConfig(**over)
+        )
+    except (TypeError, ValueError) as err:
+        runkit.refuse(p, err, {"replication": "--replication", "models": "--models",
+                               "ckpt_dir": "--ckpt-dir", "seed": "--seed"})  # fmt: skip
     command = "python -m models.nercc_experiment " + " ".join(
         sys.argv[1:] if argv is None else argv
     )

@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> ServeDCNSummary:
         help="with --http: seconds a coding group waits to fill (default 0.005)",
     )
     a = p.parse_args(argv)
+    runkit.at_least(p, a, {"--max-groups": 1})
     if a.http is not None and not 0 < a.http < 65536:
         p.error(f"--http: a port in 1..65535, got {a.http}")
     if not (a.group_deadline > 0 and a.group_deadline < float("inf")):

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:
         config = TrainConfig.quick(**over) if a.quick else TrainConfig(**over)
     except (TypeError, ValueError) as err:
-        p.error(str(err))
+        runkit.refuse(p, err, FLAGS)
     show = False if a.no_progress else None
     data = load_dataset(config, show_progress=show)
     ckpt = checkpoint_path(config, a.ckpt_dir)

@@ -67,11 +67,20 @@ class TrainConfig:
             raise ValueError(
                 f"{name}: optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}"
             )
-        for field in ("batch_size", "max_epochs", "patience", "eval_batch_size"):
+        for field in ("batch_size", "max_epochs", "patience", "eval_batch_size",
+                      "embed_dim"):  # fmt: skip
             if getattr(self, field) < 1:
                 raise ValueError(
                     f"{name}: {field} must be >= 1, got {getattr(self, field)}"
                 )
+        for field in ("low_rank", "steps_per_eval", "criteo_max_lines"):
+            v = getattr(self, field)
+            if v is not None and v < 1:
+                raise ValueError(f"{name}: {field} must be None or >= 1, got {v}")
+        if not all(h >= 1 for h in self.deep_sizes):
+            raise ValueError(
+                f"{name}: every entry of deep_sizes must be >= 1, got {self.deep_sizes}"
+            )
         if not self.learning_rate > 0:
             raise ValueError(
                 f"{name}: learning_rate must be > 0, got {self.learning_rate}"

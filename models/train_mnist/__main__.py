@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retrain", action="store_true", help="ignore existing checkpoints")
     p.add_argument("--epochs", type=int, default=None, help="override the preset")
     args = p.parse_args(argv)
+    runkit.at_least(p, args, {"--epochs": 1})
     split = load_mnist()
     command = "python -m models.train_mnist " + " ".join(
         sys.argv[1:] if argv is None else argv
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             config = TrainConfig.preset(name, quick=args.quick, **over)
         except ValueError as err:
-            p.error(str(err))
+            runkit.refuse(p, err, {"epochs": "--epochs", "seed": "--seed"})
         model, meta = load_or_train(
             name,
             args.out,

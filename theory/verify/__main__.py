@@ -83,6 +83,17 @@ def main(argv: list[str] | None = None) -> VerifySummary:
     """Command-line entry point; returns the summary (``all_hold``: the verdict)."""
     p = parser()
     a = p.parse_args(argv)
+    runkit.at_least(
+        p,
+        a,
+        {
+            "--workers": 1,
+            "--inputs": 1,
+            "--degree": 1,
+            "--num-processes": 1,
+            "--cpu-devices": 1,
+        },
+    )
     try:
         cfg, lines = build_config(a)
     except ValueError as err:
