@@ -133,6 +133,18 @@ NUMERIC = [
       ("negative", -1.0, ValueError)]),
     ("Server.serve", "max_in_flight", lambda v: _server().serve([], max_in_flight=v),
      BAD_INT + ZERO),
+    ("SimulatedCluster.start", "num_workers",
+     lambda v: sv.SimulatedCluster().start(double, v), BAD_INT + ZERO),
+    ("ThreadCluster.start", "num_workers",
+     lambda v: sv.ThreadCluster().start(double, v), BAD_INT + ZERO),
+    ("WorkerFunctions.of", "num_workers", lambda v: sv.WorkerFunctions.of(double, v),
+     BAD_INT + ZERO),
+    # checked before Ray is imported (Ray is an optional extra)
+    ("RayCluster", "num_actors", lambda v: sv.RayCluster(num_actors=v),
+     BAD_INT + ZERO),
+    ("RayCluster", "slots_per_actor", lambda v: sv.RayCluster(slots_per_actor=v),
+     BAD_INT + ZERO),
+    ("RayCluster", "poll", lambda v: sv.RayCluster(poll=v), BAD_NUMBER + ZERO_F),
 ]  # fmt: skip
 
 NUMERIC_CASES = [
@@ -157,11 +169,10 @@ def test_the_numeric_table_covers_every_public_class_and_function():
     """A new public class or function of codedjax.serving must join the table (or
     be named here as one that takes no numbers of its own)."""
     takes_no_numbers = {
-        "Backend", "Completion", "WorkerFunctions", "WorkerFault", "latency_shift",
+        "Backend", "Completion", "WorkerFault", "latency_shift",
         "LoadRun", "SimulatedLoad", "Pipeline", "PipelineResult", "Round",
         "ArrivalState", "ArrivalTimes", "WaitPolicy", "ServeResult",
         "SimulatedLatency", "QueryResult", "QueueFull",
-        "RayCluster",  # its injector is an Injector (tabled); Ray is optional
         "PipelineServer",  # its serve shares Server.serve's check
     }  # fmt: skip
     tested_below = {"StreamingServer", "run_open_loop"}

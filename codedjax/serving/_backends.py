@@ -77,9 +77,13 @@ class WorkerFunctions:
         self.num_rounds = len(fns)
 
     @classmethod
-    def of(cls, worker_fn, num_workers: int) -> WorkerFunctions:
+    def of(
+        cls, worker_fn, num_workers: int, *, fname: str = "WorkerFunctions.of"
+    ) -> WorkerFunctions:
         """``worker_fn`` as a table: a table is returned as it is, a callable is
-        one round in which every worker runs it."""
+        one round in which every worker runs it (``fname``: the backend method
+        that asks, for messages)."""
+        num_workers = integer(fname, "num_workers", num_workers, minimum=1)
         if isinstance(worker_fn, WorkerFunctions):
             if worker_fn.num_workers != int(num_workers):
                 raise ValueError(
@@ -306,7 +310,7 @@ class ThreadCluster:
             raise RuntimeError("ThreadCluster.start: already started (one server each)")
         if self._closed:
             raise RuntimeError("ThreadCluster.start: the cluster is closed")
-        table = WorkerFunctions.of(worker_fn, num_workers)
+        table = WorkerFunctions.of(worker_fn, num_workers, fname="ThreadCluster.start")
         self.functions = table
         self._fns = table.compiled(jax.jit if self.jit else (lambda f: f))
         self._compiled = [{} for _ in range(table.num_rounds)]  # by warmup

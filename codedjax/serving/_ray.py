@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ._backends import Completion, WorkerFunctions, round_draws
+from ._checks import integer, number
 from ._faults import HANG, Injector, apply_fault
 
 
@@ -112,12 +113,17 @@ class RayCluster:
                 f"RayCluster: injector must be an Injector or None, got "
                 f"{type(injector).__name__}"
             )
+        fname = "RayCluster"
+        if num_actors is not None:
+            num_actors = integer(fname, "num_actors", num_actors, minimum=1)
+        slots = integer(fname, "slots_per_actor", slots_per_actor, minimum=1)
+        poll = number(fname, "poll", poll, positive=True, what="a number of seconds")
         self.ray = _import_ray()
         self.num_actors = num_actors
-        self.slots = int(slots_per_actor)
+        self.slots = slots
         self.injector = injector
         self.init_kwargs = init_kwargs
-        self.poll = float(poll)
+        self.poll = poll
         self.actors: list = []
         self.functions: WorkerFunctions | None = None
         self._refs: dict[Any, tuple[int, int]] = {}
@@ -132,7 +138,7 @@ class RayCluster:
 
     def start(self, worker_fn: Callable | WorkerFunctions, num_workers: int) -> None:
         ray = self.ray
-        table = WorkerFunctions.of(worker_fn, num_workers)
+        table = WorkerFunctions.of(worker_fn, num_workers, fname="RayCluster.start")
         self.functions = table
         self.num_workers = m = int(num_workers)
         a = m if self.num_actors is None else int(self.num_actors)

@@ -51,8 +51,11 @@ class ServeResult(NamedTuple):
         cond: condition number of the decoding system (inf when not decodable).
         error: the decoder's predicted absolute error (inf when not ok).
         latency: seconds from the start of :meth:`Server.infer` (encoding included)
-            to the decoded value.
-        decided_at: seconds from the submission to the decision to decode.
+            to the decoded value; inf for a request never decided (its policy
+            waits for hung workers and has no deadline: ``ok`` False,
+            ``TOO_FEW_RESPONSES``).
+        decided_at: seconds from the submission to the decision to decode (inf
+            when never decided).
         arrival_times: [M] seconds from the submission to each worker's answer
             (failed answers included), inf for workers that never answered.
         failed: bool [M] workers that answered with an exception or a non-finite
@@ -849,7 +852,12 @@ class Server(Engine):
         Raises:
             TypeError: x not floating.
             ValueError: x not [K, ...] (or not shaped like earlier requests); a
-                worker answered a shape or dtype other than ``worker_fn``'s.
+                worker answered a shape or dtype other than ``worker_fn``'s; at
+                the first request, a ``worker_fn`` that raises every time it is
+                traced on a coded row (it cannot run on one).
+            TypeError: at the first request, a ``worker_fn`` that does not
+                return one floating array on a coded row (a tuple, a list, an
+                integer array).
             RuntimeError: the server is closed.
         """
         return self._run([x], max_in_flight=1, fname="Server.infer")[0]

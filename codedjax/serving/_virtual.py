@@ -104,7 +104,9 @@ class SimulatedCluster:
                 "SimulatedCluster.start: already started (one server each; make a "
                 "SimulatedCluster per Server)"
             )
-        table = WorkerFunctions.of(worker_fn, num_workers)
+        table = WorkerFunctions.of(
+            worker_fn, num_workers, fname="SimulatedCluster.start"
+        )
         self.functions = table
         m = self.num_workers = int(num_workers)
         self._row_fns = table.compiled(jax.jit)
