@@ -256,3 +256,31 @@ def test_a_config_value_out_of_range_exits_with_one_line_naming_it(
     assert code not in (0, None)
     _one_line(err, flag)
     assert took < 5.0
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"trials": "abc"}, {"trials": 1.5}, {"eta": "x"}, {"seed": True},
+        {"workers": [5], "inputs": [2], "degree": ["a"]}, {"plots": 1},
+        {"chunk": 2.5}, {"cond_grid": 3}, {"eta": 2.0}, {"points_trials": 0},
+    ],
+    ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()),
+)  # fmt: skip
+def test_a_bad_config_file_value_exits_with_one_line_naming_it(
+    setting, out_dir, tmp_path_factory, capsys, monkeypatch
+):
+    import json
+
+    path = tmp_path_factory.mktemp("config") / "run.json"
+    path.write_text(json.dumps(setting))
+    module = "theory.verify.__main__"
+    with _no_work(monkeypatch):
+        code, err, took = _run(module, [*COMMANDS[module], "--config", str(path)],
+                               out_dir, capsys)  # fmt: skip
+    assert code not in (0, None)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    # "--config: trials must be an int ..." or the key's own flag: "--eta: ..."
+    assert any(k.replace("_", "") in lines[0].replace("_", "") for k in setting)
+    assert "error: --" in lines[0], lines[0]

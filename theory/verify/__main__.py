@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> VerifySummary:
     )
     try:
         cfg, lines = build_config(a)
-    except ValueError as err:
+    except (TypeError, ValueError) as err:
         p.error(str(err))
     if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
         # must precede backend initialisation; affects the CPU platform only

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
+import typing
 from typing import Any
 
 from .. import _common as C
@@ -260,7 +262,46 @@ def load_config_file(path: str) -> dict:
             f"argument --config: unknown key(s) {', '.join(unknown)} in {path!r}; "
             f"allowed: {', '.join(USER_KEYS)} and the VerifyConfig fields"
         )
+    for key, value in data.items():
+        _check_setting(path, key, value)
     return data
+
+
+_INT_KEYS = ("workers", "inputs", "degree", "trials", "seed")
+
+
+def _check_setting(path: str, key: str, value: Any) -> None:
+    """A config file's value has the type of its flag or VerifyConfig field (an
+    int is an int, a number a finite number, a list a list), else a ValueError
+    naming ``--config`` and the key: checked before any work."""
+
+    def is_int(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    def is_num(v):
+        return (is_int(v) or isinstance(v, float)) and math.isfinite(v)
+
+    hints = typing.get_type_hints(VerifyConfig)
+    if key in _INT_KEYS:
+        ok = all(is_int(v) for v in _listify(value)) if key in USER_KEYS[:3] else (
+            is_int(value))  # fmt: skip
+        want = "an int (or a list of ints)" if key in USER_KEYS[:3] else "an int"
+    elif key == "points":
+        ok = all(isinstance(v, str) for v in _listify(value))
+        want = "a point kind or a list of them"
+    elif key == "eta" or hints.get(key) is float:
+        ok, want = is_num(value), "a finite number"
+    elif hints.get(key) is bool:
+        ok, want = isinstance(value, bool), "true or false"
+    elif hints.get(key) in (int, int | None):
+        ok = is_int(value) or (value is None and hints[key] is not int)
+        want = "an int"
+    else:  # tuples (grids): lists in the file, checked by validate()
+        ok, want = isinstance(value, (list, tuple)) or value is None, "a list"
+    if not ok:
+        raise ValueError(
+            f"argument --config: {key} must be {want}, got {value!r} in {path!r}"
+        )
 
 
 def _tuples(x: Any) -> Any:
