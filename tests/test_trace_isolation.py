@@ -1,7 +1,7 @@
 """No state leaks from one program into another.
 
 Every public encoder and decoder and every ``Code`` method is called from two
-different jitted programs and from eager code, in both orders of every pair (a
+different jitted programs and from eager code, in every kind of order (a
 value memoised by the first caller must never reach the second as a tracer of the
 first one's program), with float64 off and on and every accumulation dtype,
 against the SAME point arrays (the library memoises its checks per point array).
@@ -177,13 +177,14 @@ def _first(tree):
 
 
 def _check_one(fn, pts, y, mask, kw, eager=True):
-    """Order 1: program A -> program B -> eager; order 2 (memo cleared): eager ->
-    program B' -> program A'. Every ordered pair of the three callers meets what
-    the other left in the library's memos; and no trace may leave a tracer behind
-    anywhere (``jax.checking_leaks``: a memo, an ``lru_cache``, a global), the
-    cause of a tracer reaching a later program. The programs are traced, not
-    compiled (a leaked tracer shows at the trace); eager runs the library's own
-    kernels and gives the same result in both orders."""
+    """Every kind of ordered pair of callers: program A -> eager -> program B, then
+    (memo cleared) eager -> program A', so that a program meets what another
+    program left in the library's memos (A -> B), eager meets what a program left
+    (A -> eager) and a program meets what eager left (eager -> B, eager -> A'); and
+    no trace may leave a tracer behind anywhere (``jax.checking_leaks``: a memo, an
+    ``lru_cache``, a global), the cause of a tracer reaching a later program. The
+    programs are traced, not compiled (a leaked tracer shows at the trace); eager
+    runs the library's own kernels and gives the same result in both orders."""
 
     def trace(out):
         with jax.checking_leaks():
@@ -191,13 +192,13 @@ def _check_one(fn, pts, y, mask, kw, eager=True):
 
     _argcache.DECODE_CHECKS.clear()
     info = trace(_first).out_info  # A
-    trace(lambda r: r)  # B
     if not eager:
+        trace(lambda r: r)  # B
         return
     e = fn(pts, y, mask, kw)
+    trace(lambda r: r)  # B
     _argcache.DECODE_CHECKS.clear()
     e2 = fn(pts, y, mask, kw)
-    trace(lambda r: r)  # B'
     trace(_first)  # A'
     for u, v in zip(_leaves(e), _leaves(e2), strict=True):
         np.testing.assert_array_equal(u, v)
