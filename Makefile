@@ -17,11 +17,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[models,plots,dev,http]'
 	touch $(STAMP)
 
-# the suite runs on TEST_WORKERS processes (pytest-xdist), one test file per
-# process so that each file's shared compiled programs stay in one process
+# the suite runs on TEST_WORKERS processes (pytest-xdist), each test file in one
+# process so that its shared compiled programs stay together, and the files that
+# call the library at the same shapes (tests/conftest.py PROGRAM_FAMILIES) in the
+# same process, so that they share the library's compiled programs too
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 run: $(STAMP)
 	$(PY) -m theory.demo --out $(OUT)/demo

@@ -57,6 +57,55 @@ def x64():
 DEFAULT_SEED = 0
 
 
+# Test files whose tests call the library's public functions at the same shapes,
+# dtypes and static arguments: in one process they share the library's compiled
+# programs (jit caches are per process), so that under pytest-xdist (``make test``
+# runs ``--dist loadgroup``) each family runs in one worker. Every other test file
+# is a group of its own (its module-scoped fixtures stay in one process); the
+# doctests are one group.
+PROGRAM_FAMILIES = {
+    # K = 3 inputs, M = 12 workers, degree 2 (D = 5): the codes of test_codes.py
+    "codes-12": (
+        "test_codes.py",
+        "test_trace_isolation.py",
+        "test_properties.py",
+        "test_robust_code.py",
+        "test_plan.py",
+    ),
+    # K = 8, M = 40, degree 3 (D = 22), B = 256 masks, F = 16
+    "chebyshev-40": ("test_polynomial.py", "test_lsq.py", "test_square.py"),
+    # M = 20 workers, K = 3, degree 2: the robust decoder
+    "robust-20": ("test_robust.py", "test_theory_robust.py"),
+}
+_FAMILY_OF = {f: g for g, files in PROGRAM_FAMILIES.items() for f in files}
+
+
+def _program_family(nodeid: str) -> str:
+    """The xdist scope of a test: its file's family (PROGRAM_FAMILIES), else its
+    file; every doctest is in one scope."""
+    path = nodeid.split("::", 1)[0]
+    name = path.rsplit("/", 1)[-1]
+    if not name.startswith("test_"):
+        return "doctests"
+    return _FAMILY_OF.get(name, path)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """With ``--dist loadgroup`` (``make test``): whole families and files to one
+    worker each (pytest-xdist's own xdist_group marks do not reach its scheduler
+    under this pytest: it renames node ids through an attribute pytest 9 no
+    longer reads)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FamilyScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return _program_family(nodeid)
+
+    return FamilyScheduling(config, log)
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
