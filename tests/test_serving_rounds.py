@@ -123,8 +123,9 @@ def test_each_worker_runs_its_roles_function(lost):
 
 
 def test_roles_on_the_thread_cluster_and_unvectorised_simulator():
-    # worker 0 answers NaN before the two others answer (no tie with the decision)
-    lat = cj.PersistentSlowdown(cj.Constant(0.002), workers=(1, 2), factor=3.0)
+    # worker 0 answers NaN well before the two others answer (no tie with the
+    # decision, even on a loaded machine: 2 ms against 40 ms)
+    lat = cj.PersistentSlowdown(cj.Constant(0.002), workers=(1, 2), factor=20.0)
     inj = Injector(latency=lat, failed_workers={0: "nan"})
     for backend in (ThreadCluster(injector=inj),
                     SimulatedCluster(injector=inj, vectorize=False)):  # fmt: skip
