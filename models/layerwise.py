@@ -16,7 +16,9 @@ row by the branches' input widths and answers the concatenated products.
   ``(weights, master_fn)``.
 * :func:`dcn_rounds`: the rounds of a parallel DCNv2 (``models.dcn``): round j the
   j-th cross layer and the j-th deep layer, the heads at the last master step.
-* :func:`mlp_rounds`: the rounds of a ReLU MLP given as (W, b) pairs.
+* :func:`mlp_rounds`: the rounds of a ReLU MLP given as (W, b) pairs;
+  :func:`mlp_layers` reads those pairs from a trained MLP (``models.mlp``), and
+  :func:`mlp_worker` is the whole MLP on one worker (one-shot coding's worker).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ __all__ = [
     "dcn_rounds",
     "layer_pipeline",
     "layer_worker",
+    "mlp_layers",
     "mlp_rounds",
+    "mlp_worker",
     "pipeline_values",
     "reference",
 ]
@@ -165,6 +169,42 @@ def mlp_rounds(
 
         out.append(([np.asarray(w)], fn))
     return out
+
+
+def mlp_layers(model) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (W [F_in, F_out], b [F_out]) pairs, float32, of an MLP whose linear
+    layers are its attributes ``fc1``, ``fc2``, ... (``models.mlp.MLP``); the
+    network is ``relu(x W1 + b1)`` ... with the logits last (no ReLU)."""
+    out, j = [], 1
+    while hasattr(model, f"fc{j}"):
+        fc = getattr(model, f"fc{j}")
+        out.append(
+            (
+                np.asarray(fc.kernel[...], np.float32),
+                np.asarray(fc.bias[...], np.float32),
+            )
+        )
+        j += 1
+    if not out:
+        raise ValueError("mlp_layers: the model has no linear layers fc1, fc2, ...")
+    return out
+
+
+def mlp_worker(layers: Sequence[tuple[np.ndarray, np.ndarray]], dtype) -> Callable:
+    """The whole MLP of ``layers`` on one (flattened) row, every product, bias and
+    ReLU in ``dtype``, logits without ReLU: what a worker of one-shot coding (or of
+    replication) computes."""
+    ws = [(jnp.asarray(w, dtype), jnp.asarray(b, dtype)) for w, b in layers]
+
+    def worker(v):
+        h = v.astype(dtype)
+        for j, (w, b) in enumerate(ws):
+            h = h @ w + b
+            if j < len(ws) - 1:
+                h = jnp.maximum(h, 0)
+        return h
+
+    return worker
 
 
 def dcn_rounds(model) -> list[LayerRound]:

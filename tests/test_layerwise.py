@@ -1,9 +1,11 @@
 """Layer-wise coding (models.layerwise) on PipelineServer: a DCNv2's cross and deep
-layers (ReLU included) exact in float64 through every round, and the regime map's
+layers and the MNIST MLP (ReLU included) exact in float64 through every round, and
+the regime map's
 vectorised layer-wise answers and latencies equal the served ones (bf16 workers)."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -23,10 +25,13 @@ from models.dcn import DCNConfig, DCNv2
 from models.layerwise import (
     dcn_rounds,
     layer_pipeline,
+    mlp_layers,
     mlp_rounds,
+    mlp_worker,
     pipeline_values,
     reference,
 )
+from models.mlp import MLP
 
 APPLICATION_TEST = True
 pytestmark = pytest.mark.loose_promotion
@@ -90,3 +95,25 @@ def test_mlp_rounds_are_the_mlp_with_logits_last():
     want = h @ layers[1][0] + layers[1][1]  # no ReLU on the logits
     got = reference(mlp_rounds(layers, last_relu=False), x)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_mnist_mlp_layer_wise_is_the_uncoded_mlp_in_float64(x64, code):
+    model = MLP(rngs=nnx.Rngs(3))
+    layers = mlp_layers(model)
+    assert [w.shape for w, _ in layers] == [(784, 200), (200, 100), (100, 10)]
+    rounds = mlp_rounds(layers, last_relu=False)
+    x = np.random.default_rng(4).uniform(0, 1, (K, 28, 28, 1))
+    want = np.asarray(model(jnp.asarray(x)))  # float64: x64 promotes the layers
+    assert want.dtype == np.float64
+    rows = x.reshape(K, -1)
+    np.testing.assert_allclose(reference(rounds, rows), want, rtol=1e-12, atol=1e-12)
+    whole = jax.vmap(mlp_worker(layers, jnp.float64))(jnp.asarray(rows))
+    np.testing.assert_allclose(np.asarray(whole), want, rtol=1e-12, atol=1e-12)
+    # three rounds decoding N of M (two straggler patterns), the bias and ReLU at
+    # the master: the vectorised pipeline, equal to PipelineServer's answers (above)
+    masks = np.zeros((2, M), bool)
+    masks[0, [0, 2, 3, 5, 6]] = masks[1, [1, 2, 3, 4, 5]] = True
+    got = pipeline_values(
+        code, rounds, np.stack([rows] * 2), masks, dtype=jnp.float64, chunk=2
+    )
+    np.testing.assert_allclose(got, np.stack([want] * 2), rtol=0, atol=1e-10)

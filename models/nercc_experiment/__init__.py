@@ -41,7 +41,14 @@ second-kind points, for BACC and NeRCC alike):
   servers, where M >= Kc, with the library's default layout and unified Berrut
   decoder (every query with a responding replica is exact).
 
-Modules: ``config`` (:class:`ExperimentConfig`), ``pipeline`` (:func:`run_cell`,
+Layer-wise coding (``--layerwise``, ``layerwise``: :class:`LayerwiseConfig`,
+:func:`run_layerwise`): ParM's MLP 784-200-100-10 served one linear layer per round
+of a degree-1 ChebyLS code (``models.layerwise``), against one-shot BACC, NeRCC and
+RepApprox on the whole MLP and replication at equal workers, latency on the
+simulator (the regime map's four straggler models) and top-1 with bf16 workers.
+
+Modules: ``config`` (:class:`ExperimentConfig`, :class:`LayerwiseConfig`),
+``layerwise``, ``pipeline`` (:func:`run_cell`,
 :func:`run_experiment`), ``metrics`` (MSE, RelAcc, :func:`compare_schemes`),
 ``report`` (tables, plots, ``report.md``) and ``__main__``.
 Checkpoints in ``--ckpt-dir`` are reused.
@@ -56,7 +63,10 @@ References:
 
 from .config import SCHEMES as SCHEMES
 from .config import ExperimentConfig as ExperimentConfig
+from .config import LayerwiseConfig as LayerwiseConfig
 from .config import straggler_counts as straggler_counts
+from .layerwise import format_layerwise as format_layerwise
+from .layerwise import run_layerwise as run_layerwise
 from .metrics import compare_schemes as compare_schemes
 from .pipeline import NerccSummary as NerccSummary
 from .pipeline import cell_codes as cell_codes

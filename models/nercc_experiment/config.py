@@ -7,6 +7,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from ..serve_dcn.layerwise import LATENCIES
 from ..train_mnist import MODEL_NAMES
 
 SCHEMES = ("bacc", "nercc", "repapprox")
@@ -117,3 +118,97 @@ def straggler_counts(num_workers: int, fractions: Sequence[float]) -> list[int]:
     """S = round(f M) for each fraction, unique, sorted, keeping N = M - S >= 2."""
     out = sorted({int(round(f * num_workers)) for f in fractions})
     return [s for s in out if num_workers - s >= 2]
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerwiseConfig:
+    """What fixes a layer-wise run of the MLP.
+
+    Attributes:
+        num_inputs: K, queries per request.
+        ratios: the M/K (M = round(K r)).
+        stragglers: names of the straggler models (``models.serve_dcn.LATENCIES``,
+            the regime map's four).
+        requests: R, simulated requests per (M, straggler model).
+        masks_per_group: T, each test group decoded under T requests' masks.
+        num_test: test images (cut to a multiple of K: G = num_test // K groups).
+        num_val: validation images for NeRCC's tuning.
+        top1_tol: a scheme meets the target when its top-1 is at least the float32
+            model's minus this.
+        n_fractions: the N tried by one-shot coding: K plus these fractions of the
+            way to M (layer-wise coding tries every N from K).
+        master_requests: requests served on ``PipelineServer`` per (M, scheme) to
+            measure the master's work (after one warm-up request).
+        quick_train: the quick-trained MLP.
+        ckpt_dir: checkpoints.
+        seed: of the delay draws and NeRCC's tuning masks.
+    """
+
+    num_inputs: int = 8
+    ratios: tuple[float, ...] = (1.25, 1.5, 2.0, 3.0)
+    stragglers: tuple[str, ...] = tuple(LATENCIES)
+    requests: int = 100_000
+    masks_per_group: int = 8
+    num_test: int = 1000
+    num_val: int = 500
+    top1_tol: float = 0.005
+    n_fractions: tuple[float, ...] = (0.0, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0)
+    master_requests: int = 8
+    quick_train: bool = False
+    ckpt_dir: str = "checkpoints"
+    seed: int = 0
+
+    @classmethod
+    def quick(cls, **overrides) -> LayerwiseConfig:
+        """The quick-trained MLP, M/K <= 2, 2e4 requests, 400 test images."""
+        base = dict(
+            ratios=(1.25, 1.5, 2.0),
+            requests=20_000,
+            masks_per_group=4,
+            num_test=400,
+            num_val=200,
+            master_requests=4,
+            quick_train=True,
+        )
+        return cls(**{**base, **overrides})
+
+    def __post_init__(self):
+        bad = [s for s in self.stragglers if s not in LATENCIES]
+        if bad or not self.stragglers:
+            raise ValueError(
+                f"LayerwiseConfig: stragglers must be among {tuple(LATENCIES)}, got "
+                f"{self.stragglers}"
+            )
+        if self.num_inputs < 2:
+            raise ValueError(
+                f"LayerwiseConfig: num_inputs must be >= 2, got {self.num_inputs}"
+            )
+        if not self.ratios or any(r < 1 for r in self.ratios):
+            raise ValueError(
+                f"LayerwiseConfig: ratios must be M/K >= 1, got {self.ratios}"
+            )
+        for name in ("requests", "masks_per_group", "num_test", "num_val"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"LayerwiseConfig: {name} must be >= 1, got {getattr(self, name)}"
+                )
+        if self.num_test < self.num_inputs or self.num_val < self.num_inputs:
+            raise ValueError(
+                f"LayerwiseConfig: num_test and num_val must be >= K = "
+                f"{self.num_inputs}, got {self.num_test} and {self.num_val}"
+            )
+        g = self.num_test // self.num_inputs
+        if g * self.masks_per_group > self.requests:
+            raise ValueError(
+                f"LayerwiseConfig: {g} test groups x {self.masks_per_group} masks "
+                f"need requests >= {g * self.masks_per_group}, got {self.requests}"
+            )
+        if not 0 <= self.top1_tol < 1:
+            raise ValueError(
+                f"LayerwiseConfig: top1_tol must lie in [0, 1), got {self.top1_tol}"
+            )
+
+    def n_grid(self, m: int) -> list[int]:
+        """One-shot coding's N: K, then the fractions of the way to M."""
+        k = self.num_inputs
+        return sorted({min(m, k + math.ceil(f * (m - k))) for f in self.n_fractions})
