@@ -6,9 +6,13 @@ scheme's rule written out in numpy: replication decides when every input has its
 first replica, uncoded when all K answered, a code at N when the N-th answer
 arrived. The choice must be the lowest such p99 among the schemes that meet the
 target, and replication must win where it has 5 replicas per input while a code
-must win where replication has a single replica of some input.
+must win where replication has a single replica of some input. The search over M
+(``--workers LO..HI``) is checked against a fresh draw of the simulator: each
+scheme's smallest M meets the targets there, one worker fewer does not.
 """
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -16,6 +20,7 @@ import codedjax as cj
 from codedjax import serving
 from theory import plan as tp
 from theory.plan.__main__ import main as plan_main
+from theory.plan.schemes import Workload
 
 APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
 
@@ -164,3 +169,82 @@ def test_deep_workload_rules_out_the_exact_polynomial_codes():
         == ["does not apply: a Lagrange-type code needs a polynomial workload"] * 2
     )
     assert all(t.startswith("does not apply: exact only") for t in reasons[2:])
+
+
+@pytest.fixture(scope="module")
+def search():  # K = 2, a linear workload, M = 3..5, p99 at most 60 ms
+    cfg = tp.PlanConfig(
+        workers=3,
+        max_workers=5,
+        inputs=2,
+        degree=1,
+        target_error=2e-2,
+        failure=0.05,
+        trials=400,
+        exhaustive_limit=2000,
+        worst_exact=0,
+        worst_greedy=0,
+        latency=INDEPENDENT,
+        schemes="replication,chebyls",
+        scheme_requests=2000,
+        error_model="cond",
+        p99_target=0.060,
+        progress=False,
+        seed=3,
+    )
+    return cfg, tp.plan(cfg)["search"]
+
+
+def test_search_over_m_agrees_with_a_fresh_draw_of_the_simulator(search):
+    cfg, se = search
+    rows = {r["scheme"]: r for r in se["rows"]}
+    rep, cheb = rows["replication"], rows["chebyls"]
+    # replication needs a second replica of both inputs; ChebyLS (D = 2) meets
+    # both targets from the first M, waiting for 2 of 3
+    assert (rep["M"], cheb["M"]) == (4, 3) and se["choice"] == "chebyls"
+    n = cheb["N"]
+    assert n == 2
+    # the rules of both schemes on a fresh delay plan (another seed, 10x the
+    # requests): the targets hold at the chosen M and fail one worker below (for
+    # ChebyLS, M = 2 is below the searched range: waiting for both workers)
+    t = {m: _delays(m, 20_000, 99) for m in (2, 3, 4)}
+    rep_p99 = {m: _p99(np.max([t[m][:, j::2].min(1) for j in range(2)], 0))
+               for m in (3, 4)}  # fmt: skip
+    assert rep_p99[4] <= cfg.p99_target < rep_p99[3]
+    cheb_p99 = {m: _p99(np.sort(t[m], axis=1)[:, n - 1]) for m in (2, 3)}
+    assert cheb_p99[3] <= cfg.p99_target < cheb_p99[2]
+    assert cheb_p99[3] == pytest.approx(cheb["p99"], rel=0.25)
+    assert rep_p99[4] == pytest.approx(rep["p99"], rel=0.25)
+    # the error target holds on the fresh draw's first N answers (bf16 workers)
+    code = cj.lagrange_code(num_inputs=2, num_workers=3, degree=1)
+    order = np.argsort(t[3][:500], axis=1)
+    masks = np.zeros((500, 3), bool)
+    np.put_along_axis(masks, order[:, :n], True, axis=1)
+    wl = Workload(cfg)
+    x = np.random.default_rng(5).uniform(-1, 1, (500, 2, 4))
+    enc = np.asarray(jax.vmap(code.encode)(jnp.asarray(x, jnp.float32)), np.float64)
+    y = jnp.asarray(wl(enc), jnp.bfloat16)
+    val = np.asarray(code.decode_batched(y, jnp.asarray(masks)).value)
+    truth = wl(x)
+    err = np.abs(val - truth).max(axis=(1, 2)) / np.abs(truth).max(axis=(1, 2))
+    assert np.mean(err > cfg.target_error) <= cfg.failure
+    assert se["ranking"][0].startswith("chebyls: M = 3, N = 2")
+    assert "at M = 3: p99" in se["ranking"][1]  # replication's reason below its M
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--workers", "6..x"], "--workers"),
+        (["--workers", "6..4", "--schemes", "all"], "--workers"),
+        (["--workers", "4..6"], "--workers"),  # a range needs --schemes
+        (["--workers", "4..6", "--schemes", "all", "--p99-target", "-3ms"], "--p99"),
+        (["--workers", "6", "--p99-target", "30ms"], "--p99-target"),
+    ],
+)
+def test_bad_search_options_name_the_flag(argv, flag, capsys):
+    base = ["--inputs", "2", "--degree", "1", "--latency", INDEPENDENT]
+    with pytest.raises(SystemExit) as e:
+        plan_main(argv + base)
+    assert e.value.code != 0
+    assert flag in capsys.readouterr().err.strip().splitlines()[-1]

@@ -8,12 +8,26 @@ from collections.abc import Sequence
 import runkit
 
 from . import __doc__ as _DOC
-from .config import DTYPES, ERROR_MODELS, PlanConfig, validate
+from .config import (
+    DTYPES,
+    ERROR_MODELS,
+    PlanConfig,
+    seconds_arg,
+    validate,
+    workers_arg,
+)
 from .pipeline import PlanSummary, plan
 from .report import report, write_outputs
 
 FLAGS = {
-    "workers": ("--workers", {"required": True, "help": "M"}),
+    "workers": (
+        "--workers",
+        {
+            "required": True,
+            "type": workers_arg,
+            "help": "M, or a range LO..HI: with --schemes, each scheme's smallest M",
+        },
+    ),
     "inputs": ("--inputs", {"required": True, "help": "K"}),
     "degree": ("--degree", {"required": True, "help": "d"}),
     "worker_dtype": ("--worker-dtype", {"choices": DTYPES}),
@@ -48,6 +62,13 @@ FLAGS = {
         "--scheme-requests",
         {"help": "default 20,000 (--quick 4,000)"},
     ),
+    "p99_target": (
+        "--p99-target",
+        {
+            "type": seconds_arg,
+            "help": "with --workers LO..HI: the p99 a scheme must meet, e.g. 30ms",
+        },
+    ),
     "worst_exact": "--worst-exact",
     "worst_greedy": "--worst-greedy",
 }
@@ -66,13 +87,16 @@ def main(argv: Sequence[str] | None = None) -> PlanSummary:
     runkit.add_config_arguments(p, PlanConfig, FLAGS)
     a = p.parse_args(argv)
     over = runkit.config_overrides(a, PlanConfig)
+    if isinstance(over["workers"], tuple):
+        over["workers"], over["max_workers"] = over["workers"]
     over["progress"] = not a.no_progress
     cfg = PlanConfig.quick(**over) if a.quick else PlanConfig(**over)
     try:
         validate(cfg)
     except ValueError as err:
         p.error(str(err))
-    print(f"D = d (K - 1) + 1 = {cfg.num_coeffs}", flush=True)
+    if cfg.max_workers is None:
+        print(f"D = d (K - 1) + 1 = {cfg.num_coeffs}", flush=True)
     summary = plan(cfg)
     text = report(summary)
     print(text)

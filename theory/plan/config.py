@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import math
 from typing import Any
 
 import jax.numpy as jnp
@@ -42,6 +44,11 @@ class PlanConfig:
         workload: "polynomial" (degree ``degree``) or "deep" (non-polynomial), the
             worker function of the scheme comparison.
         scheme_requests: simulated requests per scheme and N.
+        max_workers: with ``schemes``: search M from ``workers`` to this
+            (:mod:`theory.plan.search`: each scheme's smallest M) instead of
+            planning one M; None: plan M = ``workers``.
+        p99_target: seconds; in the search over M, a scheme must also have a p99
+            at most this (None: no latency target).
         seed: the Monte Carlo seed.
         progress: show progress bars.
     """
@@ -64,6 +71,8 @@ class PlanConfig:
     schemes: str | None = None
     workload: str = "polynomial"
     scheme_requests: int = 20_000
+    max_workers: int | None = None
+    p99_target: float | None = None
     seed: int = 0
     progress: bool = True
 
@@ -131,9 +140,14 @@ def validate(cfg: PlanConfig) -> None:
         )
     if cfg.trials < 1:
         _fail("--trials", f"must be >= 1, got {cfg.trials}")
-    c = replication(cfg)
-    if c < 1 or cfg.inputs * c > cfg.workers:
-        _fail("--replication", f"need 1 <= c and K c <= M, got c = {c}")
+    if cfg.max_workers is not None:
+        _validate_search(cfg)
+    else:
+        if cfg.p99_target is not None:
+            _fail("--p99-target", "applies to a search over M (--workers LO..HI)")
+        c = replication(cfg)
+        if c < 1 or cfg.inputs * c > cfg.workers:
+            _fail("--replication", f"need 1 <= c and K c <= M, got c = {c}")
     if cfg.latency is not None:
         try:
             parse_latency(cfg.latency)
@@ -143,6 +157,51 @@ def validate(cfg: PlanConfig) -> None:
         _fail("--workload", f"must be one of {WORKLOADS}, got {cfg.workload!r}")
     if cfg.schemes is not None:
         _validate_schemes(cfg)
+
+
+def _validate_search(cfg: PlanConfig) -> None:
+    if cfg.schemes is None:
+        _fail("--workers", "a range LO..HI needs --schemes (and --latency)")
+    if cfg.max_workers < cfg.workers:
+        _fail(
+            "--workers",
+            f"a range LO..HI needs LO <= HI, got {cfg.workers}..{cfg.max_workers}",
+        )
+    if cfg.p99_target is not None and not 0 < cfg.p99_target < math.inf:
+        _fail("--p99-target", f"must be a finite time > 0, got {cfg.p99_target}")
+
+
+def workers_arg(text: str) -> int | tuple[int, int]:
+    """``--workers``: M, or a range ``LO..HI`` of M to search (inclusive)."""
+    try:
+        if ".." in text:
+            lo, hi = text.split("..")
+            return (int(lo), int(hi))
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected M or a range LO..HI, got {text!r}"
+        ) from None
+
+
+def seconds_arg(text: str) -> float:
+    """A time such as ``30ms``, ``250us`` or ``0.03s`` (a bare number: seconds)."""
+    t = text.strip()
+    for unit, scale in (("ms", 1e-3), ("us", 1e-6), ("s", 1.0)):
+        if t.endswith(unit):
+            t, sc = t[: -len(unit)], scale
+            break
+    else:
+        sc = 1.0
+    try:
+        v = float(t) * sc
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a time such as 30ms, got {text!r}"
+        ) from None
+    if not 0 < v < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite time > 0, got {text!r}")
+    return v
 
 
 def _validate_schemes(cfg: PlanConfig) -> None:

@@ -214,11 +214,22 @@ class PlanSummary(TypedDict, total=False):
     worst_case: list[dict[str, Any]]
     latency: dict[str, Any]  # model, percentiles {N: {mean, p50, p95, p99}}
     schemes: dict[str, Any]  # rows, choice, ranking (with --schemes)
+    search: dict[str, Any]  # rows, choice, ranking, tried (with --workers LO..HI)
 
 
 def plan(cfg: PlanConfig) -> PlanSummary:
-    """Run every section; returns the summary (what ``summary.json`` holds)."""
+    """Run every section; returns the summary (what ``summary.json`` holds). With
+    ``cfg.max_workers``: the search over M alone (``search``,
+    :func:`theory.plan.search.workers_search`)."""
     validate(cfg)
+    if cfg.max_workers is not None:
+        from .search import workers_search
+
+        return {
+            "config": dataclasses.asdict(cfg),
+            "environment": environment(),
+            "search": workers_search(cfg),
+        }
     uw = unit_roundoff(cfg.worker_dtype)
     summary: PlanSummary = {
         "config": dataclasses.asdict(cfg),

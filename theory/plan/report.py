@@ -32,6 +32,10 @@ def _g(x: Any) -> str:
 def report(summary: dict[str, Any]) -> str:
     """The markdown report of a plan summary (also printed)."""
     cfg = summary["config"]
+    if "search" in summary:  # --workers LO..HI: the search over M alone
+        from .search import search_lines
+
+        return "\n".join(["# Choosing M", ""] + search_lines(summary)) + "\n"
     lines = [
         "# Choosing N",
         "",
