@@ -37,6 +37,13 @@ probability, it reports, for a uniformly random set of N responders:
    p99 that meets the target is the choice, the ranking gives each scheme's p99 as
    a multiple of the choice's, and a scheme that cannot serve the workload gets a
    "does not apply" row with the reason (then D > M is allowed).
+6. **How many workers** (``--workers LO..HI`` with ``--schemes`` and ``--latency``,
+   optionally ``--p99-target 30ms``; see :mod:`theory.plan.search`): for M = LO ..
+   HI, each scheme's smallest M (and its N there) at which it meets the error
+   target with probability 1 - failure and, if given, the p99 target; the choice
+   is the scheme with the fewest workers, and the report says why one worker fewer
+   does not do (the p99 above the target, the error target missed, or "does not
+   apply"). Only this section runs then.
 
 The decode error, per unit of the largest answer among the responders
 (:mod:`theory.plan.errors`). ``--error-model decoder`` (default): the error the
@@ -79,3 +86,4 @@ from .report import report as report
 from .report import write_outputs as write_outputs
 from .schemes import SCHEMES as SCHEMES
 from .schemes import scheme_table as scheme_table
+from .search import workers_search as workers_search

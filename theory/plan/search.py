@@ -58,6 +58,11 @@ def workers_search(cfg: PlanConfig) -> dict[str, Any]:
             cheb = chebyls_table(cm)
         for s in todo:
             row = {"M": m, **scheme_row(cm, s, wl, injector, cheb)}
+            if row.get("p99") is not None and not row["meets"] and not row["reason"]:
+                row["reason"] = (
+                    f"misses the error target at N = {row['N']} ({row['failures']} "
+                    f"of {row['decodes']} decodes over {cfg.target_error:g})"
+                )
             fast = row.get("p99") is not None and (
                 cfg.p99_target is None or row["p99"] <= cfg.p99_target
             )
