@@ -325,6 +325,32 @@ def test_main_maps_quick_to_the_quick_config(monkeypatch, tmp_path):
     assert seen["config"] == ne.ExperimentConfig()
 
 
+def test_layerwise_option_serves_the_mlp_only(monkeypatch, tmp_path, capsys):
+    from models.nercc_experiment import __main__ as entry
+    from models.nercc_experiment import layerwise as lw
+
+    seen = {}
+
+    def fake(cfg):
+        seen["cfg"] = cfg
+        return {"seconds": 0.0}
+
+    monkeypatch.setattr(lw, "run_layerwise", fake)
+    monkeypatch.setattr(lw, "format_layerwise", lambda res: "table")
+    entry.main(["--layerwise", "--quick", "--out", str(tmp_path)])
+    assert seen["cfg"] == ne.LayerwiseConfig.quick()
+    assert (tmp_path / "layerwise.md").read_text() == "table\n"
+    assert json.loads((tmp_path / "layerwise.json").read_text())["environment"]
+    with pytest.raises(SystemExit) as e:
+        entry.main(["--layerwise", "--models", "lenet5", "--out", str(tmp_path)])
+    assert e.value.code != 0
+    assert "--layerwise" in capsys.readouterr().err.strip().splitlines()[-1]
+    with pytest.raises(ValueError, match="LayerwiseConfig: stragglers"):
+        ne.LayerwiseConfig(stragglers=("cosmic-rays",))
+    with pytest.raises(ValueError, match="need requests >= 1000"):
+        ne.LayerwiseConfig(requests=999)
+
+
 def test_repvgg_coded_workers_run_the_fused_network(
     tiny_repvgg, split, monkeypatch, tmp_path
 ):
