@@ -90,6 +90,12 @@ def tune_block(cfg: RegimesConfig, k: int, m: int) -> tuple[float, float]:
     return (t.encoder_smoothing, t.decoder_smoothing)
 
 
+@functools.lru_cache(maxsize=256)
+def _batched_encode(code):
+    """jit(vmap(encode)) per code: compiled once per run, not once per cell."""
+    return jax.jit(jax.vmap(code.encode))
+
+
 def _payload_key(code):
     return "lagrange" if isinstance(code, cj.LagrangeCode) else code
 
@@ -127,7 +133,7 @@ def run_block(cfg: RegimesConfig, k: int, m: int, straggler: str, progress=None)
         def payload(code, wl=wl, payloads=payloads):
             key = _payload_key(code)
             if key not in payloads:
-                enc = jax.vmap(code.encode)(jnp.asarray(x))
+                enc = _batched_encode(code)(jnp.asarray(x))
                 y = batched_worker(wl)(enc)
                 reps = -(-_WIDTH // y.shape[-1])
                 payloads[key] = jnp.concatenate([y] * reps, -1)[..., :_WIDTH]

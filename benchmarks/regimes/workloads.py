@@ -138,6 +138,8 @@ def rel_err(value: np.ndarray, truth: np.ndarray) -> np.ndarray:
     return err / np.abs(t).max(axis=ax)
 
 
+@cache
 def batched_worker(wl: Workload, dtype=jnp.bfloat16):
-    """jit(vmap(vmap(worker))): [B, M, F_in] -> [B, M, F_out]."""
+    """jit(vmap(vmap(worker))): [B, M, F_in] -> [B, M, F_out]; one per (workload,
+    dtype), so that every cell and code of a run reuses its compiled programs."""
     return jax.jit(jax.vmap(jax.vmap(lambda v: wl.worker(v, dtype))))
