@@ -46,9 +46,8 @@ def _chunks(n):
     return [slice(s, min(n, s + _CHUNK)) for s in range(0, n, _CHUNK)]
 
 
-def _decode_errors(code, y, masks, order, truth):
-    """Relative error per request of decoding y [E, M, F'] with masks [E, M]
-    (inf where the decode is not ok); truth [E, K, F], F <= F'."""
+def _decode_values(code, y, masks, order):
+    """Decoded values [E, K, F'] and ok [E] of y [E, M, F'] with masks [E, M]."""
     vals, oks = [], []
     for sl in _chunks(y.shape[0]):
         reads = "order" in getattr(code, "answer_fields", ())
@@ -56,8 +55,34 @@ def _decode_errors(code, y, masks, order, truth):
         r = code.decode_batched(y[sl], jnp.asarray(masks[sl]), **kw)
         vals.append(np.asarray(r.value))
         oks.append(np.asarray(r.ok))
-    err = rel_err(np.concatenate(vals)[..., : truth.shape[-1]], truth)
-    return np.where(np.concatenate(oks), err, np.inf)
+    return np.concatenate(vals), np.concatenate(oks)
+
+
+def _decode_errors(code, y, masks, order, truth):
+    """Relative error per request of decoding y [E, M, F'] with masks [E, M]
+    (inf where the decode is not ok); truth [E, K, F], F <= F'."""
+    val, ok = _decode_values(code, y, masks, order)
+    return np.where(ok, rel_err(val[..., : truth.shape[-1]], truth), np.inf)
+
+
+def _joint_errors(code, ys, masks, order, truths):
+    """:func:`_decode_errors` of several workloads' payloads ys [E, M, F'] each
+    under the same masks, decoded side by side in one call (every decoder here
+    is linear column by column, and ok depends on the masks alone once every
+    answer is finite; with a non-finite answer each workload is decoded alone)."""
+    y = jnp.concatenate(ys, -1)
+    if not bool(jnp.isfinite(y).all()):
+        return [
+            _decode_errors(code, yi, masks, order, t)
+            for yi, t in zip(ys, truths, strict=True)
+        ]
+    val, ok = _decode_values(code, y, masks, order)
+    out, start = [], 0
+    for yi, t in zip(ys, truths, strict=True):
+        part = val[..., start : start + t.shape[-1]]
+        out.append(np.where(ok, rel_err(part, t), np.inf))
+        start += yi.shape[-1]
+    return out
 
 
 def layerwise_value(code, wl: Workload, x, masks) -> np.ndarray:
@@ -124,21 +149,42 @@ def run_block(cfg: RegimesConfig, k: int, m: int, straggler: str, progress=None)
         return sims[key]
 
     x = inputs(cfg.seed, e, k, cfg.width)
+    wls = {name: workload(name, cfg.width, cfg.seed) for name in cfg.workloads}
+    truths = {name: wl.truth(x) for name, wl in wls.items()}
+    payloads: dict = {}
+
+    def payload(code, name):
+        key = (name, _payload_key(code))
+        if key not in payloads:
+            enc = _batched_encode(code)(jnp.asarray(x))
+            y = batched_worker(wls[name])(enc)
+            reps = -(-_WIDTH // y.shape[-1])
+            payloads[key] = jnp.concatenate([y] * reps, -1)[..., :_WIDTH]
+        return payloads[key]
+
+    joint: dict = {}
+
+    def errors(code, n, masks, name):
+        """A Lagrange code's decode is one workload's (its degree); any other
+        code is the same for every workload, so the first workload that asks
+        for (code, N) decodes every workload's payload at once."""
+        if isinstance(code, cj.LagrangeCode):
+            return _decode_errors(code, payload(code, name), masks, order, truths[name])
+        if (code, n) not in joint:
+            names = list(cfg.workloads)
+            errs = _joint_errors(
+                code,
+                [payload(code, w) for w in names],
+                masks,
+                order,
+                [truths[w] for w in names],
+            )
+            joint[(code, n)] = dict(zip(names, errs, strict=True))
+        return joint[(code, n)][name]
+
     out = {}
     for name in cfg.workloads:
-        wl = workload(name, cfg.width, cfg.seed)
-        truth = wl.truth(x)
-        payloads: dict = {}
-
-        def payload(code, wl=wl, payloads=payloads):
-            key = _payload_key(code)
-            if key not in payloads:
-                enc = _batched_encode(code)(jnp.asarray(x))
-                y = batched_worker(wl)(enc)
-                reps = -(-_WIDTH // y.shape[-1])
-                payloads[key] = jnp.concatenate([y] * reps, -1)[..., :_WIDTH]
-            return payloads[key]
-
+        wl, truth = wls[name], truths[name]
         rows = []
         target = None
         for sch in schemes(cfg, k, m, wl, smoothing):
@@ -163,8 +209,7 @@ def run_block(cfg: RegimesConfig, k: int, m: int, straggler: str, progress=None)
                     err = rel_err(val, truth)
                     lat = lat + (sch.rounds - 1) * shift
                 else:
-                    y = payload(sch.code)
-                    err = _decode_errors(sch.code, y, masks, order, truth)
+                    err = errors(sch.code, n, masks, name)
                 tries.append((n, lat, err, okf))
                 if target is None and sch.name == "uncoded":
                     target = cfg.target_factor * _pct(err, 50)
