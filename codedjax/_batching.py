@@ -100,6 +100,17 @@ def _call(single, batched, statics, pattern, data, points):
     for x, f in zip(data[1:], flags[1:], strict=True):
         x = _to_full(x, f, full)
         rest.append(x.reshape((b,) + x.shape[len(full) :]))
+    if b == 0:
+        # an empty batch (jax.vmap over zero masks): nothing to decode, an empty
+        # result of the shapes and dtypes one decode returns
+        one = [
+            jax.ShapeDtypeStruct(x.shape[1:] if f else x.shape, x.dtype)
+            for x, f in zip((y, *rest), (per_mask,) + (True,) * len(rest), strict=True)
+        ]
+        spec = jax.eval_shape(lambda *d: single(tuple(d), points, **kw), *one)
+        return jax.tree_util.tree_map(
+            lambda s: jnp.zeros(full + s.shape, s.dtype), spec
+        )
     out = batched((y, *rest), points, per_mask, **kw)
     return jax.tree_util.tree_map(lambda v: v.reshape(full + v.shape[1:]), out)
 

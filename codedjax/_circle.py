@@ -75,6 +75,7 @@ from ._dtypes import (
     resolve_accum_dtype,
     unit_roundoff,
 )
+from ._errors import payload_scale
 from ._polynomial import check_order, threshold_selection
 from ._result import DecodeResult, apply_decoding, finish, predicted_error, status_of
 
@@ -331,11 +332,14 @@ def _decode_impl(y, sel, batched, per_mask, num_inputs, degree, pack, acc, resid
     sel2 = jnp.repeat(sel, 2, axis=-1)
     rss = None
     if residual:
-        rss = residual_sq(ls.q, yc, sel, acc, per_mask=per_mask)
+        # the residual of y / s (s a power of two, exact): it cannot overflow
+        s = payload_scale(flat, acc)
+        rss = residual_sq(ls.q, yc / s.astype(yc.dtype), sel, acc, per_mask=per_mask)
     # 2N real answers, 2D real unknowns: 2 (N - D) degrees of freedom
     error = predicted_error(
-        a2, flat, sel2, y.dtype, residual_sq=rss, dof=2 * (ls.num_used - dd)
-    )
+        a2, flat, sel2, y.dtype, residual_sq=rss, dof=2 * (ls.num_used - dd),
+        residual_scaled=True,
+    )  # fmt: skip
     return value, ls, error, dd
 
 

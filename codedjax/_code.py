@@ -37,6 +37,7 @@ from ._dtypes import (
     check_mask,
     check_one_mask,
     check_payload,
+    errors_named,
 )
 from ._result import DecodeResult
 from ._threads import serialised_call
@@ -215,7 +216,8 @@ class Code:
                 f"{type(self).__name__}.encode: x must have shape [K, ...] = "
                 f"[{self.num_inputs}, ...], got {tuple(x.shape)}"
             )
-        return _encode_jit(self, x)
+        with errors_named(f"{type(self).__name__}.encode"):
+            return _encode_jit(self, x)
 
     def decode(self, y: ArrayLike, mask: ArrayLike) -> DecodeResult:
         """Decode one straggler pattern.
@@ -273,7 +275,8 @@ class Code:
         mask = check_mask(
             f"{type(self).__name__}.decoding_matrix", mask, self.num_workers
         )
-        return _matrix_jit(self, mask, jnp.dtype(dtype))
+        with errors_named(f"{type(self).__name__}.decoding_matrix"):
+            return _matrix_jit(self, mask, jnp.dtype(dtype))
 
     def decode_answers(self, answers: Answers) -> DecodeResult:
         """Decode one request from everything the runtime knows about its answers.
@@ -315,8 +318,13 @@ class Code:
         return y, mask
 
     def _check_batched(self, fname, y, masks, shared_y):
-        """(y, masks, lead): ``lead`` is y's leading shape, [M] or [B, M]."""
-        y = check_payload(fname, "y", y)
+        """(y, masks, lead): ``lead`` is y's leading shape, [M] or [B, M].
+
+        B = 0 masks (and payloads) are an empty batch, decoded to an empty
+        result; every other axis must hold at least one entry."""
+        y = check_floating(fname, "y", y)
+        if 0 in (y.shape if shared_y else y.shape[1:]):
+            check_payload(fname, "y", y)  # refused, with the payload's message
         masks = check_mask(fname, masks, self.num_workers, name="masks")
         if masks.ndim != 2:
             raise ValueError(
@@ -335,7 +343,8 @@ class Code:
 
     def _decode_one(self, y, mask, **extras):
         """``decode`` after its checks: the code's jitted program."""
-        return _decode_jit(self, y, mask, extras)
+        with errors_named(f"{type(self).__name__}.decode"):
+            return _decode_jit(self, y, mask, extras)
 
     def _decode_many(self, y, masks, shared_y, **extras):
         """``decode_batched`` after its checks: the code's jitted program.
@@ -343,9 +352,12 @@ class Code:
         Vmapped decoders run batched LAPACK (QR, Cholesky) on CPU: one such
         program at a time in the process (see ``codedjax._threads``).
         """
-        return serialised_call(
-            _decode_batched_jit, self, y, masks, bool(shared_y), extras
-        )
+        with errors_named(f"{type(self).__name__}.decode_batched"):
+            if masks.shape[0] == 0:
+                return _empty_batch(self, y, masks, bool(shared_y), extras)
+            return serialised_call(
+                _decode_batched_jit, self, y, masks, bool(shared_y), extras
+            )
 
     # --- hooks for subclasses (traced) -------------------------------------------
     def _encode(self, x):
@@ -380,6 +392,28 @@ class Code:
         eye = jnp.eye(n, dtype=dtype).reshape((self.num_workers,) + cs + (n,))
         a = self._decode(eye, mask).value  # [K, n]
         return a.reshape((a.shape[0], self.num_workers) + cs)
+
+
+def _empty_batch(code, y, masks, shared_y, extras):
+    """decode_batched of B = 0 masks: an empty result (as jax.vmap over zero masks
+    gives), of the shapes and dtypes one mask's result has, with a leading 0."""
+
+    def one(x):  # an argument with the leading B = 0 axis: shaped as for B = 1
+        if x is None or x.ndim == 0 or x.shape[0] != 0:
+            return x
+        return jax.ShapeDtypeStruct((1,) + x.shape[1:], x.dtype)
+
+    ys = y if shared_y else one(y)
+    ex = {k: one(v) for k, v in extras.items()}
+    spec = jax.eval_shape(
+        lambda yy, mk, e: _decode_batched_jit(code, yy, mk, shared_y, e),
+        ys,
+        one(masks),
+        ex,
+    )
+    return jax.tree_util.tree_map(
+        lambda s: jnp.zeros((0,) + s.shape[1:], s.dtype), spec
+    )
 
 
 def _drop_none(extras):

@@ -7,7 +7,9 @@ in bf16 or f16.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -89,8 +91,25 @@ def resolve_accum_dtype(fname: str, dtype: Any, accum_dtype: Any = None) -> jnp.
 
 
 def unit_roundoff(dtype: Any) -> float:
-    """Unit roundoff u = eps / 2 of a floating dtype (bf16: 2**-8, f32: 2**-24)."""
-    return float(jnp.finfo(jnp.dtype(dtype)).eps) / 2.0
+    """Unit roundoff u = eps / 2 of a floating dtype (bf16: 2**-8, f32: 2**-24).
+
+    Raises:
+        TypeError: ``dtype`` is not a floating dtype.
+    """
+    return float(jnp.finfo(_floating_dtype(dtype)).eps) / 2.0
+
+
+@functools.lru_cache(maxsize=64)
+def _floating_dtype(dtype: Any) -> jnp.dtype:
+    try:
+        dt = jnp.dtype(dtype)
+    except TypeError as err:
+        raise TypeError(
+            f"unit_roundoff: expected a floating dtype, got {dtype!r}"
+        ) from err
+    if not jnp.issubdtype(dt, jnp.floating):
+        raise TypeError(f"unit_roundoff: expected a floating dtype, got {dt}")
+    return dt
 
 
 def matmul_precision():
@@ -155,6 +174,29 @@ def low_precision_worker(fn: Callable, dtype: Any = jnp.bfloat16) -> Callable:
 # arrays.
 
 
+@contextlib.contextmanager
+def errors_named(fname: str):
+    """Re-raise a ValueError or TypeError from inside a public entry point with the
+    name of the entry point the user called (``fname``), not that of the internal
+    function that found the mistake: ``"chebyls_decode: x"`` raised while
+    ``ChebyLSCode.decode`` runs becomes ``"ChebyLSCode.decode: x"`` (the original
+    error is chained as its cause)."""
+    try:
+        yield
+    except (ValueError, TypeError) as err:
+        msg = str(err)
+        if msg.startswith(f"{fname}:"):
+            raise
+        head, sep, tail = msg.partition(": ")
+        if sep and _NAME.fullmatch(head):
+            msg = tail  # the internal function's name, replaced
+        cls = TypeError if isinstance(err, TypeError) else ValueError
+        raise cls(f"{fname}: {msg}") from err
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
+
+
 def check_int(fname: str, name: str, value: Any, minimum: int | None = None) -> int:
     """A Python int (not bool) at least ``minimum``; raise naming the function."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -166,6 +208,43 @@ def check_int(fname: str, name: str, value: Any, minimum: int | None = None) -> 
     if minimum is not None and value < minimum:
         raise ValueError(f"{fname}: {name} must be >= {minimum}, got {value}")
     return value
+
+
+def check_number(
+    fname: str,
+    name: str,
+    value: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    open_low: bool = False,
+    open_high: bool = False,
+) -> float:
+    """A finite real number (not bool, not an array of several) in [low, high]
+    (open ends where asked); raise naming the public function ``fname``. NaN and
+    +-inf are refused."""
+    try:
+        if isinstance(value, (bool, str, bytes)):
+            raise TypeError
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{fname}: {name} must be a real number, got {type(value).__name__} "
+            f"{value!r}"
+        ) from None
+    lo = "(" if open_low or low is None else "["
+    hi = ")" if open_high or high is None else "]"
+    lo_v = "-inf" if low is None else low
+    hi_v = "inf" if high is None else high
+    span = f"{lo}{lo_v}, {hi_v}{hi}"
+    bad = not np.isfinite(v)
+    if low is not None:
+        bad = bad or (v <= low if open_low else v < low)
+    if high is not None:
+        bad = bad or (v >= high if open_high else v > high)
+    if bad:
+        raise ValueError(f"{fname}: {name} must be finite and in {span}, got {value!r}")
+    return v
 
 
 def check_worker_dtype(fname: str, worker_dtype: Any) -> jnp.dtype:

@@ -63,12 +63,16 @@ def noise_level(
     acc,
     residual_sq: jax.Array | None = None,
     dof: jax.Array | int | None = None,
+    scale: jax.Array | float = 1.0,
+    solve_factor: float = 1.0,
 ) -> jax.Array:
     """sigma_f [..., F]: the per-column noise level of the selected answers.
 
-    ``u * rms`` over the selected rows of each column (non-finite entries count as
-    zero), raised to ``sqrt(residual_sq / dof)`` where a least-squares residual with
-    ``dof`` = N - D > 0 degrees of freedom is given.
+    ``u * max(rms, tiny_w)`` over the selected rows of each column (non-finite
+    entries count as zero; tiny_w the smallest normal number of the workers' dtype,
+    below which their rounding is absolute), raised to ``sqrt(residual_sq / dof)``
+    where a least-squares residual with ``dof`` = N - D > 0 degrees of freedom is
+    given.
 
     Args:
         y: [M, F] (shared) or [..., M, F] answers.
@@ -77,6 +81,11 @@ def noise_level(
         acc: the dtype of the result.
         residual_sq: optional [..., F] residual sum of squares of the fit.
         dof: optional int or int array [...], N - D.
+        scale: the power of two ``y`` was divided by (the workers' subnormal
+            floor, ``tiny(worker_dtype) * u``, is expressed in the units of y).
+        solve_factor: the decoder's own rounding in units of the accumulation
+            dtype's u (u = max(u_w, solve_factor u_acc)): a factorisation of an
+            ill-conditioned system perturbs the answers by a few u_acc.
     """
     yy = jnp.where(jnp.isfinite(y), y.astype(acc), jnp.zeros((), acc))
     w = sel.astype(acc)
@@ -86,7 +95,14 @@ def noise_level(
     else:  # one payload shared by every mask
         ms = jnp.matmul(w, yy * yy)
     ms = ms / n[..., None]
-    sigma = rounding_level(worker_dtype, acc) * jnp.sqrt(ms)
+    # an answer in the workers' subnormal range rounds to their absolute spacing,
+    # not relative to its size: the rms is floored at the workers' smallest normal
+    # number (in the units of y, which the caller may have divided by ``scale``)
+    floor = jnp.asarray(float(jnp.finfo(worker_dtype).tiny), acc) / jnp.asarray(
+        scale, acc
+    )
+    u = max(unit_roundoff(worker_dtype), solve_factor * unit_roundoff(acc))
+    sigma = u * jnp.maximum(jnp.sqrt(ms), floor)
     if residual_sq is not None:
         dof = jnp.asarray(dof)
         dsafe = jnp.maximum(dof, 1).astype(acc)[..., None]
@@ -144,10 +160,33 @@ def predicted_error_of(
     rs = None
     if residual_sq is not None:
         rs = residual_sq if residual_scaled else residual_sq.astype(dt) / s / s
-    sigma = noise_level(y.astype(dt) / s, sel, worker_dtype, dt, rs, dof)
+    sigma = noise_level(y.astype(dt) / s, sel, worker_dtype, dt, rs, dof, scale=s)
     gain_sq = jnp.max(jnp.sum(a * a, axis=-1), axis=-1, initial=0.0)
     k, f = a.shape[-2], y.shape[-1]
-    return (error_from_gain(gain_sq, sigma, k * f) * s).astype(dt)
+    e = error_from_gain(gain_sq, sigma, k * f) * s
+    n = jnp.sum(sel, axis=-1, dtype=jnp.int32)
+    return (e + flush_floor(gain_sq, n, dt)).astype(dt)
+
+
+def flush_floor(gain_sq: jax.Array, num_used: jax.Array, acc) -> jax.Array:
+    """(||A||_inf + 1) tiny: what flushing subnormal numbers to zero can cost.
+
+    XLA flushes subnormal operands and results to zero on CPU and on most
+    accelerators (no scaling can recover an operand that is read as zero): each
+    used answer below the smallest normal number ``tiny`` of ``acc`` may be lost,
+    an error of at most ``tiny`` each, weighted by its row of A
+    (``||A_k||_1 <= sqrt(N) ||A_k||_2``), and a decoded value below ``tiny`` may
+    be flushed itself (the ``+ 1``). Negligible for any normal payload (1e-38
+    absolute in float32); for a subnormal one it is the error the decode makes.
+
+    Args:
+        gain_sq: [...] max_k ||A_{k,:}||_2^2.
+        num_used: [...] N, the answers used.
+        acc: the accumulation dtype.
+    """
+    tiny = jnp.asarray(float(jnp.finfo(acc).tiny), acc)
+    n = jnp.asarray(num_used).astype(acc)
+    return (jnp.sqrt(n * jnp.asarray(gain_sq, acc)) + 1) * tiny
 
 
 def payload_scale(y: jax.Array, acc) -> jax.Array:

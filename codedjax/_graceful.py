@@ -29,7 +29,7 @@ from ._dtypes import (
     finite_rows,
     points_valid,
 )
-from ._errors import error_quantile, noise_level
+from ._errors import error_quantile, flush_floor, noise_level, payload_scale
 from ._result import DecodeResult, finish, status_of
 
 # Prior decays rho of the Chebyshev coefficients (c_j ~ N(0, s^2 rho^(2j))) and
@@ -40,6 +40,12 @@ PRIOR_SCALES = tuple(float(v) for v in np.logspace(-3, 2, 41))
 # the smooth decoder's (ChebyLS's prediction rests on the rounding model alone, the
 # smooth decoder's on its prior as well).
 PREFER_LS = 2.0
+# the SVDs' own rounding, in units of the accumulation dtype's u, as a noise level of
+# the answers: float32 answers decoded in float32 at N = D (K = 8, M = 40, D = 22)
+# come out up to 2.6 times the prediction at u_acc alone (95th percentile), within
+# it at 4 u_acc (docs/decoding.md); answers from coarser workers (bf16) are not
+# affected
+SOLVE_ROUNDING = 4.0
 
 
 def check_smooth_args(
@@ -60,9 +66,17 @@ def _svd_fits(y, sel, alpha, beta, d, acc, wdt):
     tb = chebyshev_vandermonde(beta, d) * scale[None, :]
     flat = y.reshape(m, -1).astype(acc)
     flat = jnp.where(sel[:, None] & jnp.isfinite(flat), flat, jnp.zeros((), acc))
+    # everything below is homogeneous of degree 1 in y: it runs on y / p (p a power
+    # of two, exact), so that squaring answers near the top of the range (1e30 in
+    # float32) cannot overflow and small ones cannot underflow; the values and
+    # errors are scaled back at the end
+    p = payload_scale(flat, acc)
+    flat = flat / p
     n = jnp.sum(sel, dtype=jnp.int32)
     eps = jnp.finfo(acc).eps
-    tiny = jnp.finfo(acc).tiny
+    # a noise level whose square and inverse square stay finite (an all-zero
+    # payload has no rounding at all)
+    tiny = jnp.sqrt(jnp.asarray(float(jnp.finfo(acc).tiny), acc))
 
     rho = jnp.asarray(PRIOR_DECAYS, acc)
     wts = rho[:, None] ** jnp.arange(d, dtype=acc)[None, :]  # [R, D]
@@ -87,7 +101,9 @@ def _svd_fits(y, sel, alpha, beta, d, acc, wdt):
     resid = jnp.where(sel[:, None], flat - fitted, jnp.zeros((), acc))
     rss = jnp.sum(resid * resid, axis=0)  # [F]
     dof = n - d
-    sigma = noise_level(flat, sel, wdt, acc, rss, dof)  # [F]
+    sigma = noise_level(  # [F]
+        flat, sel, wdt, acc, rss, dof, scale=p, solve_factor=SOLVE_ROUNDING
+    )
     sigma = jnp.maximum(sigma, tiny)
     full_rank = jnp.all(keep0) & (n >= d)
     cond = jnp.where(full_rank, s0[0] / s0[-1], jnp.asarray(jnp.inf, acc))
@@ -100,10 +116,13 @@ def _svd_fits(y, sel, alpha, beta, d, acc, wdt):
     s2 = jnp.where(keep, s, 0.0) ** 2  # [R, D]
     sig2 = (sigma**2)[None, None, None, :]
     v = sf[None, :, None, :] ** 2 * s2[:, None, :, None] + sig2  # [R, T, D, F]
-    ratio = v / sig2
     z2 = zc[:, None, :, :] ** 2  # [R, 1, D, F]
-    quad = jnp.sum(z2 * (1.0 / sig2 - 1.0 / v), axis=(2, 3))
-    logdet = jnp.sum(jnp.log(ratio), axis=(2, 3))
+    # the evidence up to terms that are the same for every (decay, scale): the sum
+    # of z^2 / sigma^2 (about 1e15 for float32 answers, whose rounding in float32
+    # would swamp the differences between candidates) and of log sigma^2 are left
+    # out
+    quad = -jnp.sum(z2 / v, axis=(2, 3))
+    logdet = jnp.sum(jnp.log(v / sig2), axis=(2, 3))
     loglik = 0.5 * (quad - logdet)  # [R, T]
     best = jnp.argmax(loglik.reshape(-1))
     r_i, t_i = best // scales.shape[0], best % scales.shape[0]
@@ -113,7 +132,11 @@ def _svd_fits(y, sel, alpha, beta, d, acc, wdt):
     value_sm = pb @ (shrink * zc[r_i])  # [K, F]
     post_var = (sf[t_i][None, :] ** 2 * sigma[None, :] ** 2) / vb  # [D, F]
     var_k = (pb**2) @ post_var  # [K, F]
+    # the smooth decoder's noise gain: A_f = P_b diag(shrink_f) U^T
+    gain_sq_sm = jnp.max((pb**2) @ (shrink**2))
     return dict(
+        scale=p,
+        gain_sq_sm=gain_sq_sm,
         flat=flat,
         n=n,
         value_ls=value_ls,
@@ -124,15 +147,26 @@ def _svd_fits(y, sel, alpha, beta, d, acc, wdt):
         value_sm=value_sm,
         var_sm=var_k,
         decay=rho[r_i],
-        scale=scales[t_i],
+        prior_scale=scales[t_i],
     )
 
 
-def _errors(fits, k, f):
+def _errors(fits, k, f, acc):
+    """Both predicted errors in the answers' units (``fits`` is in units of y / p),
+    each with what flushing subnormal numbers can cost
+    (:func:`codedjax._errors.flush_floor`)."""
     z = error_quantile(k * f)
-    sigma = fits["sigma"]
+    sigma, p, n = fits["sigma"], fits["scale"], fits["n"]
     err_ls = z * jnp.sqrt(fits["gain_sq_ls"] + 1.0) * jnp.max(sigma)
     err_sm = z * jnp.sqrt(jnp.max(fits["var_sm"] + sigma[None, :] ** 2))
+    # an all-zero payload (or one flushed to zero) decodes to exact zeros: its
+    # noise level is the floor that keeps the algebra finite, not a rounding error
+    live = jnp.where(jnp.any(fits["flat"] != 0), p, jnp.zeros((), acc))
+    err_ls = err_ls * live + flush_floor(fits["gain_sq_ls"], n, acc)
+    # (answers flushed to zero are lost to the smooth decoder as much as to the
+    # least-squares one, whichever shrinks the rest more)
+    gain_sm = jnp.maximum(fits["gain_sq_sm"], fits["gain_sq_ls"])
+    err_sm = err_sm * live + flush_floor(gain_sm, n, acc)
     return err_ls, err_sm
 
 
@@ -145,21 +179,22 @@ def _smooth_impl(y, mask, alpha, beta, num_coeffs, acc, wdt):
     sel = mask & finite_rows(y)
     fits = _svd_fits(y, sel, alpha, beta, num_coeffs, acc, wdt)
     k, f = beta.shape[0], fits["flat"].shape[1]
-    _, err_sm = _errors(fits, k, f)
+    _, err_sm = _errors(fits, k, f, acc)
     status = status_of(
         points_ok=points_valid(alpha) & points_valid(beta), enough=fits["n"] >= 1
     )
-    return _finish(y, fits["value_sm"], fits["cond"], fits["n"], status, err_sm)
+    value = fits["value_sm"] * fits["scale"]
+    return _finish(y, value, fits["cond"], fits["n"], status, err_sm)
 
 
 def _graceful_impl(y, mask, alpha, beta, num_coeffs, acc, wdt):
     sel = mask & finite_rows(y)
     fits = _svd_fits(y, sel, alpha, beta, num_coeffs, acc, wdt)
     k, f = beta.shape[0], fits["flat"].shape[1]
-    err_ls, err_sm = _errors(fits, k, f)
+    err_ls, err_sm = _errors(fits, k, f, acc)
     ls_ok = fits["full_rank"] & (fits["cond"] * jnp.finfo(acc).eps < 1)
     use_ls = ls_ok & (err_ls <= PREFER_LS * err_sm)
-    value = jnp.where(use_ls, fits["value_ls"], fits["value_sm"])
+    value = jnp.where(use_ls, fits["value_ls"], fits["value_sm"]) * fits["scale"]
     err = jnp.where(use_ls, err_ls, err_sm)
     status = status_of(
         points_ok=points_valid(alpha) & points_valid(beta), enough=fits["n"] >= 1

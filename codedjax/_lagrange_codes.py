@@ -23,6 +23,7 @@ from ._dtypes import (
     check_floating,
     check_int,
     check_worker_dtype,
+    errors_named,
 )
 from ._graceful import graceful_decode
 from ._polynomial import (
@@ -347,7 +348,8 @@ class RobustCode(LagrangeCode):
         acc = acc_of(y)
         a = device_points(self.num_workers, self.kind, acc)
         b = device_points(self.num_inputs, 1, acc)
-        return _decode_points_jit(self, y, mask, noise_sd, a, b)
+        with errors_named(f"{type(self).__name__}.decode"):
+            return _decode_points_jit(self, y, mask, noise_sd, a, b)
 
     def _decode(self, y, mask, noise_sd=None, points=None):
         acc = acc_of(y)

@@ -118,7 +118,12 @@ class ParityCode(Code):
         flat = y.reshape(y.shape[0], math.prod(y.shape[1:]))
         sel = mask & jnp.all(jnp.isfinite(flat), axis=1)
         a, ok, rebuilt = self._plan(sel, acc)
-        value = apply_decoding(a, y, acc)
+        # a query's own answer is copied bit for bit (a subnormal one included,
+        # which the product would flush to zero)
+        k = self.num_inputs
+        value = apply_decoding(
+            a, y, acc, hit=~rebuilt, hit_idx=jnp.arange(k, dtype=jnp.int32)
+        )
         used = jnp.any(a != 0, axis=0) & sel
         any_rebuilt = ok & jnp.any(rebuilt)
         # max row sum of |A|: 1 for a copied answer, k for a rebuilt one

@@ -45,6 +45,7 @@ from ._dtypes import (
     resolve_accum_dtype,
     unit_roundoff,
 )
+from ._errors import payload_scale
 from ._result import DecodeResult, apply_decoding, finish, predicted_error, status_of
 
 
@@ -225,10 +226,13 @@ def _finish(y, sel, g, batched, per_mask, acc):
     flat = y.reshape(lead + (m, math.prod(y.shape[lead_axes + 1 :])))
     clean = flat.astype(acc)
     clean = jnp.where(jnp.isfinite(clean), clean, jnp.zeros((), acc))
-    rss = residual_sq(ls.q, clean, sel, acc, per_mask=per_mask)
+    # the residual of y / s (s a power of two, exact): it cannot overflow
+    s = payload_scale(flat, acc)
+    rss = residual_sq(ls.q, clean / s, sel, acc, per_mask=per_mask)
     error = predicted_error(
-        ls.a, flat, sel, y.dtype, residual_sq=rss, dof=ls.num_used - k
-    )
+        ls.a, flat, sel, y.dtype, residual_sq=rss, dof=ls.num_used - k,
+        residual_scaled=True,
+    )  # fmt: skip
     status = status_of(
         points_ok=jnp.all(jnp.isfinite(g)), enough=ls.num_used >= k, solved=ls.ok
     )

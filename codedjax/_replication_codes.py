@@ -17,7 +17,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from ._code import Code, acc_of
-from ._dtypes import check_int
+from ._dtypes import check_int, errors_named
 from ._repapprox import repapprox_decode, repapprox_encode, repapprox_layout
 from ._result import DecodeResult, Status, finish
 
@@ -95,12 +95,18 @@ def repapprox_code(
         raise ValueError(
             f"{fname}: fallback must be 'berrut' or 'nercc', got {fallback!r}"
         )
-    lam = float(smoothing)
+    try:
+        lam = float(smoothing)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{fname}: smoothing must be a number >= 0, got {smoothing!r}"
+        ) from None
     if not (np.isfinite(lam) and lam >= 0):
         raise ValueError(
             f"{fname}: smoothing must be finite and >= 0, got {smoothing!r}"
         )
-    _layout(k, c, m)  # validates K c <= M with the layout's own error
+    with errors_named(fname):  # K c <= M, as the layout checks it
+        _layout(k, c, m)
     return RepApproxCode(k, m, replication=c, fallback=fallback, smoothing=lam)
 
 
@@ -155,7 +161,10 @@ class ReplicationCode(Code):
         n_used = jnp.sum(have).astype(jnp.int32)
         ok = jnp.all(have)
         safe = jnp.where(sel[:, None], flat, 0).astype(acc)
-        value = jnp.matmul(pick.astype(acc), safe, precision=jax.lax.Precision.HIGHEST)
+        # a gather, not a product: the answer is copied bit for bit (a subnormal
+        # one included, which any arithmetic would flush to zero)
+        first = jnp.argmax(pick, axis=1)
+        value = jnp.where(have[:, None], safe[first], jnp.zeros((), acc))
         value = value.reshape((self.num_inputs,) + y.shape[1:])
         status = jnp.where(
             ok, int(Status.SUCCESS), int(Status.TOO_FEW_RESPONSES)

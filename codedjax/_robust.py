@@ -30,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._chebyshev import chebyshev_vandermonde, orthonormal_column_scale
-from ._dtypes import finite_rows, points_valid
-from ._errors import error_quantile, rounding_level
+from ._dtypes import check_number, finite_rows, points_valid
+from ._errors import error_quantile, flush_floor, rounding_level
 from ._graceful import check_smooth_args
 from ._result import Status, finish, status_of
 
@@ -236,6 +236,9 @@ def _robust_impl(
         # intermediate values it came from), leaving out answers over 1000 times
         # the median: a huge corrupted answer must not raise everybody's level
         size = jnp.hypot(row_rms, 0.5 * _typical_rms(row_rms, sel))
+        # an answer in the workers' subnormal range rounds to their absolute
+        # spacing (the smallest normal number times u), not relative to its size
+        size = jnp.maximum(size, float(jnp.finfo(wdt).tiny))
         base = gamma * u_w  # one answer's noise, relative to its size
     else:
         # the caller's standard deviation of each answer's rounding error; an
@@ -325,6 +328,11 @@ def _robust_impl(
         / jnp.maximum(n_kept, 1).astype(acc)
     )
     err = z * jnp.hypot(jnp.sqrt(gain_sq) * jnp.max(sig * back), u_w * rms_kept)
+    # what flushing subnormal answers or values to zero can cost; the decoding
+    # matrix in the answers' units is proj U^T diag(1 / size) / wmax, its rows at
+    # most ||proj row|| max(1 / size) / wmax
+    gain_ans = gain_sq * (jnp.max(jnp.where(kept, 1.0 / size, 0)) / wmax) ** 2
+    err = err + flush_floor(gain_ans, n_kept, acc)
     eps = jnp.finfo(acc).eps
     status = status_of(
         points_ok=points_valid(alpha) & points_valid(beta),
@@ -453,12 +461,14 @@ def robust_decode(
             f"{fname}: max_corrupted (A) must be at most {MAX_CORRUPTED} (the search "
             f"compiles a program that grows as A^4), got {max_corrupted}"
         )
-    if not 0.0 < float(false_alarm) < 1.0:
-        raise ValueError(f"{fname}: false_alarm must lie in (0, 1), got {false_alarm}")
+    false_alarm = check_number(
+        fname, "false_alarm", false_alarm, low=0, high=1, open_low=True, open_high=True
+    )
     k = beta.shape[0]
-    gamma = worker_noise_scale(k, d) if noise_scale is None else float(noise_scale)
-    if not gamma > 0:
-        raise ValueError(f"{fname}: noise_scale must be > 0, got {noise_scale}")
+    if noise_scale is None:
+        gamma = worker_noise_scale(k, d)
+    else:
+        gamma = check_number(fname, "noise_scale", noise_scale, low=0, open_low=True)
     f = 1
     for s in y.shape[1:]:
         f *= s

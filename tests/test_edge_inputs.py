@@ -136,6 +136,12 @@ NONE = jnp.zeros(M, bool)
 ONE = jnp.array([0, 0, 0, 1, 0, 0, 0, 0], bool)
 
 
+def _subnormal(y, scale):
+    """y * scale rounded once in numpy (jax.numpy arithmetic on CPU flushes
+    subnormal results to zero)."""
+    return jnp.asarray((np.asarray(y, np.float64) * scale).astype(np.float32))
+
+
 def _with_row(y, i, v):
     return y.at[i].set(v)
 
@@ -185,7 +191,9 @@ def _check_ok_false(r, name):
     assert np.all(np.isinf(np.asarray(r.error))), f"{name}: error not inf"
 
 
-def _check_correct(r, ref, name, *, worker=jnp.float32, acc=np.float32, floor=0.0):
+def _check_correct(
+    r, ref, name, *, worker=jnp.float32, acc=np.float32, floor=0.0, covered=False
+):
     expect, gain = ref
     assert bool(np.all(np.asarray(r.ok))), (
         f"{name}: ok False (status {np.asarray(r.status)}), expected a value"
@@ -198,6 +206,13 @@ def _check_correct(r, ref, name, *, worker=jnp.float32, acc=np.float32, floor=0.
     tol = 16 * (u_w + 64 * M * u_a) * max(1.0, gain) * max(big, 1e-300) + floor
     err = float(np.max(np.abs(v - expect), initial=0.0))
     assert err <= tol, f"{name}: error {err:.3g} > tol {tol:.3g}"
+    # ok comes with a finite prediction (answers near the top of the range
+    # included); where the error is bounded deterministically (subnormal answers
+    # flushed to zero: at most the flush floor) it must cover it
+    pred = np.asarray(r.error, np.float64)
+    assert np.all(np.isfinite(pred)), f"{name}: predicted error {pred} with ok True"
+    if covered:
+        assert err <= float(np.min(pred)), f"{name}: error {err:.3g} > predicted {pred}"
 
 
 def _check_error(exc, fname, name):
@@ -268,7 +283,12 @@ def _ls_cases(fname, fn, extra, ref_fn):
         "correct",
         ref=refd(sub, ALL),
         floor=64 * float(np.finfo(F32).tiny),
+        covered=True,
     )
+    smallest = _payload(ALPHA, 1e-44)
+    add("smallest", (smallest, SOME, ALPHA, BETA), "correct",
+        ref=refd(smallest, SOME), floor=64 * float(np.finfo(F32).tiny),
+        covered=True)  # fmt: skip
     zero = jnp.zeros_like(y)
     add("zeros", (zero, ALL, ALPHA, BETA), "correct", ref=refd(zero, ALL))
     y1 = y[:, 0]
@@ -417,13 +437,15 @@ def _interp_cases(fname, fn, ref_fn, static, min_nodes):
     )
     big = y * 3e38
     add("huge", (big, ALL, BALPHA, BBETA), "correct", ref=refd(big, ALL))
-    sub = y * 1e-40
+    # built in numpy: a jax.numpy product would flush the subnormals to zero
+    sub = jnp.asarray((np.asarray(y, np.float64) * 1e-40).astype(F32))
     add(
         "subnormal",
         (sub, ALL, BALPHA, BBETA),
         "correct",
         ref=refd(sub, ALL),
         floor=64 * float(np.finfo(F32).tiny),
+        covered=True,
     )
     dup = BALPHA.at[1].set(BALPHA[0])
     ydup = y.at[1].set(y[0])
@@ -537,7 +559,8 @@ _rep_cases()
 
 # ---- the learned-parity code (ParM): a Code's decode, K = 6 in groups of 3, M = 8 --
 
-PARITY = cj.parity_code(num_inputs=6, group=3)
+# its parity model is the identity (exact): a stated parity error of 0
+PARITY = cj.parity_code(num_inputs=6, group=3, parity_error=0.0)
 
 
 def ref_parity(y, mask, k=3):
@@ -584,6 +607,9 @@ def _parity_cases():
     add("huge", (big, one_each), "correct", ref=ref_parity(big, one_each))
     tiny = y * 1e-30
     add("tiny", (tiny, one_each), "correct", ref=ref_parity(tiny, one_each))
+    sub = _subnormal(y, 1e-40)  # flushed to zero where rebuilt; copied bit for bit
+    add("subnormal", (sub, one_each), "correct", ref=ref_parity(sub, one_each),
+        floor=64 * float(np.finfo(F32).tiny), covered=True)  # fmt: skip
     add("zeros", (jnp.zeros_like(y), one_each), "correct",
         ref=ref_parity(np.zeros((8, 2)), one_each))  # fmt: skip
     # other payload shapes and dtypes compile another program: eager only
@@ -774,6 +800,9 @@ def _code_cases():
         add("huge", (big, SOME), "correct", ref=ref_fn(big, SOME))
         tiny = y * 1e-30
         add("tiny", (tiny, ALL), "correct", ref=ref_fn(tiny, ALL))
+        sub = _subnormal(y, 1e-40)
+        add("subnormal", (sub, SOME), "correct", ref=ref_fn(sub, SOME),
+            floor=64 * float(np.finfo(F32).tiny), covered=True)  # fmt: skip
         add("zeros", (jnp.zeros_like(y), ALL), "correct", ref=ref_fn(0 * y, ALL))
         ybf = y.astype(jnp.bfloat16)
         ref_bf = ref_fn(ybf.astype(F32), SOME)
@@ -1336,3 +1365,172 @@ def test_predicted_error_is_finite_and_covers_at_the_edge_of_the_range(scale):
         # the same prediction as at scale 1 (y * 1e30 rounds once more: the
         # residual's noise differs by a few tens of percent)
         np.testing.assert_allclose(pred / scale, float(base.error), rtol=0.5)
+
+
+# ----------------------------------------------------------------------------------
+# classes across every code: magnitudes at the edge of the dtype, zero-size axes,
+# bad arguments of every factory
+
+
+def test_edge_magnitudes_of_graceful_robust_and_replication():
+    """The decoders the table does not run, at its shapes (M = 8, K = 3, D = 5,
+    F = 2; one program each, eager): subnormal answers (flushed to zero by XLA),
+    the smallest subnormal, rows of subnormal and normal answers, and answers near
+    1e30 and 1e38 decode with a finite predicted error that covers the error
+    against float64 least squares on the same answers (the robust decoder refuses
+    the mixed rows, which fit no polynomial, as UNDECIDABLE)."""
+    y = _payload(ALPHA)
+    odd = (np.arange(M) % 2 == 1)[:, None]
+    cases = {
+        "subnormal": _subnormal(y, 1e-40),
+        "smallest": _subnormal(y, 1e-44),
+        "mixed_rows": jnp.asarray(np.where(odd, y, _subnormal(y, 1e-40))),
+        "1e30": _subnormal(y, 1e30),
+        "1e38": _subnormal(y, 1e38),
+    }
+    rep = cj.replication_code(num_inputs=K, num_workers=M)
+    decoders = {
+        "graceful_decode": lambda v: cj.graceful_decode(v, ALL, ALPHA, BETA, D),
+        "robust_decode": lambda v: cj.robust_decode(
+            v, ALL, ALPHA, BETA, D, max_corrupted=1
+        ),
+        "ReplicationCode.decode": lambda v: rep.decode(v, ALL),
+    }
+    for fname, dec in decoders.items():
+        for tag, ys in cases.items():
+            r = dec(ys)
+            if fname == "ReplicationCode.decode":  # the first replica, bit for bit
+                ref = np.asarray(ys, np.float64)[:K]
+            else:
+                ref = ref_chebyls(ys, ALL, ALPHA, BETA, D)[0]
+            if (fname, tag) == ("robust_decode", "mixed_rows"):
+                assert int(r.status) == int(cj.Status.UNDECIDABLE), int(r.status)
+                continue
+            assert bool(r.ok), (fname, tag, int(r.status))
+            err = float(np.abs(np.asarray(r.value, np.float64) - ref).max())
+            pred = float(r.error)
+            assert np.isfinite(pred), (fname, tag, pred)
+            assert err <= pred or (err == pred == 0), (fname, tag, err, pred)
+        # a subnormal payload's prediction is the flush floor, near the smallest
+        # normal number, not the rounding of answers of size 1
+        assert float(dec(cases["subnormal"]).error) < 1e-30, fname
+
+
+def test_every_factory_refuses_bad_arguments_naming_itself():
+    """Every code factory codedjax exports, given a zero, negative, float, NaN or
+    inf argument, raises a ValueError or TypeError naming the factory."""
+    factories = (
+        {n for n in cj.__all__ if n.endswith("_code")}
+        if hasattr(cj, "__all__")
+        else {n for n in dir(cj) if n.endswith("_code") and callable(getattr(cj, n))}
+    )
+    nan, inf = float("nan"), float("inf")
+    base = {
+        "lagrange_code": dict(num_inputs=3, num_workers=8, degree=2),
+        "bacc_code": dict(num_inputs=3, num_workers=8),
+        "nercc_code": dict(num_inputs=3, num_workers=8, smoothing=(0.0, 0.0)),
+        "repapprox_code": dict(num_inputs=3, num_workers=8, replication=2),
+        "replication_code": dict(num_inputs=3, num_workers=8),
+        "uncoded_code": dict(num_inputs=3),
+        "parity_code": dict(num_inputs=6, group=3),
+        "circle_code": dict(num_inputs=3, num_workers=8, degree=2),
+        "random_code": dict(num_inputs=3, num_workers=8),
+    }
+    assert set(base) == factories, sorted(factories ^ set(base))
+    bad = {name: [] for name in base}
+    for name, kw in base.items():
+        for arg in ("num_inputs", "num_workers", "degree", "replication", "group"):
+            if arg in kw:
+                for v in (0 if arg not in ("degree",) else -1, -3, 2.5, True, "4"):
+                    bad[name].append({**kw, arg: v})
+    robust = dict(base["lagrange_code"], decoder="robust", max_corrupted=1)
+    for v in (nan, inf, -1.0, 0.0, "x"):
+        bad["lagrange_code"].append({**robust, "noise_scale": v})
+    for v in (nan, inf, 0.0, 1.0, -0.5, "x"):
+        bad["lagrange_code"].append({**robust, "false_alarm": v})
+    bad["lagrange_code"].append({**base["lagrange_code"], "worker_dtype": "bfloat16"})
+    bad["lagrange_code"].append({**robust, "worker_dtype": "int32"})
+    for v in ((nan, 0.0), (0.0, inf), (-1.0, 0.0), "x", (0.0,)):
+        bad["nercc_code"].append({**base["nercc_code"], "smoothing": v})
+    for v in (nan, inf, -1.0, "x"):
+        bad["repapprox_code"].append(
+            {**base["repapprox_code"], "fallback": "nercc", "smoothing": v}
+        )
+        bad["parity_code"].append({**base["parity_code"], "parity_error": v})
+    bad["repapprox_code"].append({**base["repapprox_code"], "num_workers": 5})
+    for name, cases in bad.items():
+        factory = getattr(cj, name)
+        for kw in cases:
+            with pytest.raises((ValueError, TypeError)) as info:
+                factory(**kw)
+            assert str(info.value).startswith(f"{name}:"), (name, kw, info.value)
+
+
+def test_code_methods_name_themselves_and_empty_batches(monkeypatch):
+    """An error found inside a Code method's program names the method (never the
+    decoder function it runs); B = 0 masks (decode_batched, shared or per-mask
+    payloads, and jax.vmap of decode) give an empty result."""
+    from test_codes import CODES
+
+    for key in ("chebyls", "bacc", "circle"):  # custom batching, vmap, pairs
+        code = CODES[key]
+        m, shape = code.num_workers, (code.num_workers, *code.coded_shape, 3)
+        y, none = jnp.ones(shape), jnp.ones((0, code.num_workers), bool)
+        want = (0, code.num_inputs, 3)
+        for r in (
+            code.decode_batched(y, none, shared_y=True),
+            code.decode_batched(jnp.ones((0, *shape)), none),
+            jax.vmap(lambda mk, code=code, y=y: code.decode(y, mk))(none),
+        ):
+            assert r.value.shape == want and r.ok.shape == (0,), (key, m)
+    import codedjax._lagrange_codes as lc
+
+    def broken(*args, **kwargs):
+        raise ValueError("chebyls_decode: a mistake found inside")
+
+    monkeypatch.setattr(lc, "chebyls_decode", broken)
+    fresh = cj.lagrange_code(num_inputs=2, num_workers=5, degree=1)  # not compiled
+    with pytest.raises(ValueError, match=r"^ChebyLSCode.decode: a mistake found"):
+        fresh.decode(jnp.ones((5, 1)), jnp.ones(5, bool))
+    with pytest.raises(ValueError, match=r"^repapprox_code: num_workers"):
+        cj.repapprox_code(num_inputs=3, num_workers=5, replication=2)
+    with pytest.raises(TypeError, match=r"^unit_roundoff: expected a floating"):
+        cj.unit_roundoff(jnp.int32)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{"false_alarm": float("nan")}, {"false_alarm": "x"}, {"false_alarm": 1.0},
+     {"noise_scale": float("inf")}, {"noise_scale": -1.0},
+     {"noise_scale": float("nan")}],
+)  # fmt: skip
+def test_robust_decode_float_arguments_are_checked(kw):
+    args = (jnp.ones((M, F)), ALL, ALPHA, BETA, D)
+    with pytest.raises((ValueError, TypeError), match=r"^robust_decode: "):
+        cj.robust_decode(*args, max_corrupted=1, **kw)
+
+
+def test_graceful_float32_answers_are_calibrated_below_and_at_the_threshold():
+    """float32 answers decoded in float32 (no coarser workers to hide the decoder's
+    own rounding): ok with a finite prediction that covers the actual error in at
+    least 95% of the masks (docs/decoding.md), below D and at N = D."""
+    m, k, d = 12, 3, 5
+    al, be = cj.chebyshev_points(m), cj.chebyshev_points(k)
+    rng = np.random.default_rng(7)
+    t = np.polynomial.chebyshev.chebvander(np.asarray(al, np.float64), d - 1)
+    tb = np.polynomial.chebyshev.chebvander(np.asarray(be, np.float64), d - 1)
+    dec = jax.jit(jax.vmap(lambda y, mk: cj.graceful_decode(y, mk, al, be, d)))
+    b = 200
+    for n in (3, 5):
+        c = rng.standard_normal((b, d, 2)) * (0.8 ** np.arange(d))[None, :, None]
+        y = jnp.asarray(np.einsum("md,bdf->bmf", t, c), jnp.float32)
+        truth = np.einsum("kd,bdf->bkf", tb, c)
+        masks = cj.sample_masks(
+            jax.random.key(n), num_workers=m, num_responses=n, shape=(b,)
+        )
+        r = dec(y, masks)
+        assert bool(np.all(np.asarray(r.ok))), n
+        pred = np.asarray(r.error, np.float64)
+        err = np.abs(np.asarray(r.value, np.float64) - truth).max(axis=(1, 2))
+        assert np.all(np.isfinite(pred)), n
+        assert np.mean(err <= pred) >= 0.95, (n, np.mean(err <= pred))
