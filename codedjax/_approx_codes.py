@@ -79,7 +79,7 @@ def bacc_code(*, num_inputs: int, num_workers: int) -> BaccCode:
     (``threshold`` 1); the error falls as more workers respond.
 
     Args:
-        num_inputs: K >= 1. num_workers: M >= 2.
+        num_inputs: K >= 2 (a spline needs two knots). num_workers: M >= 2.
 
     Examples:
         >>> import codedjax as cj
@@ -157,7 +157,7 @@ def nercc_code(
     needs at least 2 distinct responding points (``threshold`` 2).
 
     Args:
-        num_inputs: K >= 1. num_workers: M >= 2.
+        num_inputs: K >= 2 (a spline needs two knots). num_workers: M >= 2.
         smoothing: (encoder, decoder) weights, finite and >= 0 (static).
 
     Examples:
@@ -171,6 +171,7 @@ def nercc_code(
         P. Moradi, B. Tahmasebi and M. A. Maddah-Ali, Coded computing for resilient
         distributed computing: a learning-theoretic framework, arXiv:2406.00300.
     """
-    k = check_int("nercc_code", "num_inputs", num_inputs, minimum=1)
+    # a spline through the inputs needs two knots (nercc_encode)
+    k = check_int("nercc_code", "num_inputs", num_inputs, minimum=2)
     m = check_int("nercc_code", "num_workers", num_workers, minimum=2)
     return NerccCode(k, m, smoothing=_smoothing_pair("nercc_code", smoothing))

@@ -297,10 +297,13 @@ def check_payload(fname: str, name: str, y: Any) -> jax.Array:
 
 
 def check_vector(fname: str, name: str, x: Any, length: int | None = None) -> jax.Array:
-    """A floating 1-D array, optionally of a given length."""
+    """A floating 1-D array of at least one entry (points: K = 0 inputs or M = 0
+    workers are refused), optionally of a given length."""
     x = check_floating(fname, name, x)
     if x.ndim != 1:
         raise ValueError(f"{fname}: {name} must be 1-D, got shape {tuple(x.shape)}")
+    if x.shape[0] == 0:
+        raise ValueError(f"{fname}: {name} must hold at least one point, got none")
     if length is not None and x.shape[0] != length:
         raise ValueError(f"{fname}: {name} must have length {length}, got {x.shape[0]}")
     return x

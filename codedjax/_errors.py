@@ -18,8 +18,10 @@ answer carries an independent error of standard deviation sigma_f (rounding at t
 size of the answers, or whatever the residual shows beyond it); row k of A sums them
 with weights A_{k,i} (variance ||A_{k,:}||^2 sigma^2), and the rounding the workers
 share (their parameters, rounded once) passes through any decoder that reproduces
-its function class with gain 1, the "+ 1". The derivation, what it assumes and its
-calibration are in ``docs/decoding.md``.
+its function class with gain 1, the "+ 1". The rms is floored at the workers'
+smallest normal number (their rounding is absolute below it), and the flush floor
+(:func:`flush_floor`) adds what flushing subnormal numbers to zero can cost. The
+derivation, what it assumes and its calibration are in ``docs/decoding.md``.
 """
 
 from __future__ import annotations

@@ -648,6 +648,11 @@ def tune_nercc(
             f"{tuple(x_val.shape)}"
         )
     v, k = x_val.shape[:2]
+    if 0 in x_val.shape:
+        raise ValueError(
+            f"{fname}: x_val must not be empty (at least one validation query, "
+            f"every axis at least one entry), got shape {tuple(x_val.shape)}"
+        )
     acc = resolve_accum_dtype("tune_nercc", x_val.dtype)
     enc_grid = _grid(fname, "grid", grid)
     dec_grid = _grid(
@@ -670,6 +675,11 @@ def tune_nercc(
         if num_responses is None:
             raise ValueError(f"{fname}: give num_responses (N) or masks, got neither")
         n = check_int(fname, "num_responses", num_responses, minimum=2)
+        if n > m:
+            raise ValueError(
+                f"{fname}: num_responses (N) must be at most num_workers (M={m}), "
+                f"got {n}"
+            )
         t = check_int(fname, "num_masks", num_masks, minimum=1)
         masks = sample_masks(key, m, n, shape=(t,))
     else:

@@ -1223,6 +1223,60 @@ def _helper_cases():
 
 _helper_cases()
 
+
+def _zero_size_cases():
+    """Zero-size axes refused by name (K = 0 inputs or data points, M = 0 workers,
+    V = 0 validation queries), and errors once raised by an internal function."""
+    x = jnp.ones((3, 2), F32)
+    none = jnp.ones(0, F32)
+    y = _payload(ALPHA)
+    for fname, call in (
+        ("lagrange_encode", lambda: cj.lagrange_encode(x[:0], none, ALPHA)),
+        ("lagrange_encode", lambda: cj.lagrange_encode(x, BETA, none)),
+        ("berrut_encode", lambda: cj.berrut_encode(x[:0], none, BALPHA)),
+        ("berrut_encode", lambda: cj.berrut_encode(x, BBETA, none)),
+        ("chebyls_decode", lambda: cj.chebyls_decode(y, ALL, ALPHA, none, D)),
+        ("graceful_decode", lambda: cj.graceful_decode(y, ALL, ALPHA, none, D)),
+        ("berrut_decode", lambda: cj.berrut_decode(y, ALL, BALPHA, none)),
+        ("nercc_decode", lambda: cj.nercc_decode(y, ALL, BALPHA, none)),
+        (
+            "chebyls_decoding_matrix",
+            lambda: cj.chebyls_decoding_matrix(ALL, ALPHA, none, num_coeffs=D),
+        ),
+        (
+            "nercc_code",
+            lambda: cj.nercc_code(num_inputs=1, num_workers=4, smoothing=(0.0, 0.0)),
+        ),  # fmt: skip
+        (
+            "repapprox_code",
+            lambda: cj.repapprox_code(num_inputs=3, num_workers=5, replication=2),
+        ),  # fmt: skip
+        ("unit_roundoff", lambda: cj.unit_roundoff(jnp.int32)),
+    ):
+        helper(f"{fname}/zero_size_or_name_{len(CASES)}", fname, call)
+    key = jax.random.key(0)
+    for tag, kw in (
+        ("N_gt_M", dict(x_val=jnp.ones((3, 2)), num_workers=4, num_responses=5)),
+        ("V0", dict(x_val=jnp.ones((0, 2)), num_workers=8, num_responses=5)),
+        (
+            "grid_nan",
+            dict(
+                x_val=jnp.ones((3, 2)),
+                num_workers=8,
+                num_responses=5,
+                grid=[float("nan")],
+            ),
+        ),  # fmt: skip
+    ):
+        helper(
+            f"tune_nercc/{tag}",
+            "tune_nercc",
+            lambda kw=kw: cj.tune_nercc(key, lambda v: v, **kw),
+        )
+
+
+_zero_size_cases()
+
 MODES = ("eager", "jit", "vmap")
 PARAMS = [
     pytest.param(i, mode, id=f"{c[0]}-{mode}")
