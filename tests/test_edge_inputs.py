@@ -1537,7 +1537,7 @@ def test_code_methods_name_themselves_and_empty_batches(monkeypatch):
             jax.vmap(lambda mk, code=code, y=y: code.decode(y, mk))(none),
         ):
             assert r.value.shape == want and r.ok.shape == (0,), (key, m)
-    import codedjax._lagrange_codes as lc
+    from codedjax import _lagrange_codes as lc
 
     def broken(*args, **kwargs):
         raise ValueError("chebyls_decode: a mistake found inside")
