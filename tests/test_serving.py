@@ -105,10 +105,15 @@ def test_simulated_latency_is_the_order_statistic_of_the_delays():
     # the decoding policies (one batched decode per answer count) on a Berrut code
     # (threshold 1, a cheap decoder): both decide at the first answer
     bacc = cj.bacc_code(num_inputs=K, num_workers=M)
+    answers = np.asarray(bacc.encode(jnp.ones((K, 4))))  # representative answers
     for policy in (FirstDecodable(), Adaptive(1e30, 1.0)):
-        got = simulate_latency(bacc, policy, inj, 20, check_ok=True)
+        got = simulate_latency(bacc, policy, inj, 20, responses=answers, check_ok=True)
         np.testing.assert_array_equal(got.latency, np.sort(delays, axis=1)[:, 0])
         assert got.ok.all() and (got.num_used == 1).all()
+    # a policy that decides on the answers' values is refused without them (zeros
+    # would make every predicted error 0: a silently optimistic latency)
+    with pytest.raises(ValueError, match=r"^simulate_latency: Adaptive.*responses"):
+        simulate_latency(bacc, Adaptive(1e30, 1.0), inj, 20)
 
 
 # ------------------------------------------------------------------ reliability

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 import codedjax as cj
-from codedjax.serving import Adaptive, FixedN, Server, ThreadCluster, simulate_latency
+from codedjax.serving import FixedN, Server, ThreadCluster, simulate_latency
 from runkit import progress
 
 from .config import ServingConfig, injector, request_inputs, schemes
@@ -111,7 +111,7 @@ def run_threads(cfg: ServingConfig, *, show_progress: bool | None = None) -> dic
         lat = np.array([r.latency for r in res])
         ideal = np.array([_decisive_delay(r, d, policy.deadline)
                           for r, d in zip(res, delays, strict=True)])  # fmt: skip
-        if isinstance(policy, Adaptive):
+        if getattr(policy, "needs_answers", False):
             ideal_sim = ideal
         else:
             ideal_sim = simulate_latency(

@@ -29,6 +29,11 @@ class WaitPolicy(Protocol):
         deadline: seconds after the request was sent at which the server decodes
             with what has arrived; None waits until ``decide`` says so or every
             worker has answered.
+        needs_answers: whether ``decide`` depends on the answers' values, not
+            only on which workers answered when (:class:`Adaptive`: its predicted
+            error scales with them); :func:`simulate_latency` then needs
+            representative ``responses``. Optional; a policy without it is read
+            as False.
     """
 
     deadline: float | None
@@ -253,6 +258,8 @@ class Adaptive:
             code's threshold; for a robust code its ``correction_threshold``
             D + 2A, see :class:`FirstDecodable`).
     """
+
+    needs_answers = True  # the predicted error scales with the answers
 
     def __init__(
         self, budget: float, deadline: float, *, min_responses: int | None = None

@@ -99,8 +99,10 @@ def simulate_latency(
             :class:`SimulatedCluster`.
         injector: the delay and fault plan.
         num_requests: R.
-        responses: [M, ...] representative answers, used by :class:`Adaptive` (its
-            predicted error depends on their size) and for ``ok``; default zeros.
+        responses: [M, ...] representative answers, used for ``ok`` and by a
+            policy that decides on their values (``needs_answers``:
+            :class:`Adaptive`, whose predicted error depends on their size; it
+            needs them); default zeros.
         first_request: the number of the first request.
         check_ok: decode every final mask (``code.decode_batched``) to report
             ``ok``; otherwise ``ok`` is whether the code's structure allows a
@@ -114,7 +116,8 @@ def simulate_latency(
         TypeError: a policy without ``decision_times``; a num_requests or
             first_request that is not an int.
         ValueError: a policy that asks for more answers than M; a negative
-            num_requests or first_request.
+            num_requests or first_request; a policy with ``needs_answers`` and no
+            ``responses``.
     """
     rule = getattr(policy, "decision_times", None)
     if not callable(rule):
@@ -125,9 +128,15 @@ def simulate_latency(
             f"without one; run a Server on a SimulatedCluster to simulate it "
             f"request by request"
         )
+    fname = "simulate_latency"
+    if getattr(policy, "needs_answers", False) and responses is None:
+        raise ValueError(
+            f"{fname}: {policy!r} decides on the answers' values (its predicted "
+            f"error scales with them), so it needs responses=[M, ...] "
+            f"representative answers; got none"
+        )
     if callable(getattr(policy, "check", None)):
         policy.check(code)
-    fname = "simulate_latency"
     num_requests = integer(fname, "num_requests", num_requests)
     first_request = integer(fname, "first_request", first_request)
     m = int(code.num_workers)
