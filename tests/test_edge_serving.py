@@ -147,11 +147,18 @@ NUMERIC = [
     ("RayCluster", "poll", lambda v: sv.RayCluster(poll=v), BAD_NUMBER + ZERO_F),
 ]  # fmt: skip
 
-NUMERIC_CASES = [
-    pytest.param(fname, arg, call, value, exc, id=f"{fname}.{arg}-{label}")
-    for fname, arg, call, bad in NUMERIC
-    for label, value, exc in bad
-]
+
+def _cases(table):
+    """One pytest case per (name, argument, bad value) of a table of rows
+    (name, argument, call, [(label, value, exception), ...])."""
+    return [
+        pytest.param(name, arg, call, value, exc, id=f"{name}.{arg}-{label}")
+        for name, arg, call, bad in table
+        for label, value, exc in bad
+    ]
+
+
+NUMERIC_CASES = _cases(NUMERIC)
 
 
 @pytest.mark.parametrize("fname,arg,call,value,exc", NUMERIC_CASES)
@@ -434,11 +441,7 @@ LATENCY = [
      [("float", 1.5, TypeError), ("bool", True, TypeError)]),
 ]  # fmt: skip
 
-LATENCY_CASES = [
-    pytest.param(model, arg, call, value, exc, id=f"{model}.{arg}-{label}")
-    for model, arg, call, bad in LATENCY
-    for label, value, exc in bad
-]
+LATENCY_CASES = _cases(LATENCY)
 
 
 @pytest.mark.parametrize("model,arg,call,value,exc", LATENCY_CASES)
