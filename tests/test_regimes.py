@@ -4,10 +4,20 @@ with one line."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
-from benchmarks.regimes import RegimesConfig, latency_model, run_regimes, workload
+import runkit
+from benchmarks.regimes import (
+    RegimesConfig,
+    latency_model,
+    merge_summaries,
+    run_regimes,
+    winners,
+    workload,
+)
 from benchmarks.regimes.__main__ import main
 from benchmarks.regimes.schemes import schemes
 from codedjax.serving import Injector
@@ -110,3 +120,42 @@ def test_bad_options_exit_with_one_line(argv, flag, tmp_path, capsys):
     assert e.value.code != 0
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert flag in err and "Traceback" not in err
+
+
+def _piece(summary, straggler):
+    """The fixture's run as the piece of a grid with another straggler label (the
+    merge only reads the labels; no number of it is claimed for that model)."""
+    s = copy.deepcopy(summary)
+    s["config"]["stragglers"] = (straggler,)
+    for c in s["cells"]:
+        c["straggler"] = straggler
+    return s
+
+
+def test_pieces_of_a_grid_merge_into_one_map(summary, tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    runkit.write_summary(a / "summary.json", summary)
+    runkit.write_summary(b / "summary.json", _piece(summary, "independent"))
+    merged = main(["--merge", str(a), str(b), "--out", str(tmp_path / "m")])
+    assert [c["straggler"] for c in merged["cells"]] == ["persistent", "independent"]
+    # read back from strict JSON, the winners are those of the runs themselves
+    want = winners(summary) + winners(_piece(summary, "independent"))
+    assert [
+        (w["straggler"], w["winner"], w["winner_n"]) for w in merged["winners"]
+    ] == [(w["straggler"], w["winner"], w["winner_n"]) for w in want]
+    for u, v in zip(merged["winners"], want, strict=True):
+        np.testing.assert_allclose(u["winner_p99_ms"], v["winner_p99_ms"], rtol=1e-12)
+    report = (tmp_path / "m" / "report.md").read_text()
+    assert "### deep, persistent" in report and "### deep, independent" in report
+    # the same cell twice, or runs with different settings: one line naming why
+    for argv, why in (
+        (["--merge", str(a), str(a)], "is in run 0 and run 1"),
+        (["--merge", str(a)], "at least 2 summaries"),
+    ):
+        with pytest.raises(SystemExit):
+            main([*argv, "--out", str(tmp_path / "x")])
+        assert why in capsys.readouterr().err.strip().splitlines()[-1]
+    other = _piece(summary, "racks")
+    other["config"]["num_requests"] += 1
+    with pytest.raises(ValueError, match="differ in num_requests"):
+        merge_summaries([summary, other])

@@ -11,6 +11,7 @@ with the lowest p99 among those meeting the accuracy target. How to read it:
 """
 
 from .config import STRAGGLERS, RegimesConfig, latency_model
+from .merge import merge_dirs, merge_summaries
 from .pipeline import layerwise_value, run_block
 from .report import format_report, winners
 from .run import headline, run_regimes
@@ -24,6 +25,8 @@ __all__ = [
     "headline",
     "latency_model",
     "layerwise_value",
+    "merge_dirs",
+    "merge_summaries",
     "run_block",
     "run_regimes",
     "winners",

@@ -8,6 +8,7 @@ import sys
 import runkit
 
 from .config import RegimesConfig
+from .merge import merge_dirs
 from .run import run_regimes
 
 FLAGS = {
@@ -43,7 +44,26 @@ def main(argv: list[str] | None = None) -> dict:
         p, out="results/regimes", quick="K = 8 only, 2e4 requests per cell"
     )
     runkit.add_config_arguments(p, RegimesConfig, FLAGS)
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="DIR",
+        help="merge the summaries of earlier runs (each DIR/summary.json: pieces "
+        "of one grid, the same settings) into one report and map in --out; runs "
+        "nothing",
+    )
     a = p.parse_args(argv)
+    if a.merge is not None:
+        try:
+            summary = merge_dirs(a.merge, a.out)
+        except ValueError as e:
+            p.error(str(e))
+        print(summary["headline"])
+        print(
+            f"wrote {a.out}/summary.json, report.md and the winner maps",
+            file=sys.stderr,
+        )
+        return summary
     runkit.at_least(p, a, {"--requests": 1})
     over = runkit.config_overrides(a, RegimesConfig)
     try:
