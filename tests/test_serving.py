@@ -119,14 +119,14 @@ def test_simulated_latency_is_the_order_statistic_of_the_delays():
 # ------------------------------------------------------------------ reliability
 
 
-def test_ten_thousand_requests_with_faults_none_lost_each_ok_bit_exact():
+def test_thousands_of_requests_with_faults_none_lost_each_ok_bit_exact():
     # M = 8, K = 3, degree 1: D = 3; N = 5, so up to M - N = 3 workers fail per
     # request (raise, hang or NaN, at random); the deadline backstops the hangs
     k, m, n, code = K, M, 5, CODE
     inj = Injector(latency=cj.parse_latency("shifted-exp:1ms,1ms; slow=0.1 factor=10"),
                    fault_kinds=("raise", "hang", "nan"), max_faulty=m - n,
                    seed=7)  # fmt: skip
-    g = 10_000
+    g = 2_000  # the plan still spends the whole fault budget (asserted below)
     xs = np.random.default_rng(1).uniform(-1, 1, (g, k, 4)).astype(np.float32)
     policy = FixedN(n, deadline=0.5)
     with Server(code, affine, backend=SimulatedCluster(injector=inj),
