@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 
 import runkit
@@ -89,13 +90,35 @@ def merge_summaries(summaries: list[dict]) -> dict:
         "merged_from": len(summaries),
         "cells": cells,
     }
-    for name in ("master_overhead", "spot_check"):
-        rows = [r for s in summaries for r in s.get(name) or []]
-        if rows:
-            out[name] = rows
+    spots = [r for s in summaries for r in s.get("spot_check") or []]
+    if spots:
+        out["spot_check"] = spots
+    master = _master_overhead(
+        [r for s in summaries for r in s.get("master_overhead") or []]
+    )
+    if master:
+        out["master_overhead"] = master
     out["winners"] = winners(out)
     out["headline"] = headline(out)
     out["seconds"] = sum(s.get("seconds", 0.0) for s in summaries)
+    return out
+
+
+def _master_overhead(rows: list[dict]) -> list[dict]:
+    """One row per (K, M, workload): every run measures the layer-wise master at
+    its K's M = 2K, so pieces of one K measure the same thing; the merged row is
+    the median of their medians (wall clock, so it varies with the machine's load),
+    with ``runs`` saying of how many."""
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r["K"], r["M"], r["workload"]), []).append(r)
+    out = []
+    for rs in groups.values():
+        row = dict(rs[0])
+        for name in ("master_ms_median", "master_ms_per_round"):
+            row[name] = float(statistics.median(r[name] for r in rs))
+        row["runs"] = len(rs)
+        out.append(row)
     return out
 
 

@@ -134,9 +134,10 @@ def format_report(summary: dict) -> str:
             "|---|---|---|---|---|---|",
         ]
         for c in summary["master_overhead"]:
+            runs = f" (median of {c['runs']} runs)" if c.get("runs", 1) > 1 else ""
             lines.append(
                 f"| {c['K']} | {c['M']} | {c['workload']} | {c['rounds']} | "
-                f"{c['master_ms_median']:.2f} | "
+                f"{c['master_ms_median']:.2f}{runs} | "
                 f"{c['master_ms_per_round']:.2f} |"
             )
         lines.append("")
@@ -203,4 +204,61 @@ def plot_maps(summary: dict, out: Path) -> list[str]:
             fig.savefig(path, dpi=110)
             plt.close(fig)
             files.append(path.name)
+    files.append(_plot_overview(ws, cfg, colour, out))
     return files
+
+
+def _plot_overview(ws, cfg, colour, out: Path) -> str:
+    """``winners.png``: every map on one page, a row per workload and a column per
+    straggler model; each cell coloured by its winner and labelled with
+    replication's p99 over the best coded scheme's (above 1: coding wins)."""
+    import matplotlib.pyplot as plt
+
+    wls, sts = cfg["workloads"], cfg["stragglers"]
+    ks, ratios = cfg["num_inputs"], cfg["ratios"]
+    fig, axes = plt.subplots(
+        len(wls),
+        len(sts),
+        figsize=(2.6 * len(sts) + 1.2, 0.55 * len(ks) * len(wls) + 1.6),
+        squeeze=False,
+    )
+    for a, wl in enumerate(wls):
+        for b, st in enumerate(sts):
+            ax = axes[a][b]
+            for w in ws:
+                if w["workload"] != wl or w["straggler"] != st:
+                    continue
+                i, j = ks.index(w["K"]), ratios.index(w["ratio"])
+                c = colour.get(w["winner"], (0.9, 0.9, 0.9, 1))
+                ax.add_patch(plt.Rectangle((j, i), 1, 1, color=c, alpha=0.7))
+                r = w["replication_over_coded"]
+                txt = "-" if r != r else f"{r:.1f}"
+                ax.text(j + 0.5, i + 0.5, txt, ha="center", va="center", fontsize=6)
+            ax.set_xlim(0, len(ratios))
+            ax.set_ylim(0, len(ks))
+            ax.set_xticks(
+                [j + 0.5 for j in range(len(ratios))],
+                [f"{r:g}" for r in ratios],
+                fontsize=6,
+            )
+            ax.set_yticks(
+                [i + 0.5 for i in range(len(ks))], [str(k) for k in ks], fontsize=6
+            )
+            if a == 0:
+                ax.set_title(st, fontsize=8)
+            if b == 0:
+                ax.set_ylabel(f"{wl}\nK", fontsize=7)
+            if a == len(wls) - 1:
+                ax.set_xlabel("M / K", fontsize=7)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c, alpha=0.7) for c in colour.values()]
+    fig.legend(handles, list(colour), loc="lower center", ncol=len(colour), fontsize=7)
+    fig.suptitle(
+        "Lowest p99 at the accuracy target (colour); replication's p99 over the "
+        "best coded scheme's (number)",
+        fontsize=8,
+    )
+    fig.tight_layout(rect=(0, 0.05, 1, 0.97))
+    path = out / "winners.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path.name
