@@ -138,6 +138,7 @@ def predicted_error_of(
     residual_sq: jax.Array | None = None,
     dof: jax.Array | int | None = None,
     residual_scaled: bool = False,
+    solve_factor: float = 1.0,
 ) -> jax.Array:
     """The predicted absolute error of ``value = A y`` (max over outputs).
 
@@ -150,6 +151,9 @@ def predicted_error_of(
         dof: optional N - D for the residual.
         residual_scaled: ``residual_sq`` is that of ``y / payload_scale(y)``
             (computed from the scaled answers, so that it cannot overflow).
+        solve_factor: the rounding of the decoder's own factorisation as a
+            noise level of the answers, in units of the accumulation dtype's u
+            (:func:`noise_level`; :func:`solve_rounding` for least squares).
 
     Returns:
         [...] in the dtype of ``a``.
@@ -162,12 +166,35 @@ def predicted_error_of(
     rs = None
     if residual_sq is not None:
         rs = residual_sq if residual_scaled else residual_sq.astype(dt) / s / s
-    sigma = noise_level(y.astype(dt) / s, sel, worker_dtype, dt, rs, dof, scale=s)
+    sigma = noise_level(
+        y.astype(dt) / s, sel, worker_dtype, dt, rs, dof, scale=s,
+        solve_factor=solve_factor,
+    )  # fmt: skip
     gain_sq = jnp.max(jnp.sum(a * a, axis=-1), axis=-1, initial=0.0)
     k, f = a.shape[-2], y.shape[-1]
     e = error_from_gain(gain_sq, sigma, k * f) * s
     n = jnp.sum(sel, axis=-1, dtype=jnp.int32)
     return (e + flush_floor(gain_sq, n, dt)).astype(dt)
+
+
+def solve_rounding(num_coeffs: int) -> float:
+    """sqrt(D): the rounding of a least-squares solve with D unknowns, as a noise
+    level of the answers in units of the accumulation dtype's u.
+
+    The computed fit is the exact fit of perturbed rows T_S + dT (Householder QR
+    and the corrected semi-normal equations are backward stable; Higham,
+    Accuracy and Stability of Numerical Algorithms, 2002, ch. 19-20): each of the
+    D reflections (or refinement products) rounds every entry once, errors of
+    size u_acc that add up as a random walk, so a column's relative backward error
+    is about sqrt(D) u_acc (the worst-case bound is of order N D u_acc). The value
+    T_beta c then errs by A dT c; dT c is an error of about sqrt(D) u_acc times
+    the size of the answers in each used row, which the decoding matrix A weighs
+    as it weighs the workers' own rounding: the forward error is the noise gain
+    times sqrt(D) u_acc rms(y), a cond u_acc term near the threshold. It is the
+    whole error for float32 answers decoded in float32 (docs/decoding.md) and
+    negligible beside a bf16 worker's rounding (u_w / u_acc = 2^16).
+    """
+    return float(max(int(num_coeffs), 1)) ** 0.5
 
 
 def flush_floor(gain_sq: jax.Array, num_used: jax.Array, acc) -> jax.Array:

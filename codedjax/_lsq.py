@@ -35,7 +35,7 @@ from ._dtypes import matmul_precision, points_valid
 from ._linalg import HI, SQUARINGS, after, bmm, each, lambda_max_bounds, mT
 
 
-def ls_decoding_matrix(sel, alpha, beta, num_coeffs, acc, extra=None):
+def ls_decoding_matrix(sel, alpha, beta, num_coeffs, acc, with_q=False):
     """A [K, M] with A @ y = T_beta c, c the LS fit to the selected rows (one mask).
 
     Householder QR of the equilibrated Chebyshev-Vandermonde rows (zeros for
@@ -43,9 +43,10 @@ def ls_decoding_matrix(sel, alpha, beta, num_coeffs, acc, extra=None):
     into the triangular solve before the payload product, which is the cheap order
     for F >= K. ``cond`` is the exact 2-norm condition number (SVD of R).
 
-    ``extra`` [E] (optional): more evaluation points, decoded from the same
-    factorisation (one QR and one SVD for both: ChebyLS's fit nodes); their
-    matrix [E, M] is returned as a fifth element.
+    ``with_q``: also return the orthonormal factor Q [M, D] of the selected rows
+    (zero rows elsewhere, up to rounding) as a fifth element, from which the
+    residual of a fit is (I - Q Q^T) y at the accuracy of the factorisation
+    (ChebyLS's predicted error).
 
     Returns:
         (A [K, M], ok, cond, num_used). A is zero when fewer than D rows are
@@ -66,23 +67,17 @@ def ls_decoding_matrix(sel, alpha, beta, num_coeffs, acc, extra=None):
     cond = jnp.where(jnp.isnan(cond), jnp.asarray(jnp.inf, acc), cond)
     usable = enough & jnp.isfinite(cond)
     r_safe = jnp.where(usable, r, jnp.eye(d, dtype=acc))
-    k = beta.shape[0]
-    at = beta if extra is None else jnp.concatenate([beta, extra.astype(beta.dtype)])
-    tb = chebyshev_vandermonde(at, d) * scale[None, :]
+    tb = chebyshev_vandermonde(beta, d) * scale[None, :]
     z = solve_triangular(r_safe, tb.T, trans="T", lower=False)  # R^{-T} T_b^T [D, K]
-    a_all = jnp.matmul(z.T, q.T, precision=HI)  # [K (+ E), M]
-    a = a_all[:k]
+    a = jnp.matmul(z.T, q.T, precision=HI)  # [K, M]
     finite = jnp.all(jnp.isfinite(a))
     usable = usable & finite
     a = jnp.where(usable & sel[None, :], a, jnp.zeros_like(a))
     eps = jnp.finfo(acc).eps
     ok = usable & (cond * eps < 1) & points_valid(alpha) & points_valid(beta)
-    if extra is None:
+    if not with_q:
         return a, ok, cond.astype(acc), num_used
-    a_extra = a_all[k:]
-    fin_e = jnp.all(jnp.isfinite(a_extra))
-    a_extra = jnp.where(usable & fin_e & sel[None, :], a_extra, jnp.zeros_like(a_extra))
-    return a, ok, cond.astype(acc), num_used, a_extra
+    return a, ok, cond.astype(acc), num_used, jnp.where(usable, q, jnp.zeros_like(q))
 
 
 # ----------------------------------------------------------------------------------

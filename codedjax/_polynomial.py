@@ -19,7 +19,6 @@ import numpy as np
 
 from ._argcache import DECODE_CHECKS
 from ._batching import batching_decoder
-from ._chebyshev import points_f64
 from ._dtypes import (
     check_chebyshev_decode,
     check_floating,
@@ -34,7 +33,8 @@ from ._dtypes import (
     resolve_accum_dtype,
     unit_roundoff,
 )
-from ._errors import payload_scale
+from ._errors import payload_scale, solve_rounding
+from ._linalg import HI
 from ._lsq import ls_decoding_matrices, ls_residual_sq
 from ._lsq import ls_decoding_matrix as _ls_decoding_matrix
 from ._result import (
@@ -192,58 +192,39 @@ def _check_decode_args(fname, y, mask, alpha, beta, num_coeffs, accum_dtype):
     return y, mask, alpha, beta, d, acc
 
 
-def _fit_nodes(num_coeffs: int, acc) -> jax.Array:
-    """D first-kind Chebyshev points; a degree D - 1 fit is fixed by its values."""
-    return jnp.asarray(points_f64(num_coeffs, 1), acc)
+def _residual_sq_from_q(q: jax.Array, y: jax.Array, sel: jax.Array, acc) -> jax.Array:
+    """RSS_f [F] of a least-squares fit (one mask), as ||(I - Q Q^T) y_S||^2.
 
-
-def _residual_sq_from_fit(
-    a_nodes: jax.Array,
-    y: jax.Array,
-    sel: jax.Array,
-    alpha: jax.Array,
-    acc,
-    *,
-    per_mask: bool = False,
-) -> jax.Array:
-    """RSS_f [..., F] of a least-squares Chebyshev fit, from its values at D nodes.
-
-    ``a_nodes`` [..., D, M] is the fit's decoding matrix to the D nodes of
-    :func:`_fit_nodes` (the decoder with the data points replaced by those nodes);
-    the fitted values at the worker points follow by barycentric interpolation
-    from the nodes (Lebesgue constant O(log D) on Chebyshev nodes), and the
-    residual counts the selected rows only.
+    ``q`` [M, D] is the orthonormal factor of the selected rows (Householder QR,
+    ``codedjax._lsq.ls_decoding_matrix(..., with_q=True)``): the residual computed
+    this way errs by about sqrt(D) u_acc ||y_S||, whatever the condition of the
+    rows, so float32 answers get a residual of their own rounding size (the fitted
+    values themselves err by the noise gain times that, near the threshold far more
+    than the residual).
 
     Args:
-        a_nodes: [D, M] or [B, D, M].
-        y: [M, F] (shared) or [B, M, F] with ``per_mask``.
-        sel: bool [..., M].
-        alpha: [M] worker points.
+        q: [M, D].
+        y: [M, F] answers (unselected and non-finite rows are ignored).
+        sel: bool [M].
         acc: accumulation dtype.
-        per_mask: y has a leading batch axis.
     """
-    d = a_nodes.shape[-2]
-    e = _barycentric_matrix(_fit_nodes(d, acc), alpha.astype(acc))  # [M, D]
-    yy = jnp.where(jnp.isfinite(y), y.astype(acc), jnp.zeros((), acc))
-    if a_nodes.ndim == 2:
-        vals = a_nodes @ yy
-    elif per_mask:
-        vals = jnp.einsum("bdm,bmf->bdf", a_nodes, yy)
-    else:
-        vals = jnp.einsum("bdm,mf->bdf", a_nodes, yy)
-    fitted = jnp.einsum("md,...df->...mf", e, vals)
-    r = jnp.where(sel[..., None], yy - fitted, jnp.zeros((), acc))
+    ok = sel[:, None] & jnp.isfinite(y)
+    yy = jnp.where(ok, y.astype(acc), jnp.zeros((), acc))
+    fitted = jnp.matmul(q, jnp.matmul(q.T, yy, precision=HI), precision=HI)
+    r = jnp.where(sel[:, None], yy - fitted, jnp.zeros((), acc))
     return jnp.sum(r * r, axis=-2)
 
 
 def _ls_result(
-    a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, per_mask=False, a_fit=None,
+    a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, per_mask=False, q=None,
     rss=None, rss_scaled=False,
 ):  # fmt: skip
-    """The DecodeResult of a least-squares decode (shared by the three decoders).
+    """The DecodeResult of a least-squares decode (shared by the two decoders).
 
-    ``a_fit`` (the decoding matrix to the D nodes of ``_fit_nodes``) adds
-    the least-squares residual to the predicted error (docs/decoding.md).
+    ``q`` (the orthonormal factor of the selected rows, one mask) adds the
+    least-squares residual to the predicted error (docs/decoding.md); the
+    solve's own rounding enters as a noise level of sqrt(D) u_acc
+    (``codedjax._errors.solve_rounding``).
     """
     m = a.shape[-1]
     lead = y.shape[:1] if per_mask else ()
@@ -253,10 +234,8 @@ def _ls_result(
     with jax.named_scope("error"):
         # the residual of y / s (s a power of two): it cannot overflow
         s = payload_scale(flat, acc)
-        if a_fit is not None:
-            rss = _residual_sq_from_fit(
-                a_fit, flat.astype(acc) / s, sel, alpha, acc, per_mask=per_mask
-            )
+        if q is not None:
+            rss = _residual_sq_from_q(q, flat.astype(acc) / s, sel, acc)
         elif rss is not None and rss_scaled is False:
             rss = rss.astype(acc) / s / s
         error = predicted_error(
@@ -267,6 +246,7 @@ def _ls_result(
             residual_sq=rss,
             dof=n - num_coeffs,
             residual_scaled=True,
+            solve_factor=solve_rounding(num_coeffs),
         )
     status = status_of(
         points_ok=points_valid(alpha) & points_valid(beta),
@@ -347,12 +327,11 @@ def chebyls_decode(
 
 def _chebyls_decode_impl(y, mask, alpha, beta, num_coeffs, acc):
     sel = mask & finite_rows(y)
-    # the decoding matrices to beta and to the fit nodes from one factorisation
-    nodes = _fit_nodes(num_coeffs, acc)
-    a, ok, cond, n, a_fit = _ls_decoding_matrix(
-        sel, alpha, beta, num_coeffs, acc, extra=nodes
+    # the decoding matrix and the orthonormal factor (for the residual) from one QR
+    a, ok, cond, n, q = _ls_decoding_matrix(
+        sel, alpha, beta, num_coeffs, acc, with_q=True
     )
-    return _ls_result(a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, a_fit=a_fit)
+    return _ls_result(a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, q=q)
 
 
 def _chebyls_single(data, points, num_coeffs, acc):

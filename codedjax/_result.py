@@ -176,6 +176,7 @@ def predicted_error(
     residual_sq: jax.Array | None = None,
     dof: jax.Array | int | None = None,
     residual_scaled: bool = False,
+    solve_factor: float = 1.0,
 ) -> jax.Array:
     r"""Predicted absolute error of ``value = A y`` (max over outputs), per decode.
 
@@ -204,6 +205,9 @@ def predicted_error(
         dof: N - D for ``residual_sq`` (int or int array [...]).
         residual_scaled: ``residual_sq`` is that of ``y / s``, s the power of
             two of ``codedjax._errors.payload_scale`` (so it cannot overflow).
+        solve_factor: the decoder's own rounding as a noise level of the
+            answers, in units of the accumulation dtype's u (u = max(u_w,
+            solve_factor u_acc); ``codedjax._errors.solve_rounding``).
 
     Returns:
         [...] in the dtype of ``a``.
@@ -216,6 +220,7 @@ def predicted_error(
         residual_sq=residual_sq,
         dof=dof,
         residual_scaled=residual_scaled,
+        solve_factor=solve_factor,
     )
 
 

@@ -221,7 +221,7 @@ CONFIG_VALUES = [
 AT_LEAST_ONE = {
     "theory.beyond": ["--workers", "--coeffs", "--trials"],
     "theory.demo": ["--inputs", "--workers", "--masks", "--responses"],
-    "theory.calibration": ["--masks", "--responses"],
+    "theory.calibration": ["--masks", "--responses", "--columns"],
     "theory.robust.__main__": ["--requests"],
     "theory.verify.__main__": ["--workers", "--inputs", "--degree",
                                "--num-processes", "--cpu-devices"],

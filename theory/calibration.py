@@ -1,6 +1,7 @@
 """Calibration of the predicted error (the ``error`` field of every decode).
 
     python -m theory.calibration --out results/calibration
+    python -m theory.calibration --payload series --worker-dtype float32 ...
 
 The bf16 cross-tower setting of :mod:`theory.demo` (K = 8 queries through a degree-3
 DCNv2 cross tower, M = 40 workers at first-kind Chebyshev points, D = 22): for each N
@@ -11,6 +12,13 @@ float64 model) is compared with the decoder's predicted error. Reported per deco
 and N: the fraction of requests whose prediction is at least the actual error
 (target >= 95%) and the median of predicted / actual (target <= 10); a scatter
 plot of predicted against actual. The maths is in ``docs/decoding.md``.
+
+Other payloads (``--payload``): ``series``, answers that are a random Chebyshev
+series of degree D - 1 in the worker points (``columns`` payload columns,
+coefficients N(0, decay^(2j)) in the equilibrated basis, ``--decay``), computed in
+float64 and rounded once to the workers' dtype; the truth is the series at the data
+points. ``--worker-dtype float32`` gives float32 answers (the cross tower then runs
+in float32), whose rounding is that of the decoder itself.
 """
 
 from __future__ import annotations
@@ -30,7 +38,9 @@ import runkit
 
 from .demo import cross_params, cross_tower
 
-DECODERS = ("chebyls", "chebyls_batched", "graceful")
+DECODERS = ("chebyls", "chebyls_batched", "chebyls_one", "graceful")
+PAYLOADS = ("tower", "series")
+WORKER_DTYPES = ("bfloat16", "float32")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,14 +52,37 @@ class CalibrationConfig:
     num_masks: int = 2000
     responses: tuple[int, ...] = (22, 24, 26, 30, 40)
     decoders: tuple[str, ...] = DECODERS
+    payload: str = "tower"  # or "series" (module docstring)
+    worker_dtype: str = "bfloat16"  # or "float32"
+    columns: int = 4  # F of a "series" payload (the tower's F is 1)
+    decay: float = 0.8  # of a "series" payload's coefficients
     seed: int = 0
     progress: bool = True
 
 
-def _problem(cfg: CalibrationConfig):
-    """Queries, bf16 answers and float64 truths of ``num_masks`` requests."""
+def _series(cfg: CalibrationConfig, alpha, beta, d: int):
+    """Answers [B, M, F] (rounded once to the workers' dtype) and float64 truths
+    [B, K, F] of random Chebyshev series of degree D - 1 (equilibrated basis)."""
+    rng = np.random.default_rng(cfg.seed)
+    m = cfg.num_workers
+    scale = np.full(d, np.sqrt(2.0 / m))
+    scale[0] = np.sqrt(1.0 / m)
+    t = np.polynomial.chebyshev.chebvander(np.asarray(alpha, np.float64), d - 1)
+    tb = np.polynomial.chebyshev.chebvander(np.asarray(beta, np.float64), d - 1)
+    c = rng.standard_normal((cfg.num_masks, d, cfg.columns))
+    c *= (cfg.decay ** np.arange(d))[None, :, None]
+    y = np.einsum("md,bdf->bmf", t * scale, c)
+    truth = np.einsum("kd,bdf->bkf", tb * scale, c)
+    return jnp.asarray(y, cfg.worker_dtype), truth
+
+
+def _problem(cfg: CalibrationConfig, d: int):
+    """Answers in the workers' dtype and float64 truths of ``num_masks``
+    requests (the queries of the cross tower, or a Chebyshev series)."""
     k, m = cfg.num_inputs, cfg.num_workers
     alpha, beta = cj.chebyshev_points(m), cj.chebyshev_points(k)
+    if cfg.payload == "series":
+        return (alpha, beta) + _series(cfg, alpha, beta, d)
     kp, kx, _ = jax.random.split(jax.random.key(cfg.seed), 3)
     params = cross_params(kp, cfg.features, cfg.cross_layers)
     x = jax.random.normal(kx, (cfg.num_masks, k, cfg.features))
@@ -59,20 +92,32 @@ def _problem(cfg: CalibrationConfig):
             jax.vmap(lambda xx: cross_tower(p64, xx))(jnp.asarray(x, jnp.float64))
         )
     coded = jax.vmap(lambda xx: cj.lagrange_encode(xx, beta, alpha))(x)
-    worker = cj.low_precision_worker(cross_tower, jnp.bfloat16)
-    y = jax.vmap(lambda c: worker(params, c))(coded)  # [B, M] bf16
+    worker = cj.low_precision_worker(cross_tower, jnp.dtype(cfg.worker_dtype))
+    y = jax.vmap(lambda c: worker(params, c))(coded)  # [B, M] in the workers' dtype
     return alpha, beta, y, truth
 
 
 def _decoder(name: str, alpha, beta, d: int):
+    """``chebyls`` and ``graceful``: their function under ``jax.vmap`` (for
+    ChebyLS the batched kernel), ``chebyls_batched``: the batched function,
+    ``chebyls_one``: the one-mask kernel (what ``ChebyLSCode.decode`` runs for
+    one request), mask after mask under ``lax.map``."""
     if name == "chebyls_batched":
         return lambda y, masks: cj.chebyls_decode_batched(
             y, masks, alpha, beta, num_coeffs=d
         )
-    fn = {"chebyls": cj.chebyls_decode, "graceful": cj.graceful_decode}[name]
-    one = jax.jit(
-        jax.vmap(lambda yy, mk: fn(yy, mk, alpha, beta, num_coeffs=d)),
-    )
+    fn = {"chebyls": cj.chebyls_decode, "chebyls_one": cj.chebyls_decode,
+          "graceful": cj.graceful_decode}[name]  # fmt: skip
+
+    def dec(a):
+        return fn(a[0], a[1], alpha, beta, num_coeffs=d)
+
+    def batch(yy, mk):
+        if name == "chebyls_one":
+            return jax.lax.map(dec, (yy, mk))
+        return jax.vmap(dec)((yy, mk))
+
+    one = jax.jit(batch)
 
     def run(y, masks, chunk=250):
         parts = [
@@ -102,7 +147,12 @@ def run_calibration(cfg: CalibrationConfig) -> CalibrationSummary:
     """Measure the calibration; returns the summary with the raw pairs."""
     k, m = cfg.num_inputs, cfg.num_workers
     d = cj.recovery_threshold(k, cfg.cross_layers + 1)
-    alpha, beta, y, truth = _problem(cfg)
+    if cfg.payload not in PAYLOADS or cfg.worker_dtype not in WORKER_DTYPES:
+        raise ValueError(
+            f"run_calibration: payload must be one of {PAYLOADS} and worker_dtype "
+            f"one of {WORKER_DTYPES}, got {cfg.payload!r}, {cfg.worker_dtype!r}"
+        )
+    alpha, beta, y, truth = _problem(cfg, d)
     km = jax.random.fold_in(jax.random.key(cfg.seed), 7)
     rows, pairs = [], {}
     steps = [(n, name) for n in cfg.responses for name in cfg.decoders]
@@ -119,7 +169,8 @@ def run_calibration(cfg: CalibrationConfig) -> CalibrationSummary:
         for name in cfg.decoders:
             r = _decoder(name, alpha, beta, d)(y, masks)
             ok = np.asarray(r.ok)
-            act = np.abs(np.asarray(r.value, np.float64) - truth).max(axis=1)
+            diff = np.abs(np.asarray(r.value, np.float64) - truth)
+            act = diff.reshape(diff.shape[0], -1).max(axis=1)
             pred = np.asarray(r.error, np.float64)
             act, pred = act[ok], pred[ok]
             ratio = pred / np.maximum(act, np.finfo(np.float64).tiny)
@@ -154,9 +205,16 @@ def run_calibration(cfg: CalibrationConfig) -> CalibrationSummary:
 
 def format_table(summary: dict) -> str:
     c = summary["config"]
+    if c.get("payload", "tower") == "series":
+        what = (
+            f"Chebyshev series (F={c['columns']}, coefficients N(0, {c['decay']}^(2j)))"
+        )
+    else:
+        what = f"cross tower of degree {c['cross_layers'] + 1}"
+    wdt = c.get("worker_dtype", "bfloat16")
     lines = [
-        f"K={c['num_inputs']}, M={c['num_workers']}, D={summary['D']}, bf16 workers, "
-        f"cross tower of degree {c['cross_layers'] + 1}; {c['num_masks']} requests "
+        f"K={c['num_inputs']}, M={c['num_workers']}, D={summary['D']}, {wdt} "
+        f"workers, {what}; {c['num_masks']} requests "
         "per N (fresh queries and responders each); covered = P(predicted >= "
         "actual), ratio = predicted / actual",
         "",
@@ -223,6 +281,10 @@ FLAGS = {
     "num_masks": "--masks",
     "responses": ("--responses", {"nargs": "+"}),
     "decoders": ("--decoders", {"nargs": "+", "choices": DECODERS}),
+    "payload": ("--payload", {"choices": PAYLOADS}),
+    "worker_dtype": ("--worker-dtype", {"choices": WORKER_DTYPES}),
+    "columns": "--columns",
+    "decay": "--decay",
 }
 
 
@@ -232,7 +294,7 @@ def main(argv=None) -> CalibrationSummary:
     runkit.add_run_arguments(parser, out="results/calibration", quick=False)
     runkit.add_config_arguments(parser, CalibrationConfig, FLAGS)
     args = parser.parse_args(argv)
-    runkit.at_least(parser, args, {"--masks": 1, "--responses": 1})
+    runkit.at_least(parser, args, {"--masks": 1, "--responses": 1, "--columns": 1})
     cfg = CalibrationConfig(
         **runkit.config_overrides(args, CalibrationConfig),
         progress=not args.no_progress,
