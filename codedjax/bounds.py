@@ -65,7 +65,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import optimize, stats
 
-from ._dtypes import check_int
+from ._dtypes import check_int, check_number
 from ._repapprox import exact_recovery_probability as exact_recovery_probability
 from ._repapprox import recovery_probability_bound as recovery_probability_bound
 from ._repapprox import recovery_probability_union as recovery_probability_union
@@ -133,6 +133,39 @@ def _eta(fname: str, eta: Any, name: str = "eta") -> float:
     if not 0.0 < e < 1.0:
         raise ValueError(f"{fname}: {name} must lie in (0, 1), got {e}")
     return e
+
+
+def _float_vector(fname: str, name: str, value: Any) -> np.ndarray:
+    """A 1-D array of finite real numbers, as float64; raise naming ``fname``
+    (strings, booleans and other non-numeric entries are a TypeError, NaN and
+    +-inf a ValueError)."""
+    arr = np.asarray(value)
+    if arr.dtype == np.bool_ or not (
+        np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+    ):
+        raise TypeError(
+            f"{fname}: {name} must be an array of real numbers, got dtype {arr.dtype}"
+        )
+    if arr.ndim != 1:
+        raise ValueError(f"{fname}: {name} must be 1-D, got shape {tuple(arr.shape)}")
+    x = arr.astype(np.float64)
+    if not np.all(np.isfinite(x)):
+        bad = x[~np.isfinite(x)][0]
+        raise ValueError(f"{fname}: {name} must be finite, got an entry {bad}")
+    return x
+
+
+def _seeds(fname: str, seeds: Any) -> tuple[int, ...]:
+    """A non-empty tuple or list of seeds (ints >= 0); raise naming ``fname``."""
+    if not isinstance(seeds, (tuple, list)):
+        raise TypeError(
+            f"{fname}: seeds must be a tuple of ints >= 0, got "
+            f"{type(seeds).__name__} {seeds!r}"
+        )
+    draws = tuple(check_int(fname, "seeds", v, minimum=0) for v in seeds)
+    if not draws:
+        raise ValueError(f"{fname}: seeds must hold at least one seed, got ()")
+    return draws
 
 
 def _mask(fname: str, mask: Any) -> np.ndarray:
@@ -206,7 +239,8 @@ def leverage_scores(alpha: ArrayLike, *, num_coeffs: int) -> np.ndarray:
         float64 [M] leverage scores (they sum to D).
 
     Raises:
-        ValueError: alpha not 1-D or D > M.
+        ValueError: alpha not 1-D or not finite, or D > M. TypeError: alpha not
+            an array of real numbers.
 
     Examples:
         >>> import numpy as np, codedjax.bounds as cb
@@ -219,9 +253,7 @@ def leverage_scores(alpha: ArrayLike, *, num_coeffs: int) -> np.ndarray:
         approximation of matrix coherence and statistical leverage, JMLR 13, 2012.
     """
     fname = "leverage_scores"
-    x = np.asarray(alpha, dtype=np.float64)
-    if x.ndim != 1:
-        raise ValueError(f"{fname}: alpha must be 1-D, got shape {tuple(x.shape)}")
+    x = _float_vector(fname, "alpha", alpha)
     m, d = _sizes(fname, x.shape[0], num_coeffs)
     q, _ = np.linalg.qr(np.polynomial.chebyshev.chebvander(x, d - 1))
     return np.sum(q * q, axis=1)
@@ -237,7 +269,8 @@ def coherence(scores: ArrayLike) -> float:
         mu in [1, M / D].
 
     Raises:
-        ValueError: scores not a non-empty 1-D array with a positive sum.
+        ValueError: scores not a non-empty 1-D array of finite numbers in [0, 1]
+            summing to D >= 1 (up to rounding). TypeError: scores not real numbers.
 
     Examples:
         >>> import codedjax.bounds as cb
@@ -248,11 +281,15 @@ def coherence(scores: ArrayLike) -> float:
         E. J. Candes and B. Recht, Exact matrix completion via convex optimization,
         Found. Comput. Math. 9, 2009 (coherence); Ipsen and Wentworth 2014.
     """
-    s = np.asarray(scores, dtype=np.float64)
-    if s.ndim != 1 or s.size == 0 or not np.sum(s) > 0:
+    s = _float_vector("coherence", "scores", scores)
+    # a leverage score is the squared norm of a row of an orthonormal basis: in
+    # [0, 1] (up to the rounding of the factorisation that computed it)
+    if s.size == 0 or np.min(s) < 0 or np.max(s) > 1 + 1e-12 or not np.sum(s) >= 0.5:
+        lo, hi = (float(np.min(s)), float(np.max(s))) if s.size else (None, None)
         raise ValueError(
-            "coherence: scores must be a non-empty 1-D array with a positive sum, "
-            f"got shape {tuple(s.shape)}"
+            "coherence: scores must be a non-empty 1-D array of leverage scores in "
+            f"[0, 1] summing to D >= 1, got {s.size} entries in [{lo}, {hi}] "
+            f"summing to {float(np.sum(s))}"
         )
     d = round(float(np.sum(s)))
     return float(s.size * np.max(s) / d)
@@ -268,7 +305,8 @@ def chebyshev_coherence(num_workers: int, *, num_coeffs: int) -> float:
         mu = (M / D) max_i l_i, below (2D - 1) / D < 2.
 
     Raises:
-        ValueError, TypeError: as :func:`chebyshev_leverage_scores`.
+        ValueError, TypeError: as :func:`chebyshev_leverage_scores` (naming
+            this function).
 
     Examples:
         >>> import codedjax.bounds as cb
@@ -278,8 +316,9 @@ def chebyshev_coherence(num_workers: int, *, num_coeffs: int) -> float:
     References:
         docs/theory.md section 3.
     """
-    lev = chebyshev_leverage_scores(num_workers, num_coeffs=num_coeffs)
-    return float(num_workers * np.max(lev) / num_coeffs)
+    m, d = _sizes("chebyshev_coherence", num_workers, num_coeffs)
+    lev = chebyshev_leverage_scores(m, num_coeffs=d)
+    return float(m * np.max(lev) / d)
 
 
 def _max_leverage_times_m(m: int, d: int) -> float:
@@ -517,6 +556,8 @@ def worst_case_condition(
     m, d = _sizes(fname, num_workers, num_coeffs)
     s = check_int(fname, "num_missing", num_missing, minimum=0)
     sc = _scaling(fname, scaling)
+    max_sets = check_int(fname, "max_sets", max_sets, minimum=1)
+    chunk = check_int(fname, "chunk", chunk, minimum=1)
     if m - s < d:
         raise ValueError(
             f"{fname}: need num_coeffs (D={d}) <= M - num_missing = {m - s}, got "
@@ -732,19 +773,17 @@ def exhaustive_condition(
         raise ValueError(
             f"{fname}: num_responses (N) must be at least num_coeffs (D={d}), got {n}"
         )
+    max_sets = check_int(fname, "max_sets", max_sets, minimum=1)
+    chunk = check_int(fname, "chunk", chunk, minimum=1)
+    # checked for every scheme (a bad value is a mistake even where it is unused)
+    seeds = _seeds(fname, seeds)
     total = math.comb(m, n)
     if total > max_sets:
         raise ValueError(
             f"{fname}: C(M, N) = C({m}, {n}) = {total} responding sets exceed "
             f"max_sets={max_sets}; pass a larger max_sets or a smaller configuration"
         )
-    chunk = check_int(fname, "chunk", chunk, minimum=1)
-    if sc == "random":
-        draws = tuple(check_int(fname, "seeds", s, minimum=0) for s in seeds)
-        if not draws:
-            raise ValueError(f"{fname}: seeds must hold at least one seed, got ()")
-    else:
-        draws = (0,)
+    draws = seeds if sc == "random" else (0,)
     worst, mean, best_mask = [], [], None
     for s in draws:
         v = generator_matrix(scheme=sc, num_workers=m, num_coeffs=d, seed=s)
@@ -851,7 +890,8 @@ def chernoff_delta(dim: int, ratio: float, prob: float, *, tail: str) -> float:
         delta > 0 (``inf`` for the lower tail when no delta < 1 reaches p).
 
     Raises:
-        ValueError: bad tail, dim < 1, ratio <= 0, prob outside (0, 1).
+        ValueError: bad tail, dim < 1, ratio <= 0 or not finite, prob outside
+            (0, 1). TypeError: a non-int dim, a ratio or prob that is no number.
 
     Examples:
         >>> import math, codedjax.bounds as cb
@@ -868,9 +908,7 @@ def chernoff_delta(dim: int, ratio: float, prob: float, *, tail: str) -> float:
         raise ValueError(f"{fname}: tail must be 'upper' or 'lower', got {tail!r}")
     dim = check_int(fname, "dim", dim, minimum=1)
     p = _eta(fname, prob, "prob")
-    r = float(ratio)
-    if not r > 0.0:
-        raise ValueError(f"{fname}: ratio must be > 0, got {ratio}")
+    r = check_number(fname, "ratio", ratio, low=0.0, open_low=True)
     target = (math.log(dim) - math.log(p)) / r  # h(delta) = target > 0
     if tail == "lower":
         if target >= 1.0:  # h_lower < 1 on [0, 1)
@@ -897,7 +935,7 @@ def chernoff_delta(dim: int, ratio: float, prob: float, *, tail: str) -> float:
 def _leverage_l(fname: str, m: int, d: int, coherence_: float | None) -> float:
     if coherence_ is None:
         return _max_leverage_times_m(m, d)
-    mu = float(coherence_)
+    mu = check_number(fname, "coherence", coherence_)
     if not 1.0 <= mu <= m / d + 1e-12:
         raise ValueError(f"{fname}: coherence must lie in [1, M/D], got {mu}")
     return mu * d
@@ -1052,7 +1090,7 @@ def sufficient_responses(
     d = check_int(fname, "num_coeffs", num_coeffs, minimum=1)
     e = _eta(fname, eta)
     ep = _eta(fname, eps, "eps")
-    mu = float(coherence)
+    mu = check_number(fname, "coherence", coherence)
     if not mu >= 1.0:
         raise ValueError(f"{fname}: coherence must be >= 1, got {mu}")
     return 3.0 * mu * d * math.log(2.0 * d / e) / ep**2

@@ -1564,6 +1564,110 @@ def test_robust_decode_float_arguments_are_checked(kw):
         cj.robust_decode(*args, max_corrupted=1, **kw)
 
 
+# every public function of codedjax.bounds with arguments that work (small sizes,
+# host-side numpy: the whole sweep takes milliseconds); each argument is then given
+# the bad values of its kind
+_BMASK = np.array([True, False, True, True, False, True, True, True])
+_BOUNDS_CALLS = {
+    "chebyshev_coherence": ((8,), dict(num_coeffs=3)),
+    "chebyshev_leverage_scores": ((8,), dict(num_coeffs=3)),
+    "chernoff_delta": ((3, 5.0, 0.05), dict(tail="lower")),
+    "clopper_pearson": ((3, 10), dict(confidence=0.95)),
+    "coherence": ((np.full(8, 3 / 8),), {}),
+    "complement_condition_number": ((_BMASK,), dict(num_coeffs=3)),
+    "deterministic_condition_bound": (
+        (), dict(num_workers=8, num_coeffs=3, num_responses=6)),
+    "exhaustive_condition": ((), dict(
+        scheme="random", num_workers=8, num_coeffs=3, num_responses=6, seeds=(0,),
+        max_sets=100, chunk=10)),
+    "exact_recovery_probability": ((2, 2, 4, 3), {}),
+    "gap_condition_bound": ((_BMASK,), dict(num_coeffs=3)),
+    "gap_condition_bound_probabilistic": (
+        (), dict(num_workers=8, num_coeffs=3, num_responses=6, eta=0.05)),
+    "gap_quantile": ((), dict(num_workers=8, num_responses=6, eta=0.05)),
+    "gap_tail_bound": ((), dict(num_workers=8, num_responses=6, gap=2)),
+    "generator_matrix": ((), dict(scheme="random", num_workers=8, num_coeffs=3,
+                                  seed=0)),
+    "leverage_scores": ((np.asarray(cj.chebyshev_points(8), np.float64),),
+                        dict(num_coeffs=3)),
+    "max_gap": ((_BMASK,), {}),
+    "missing_rows_condition_bound": (
+        (), dict(num_workers=8, num_coeffs=3, num_responses=6, eta=0.05)),
+    "raw_condition_number": ((_BMASK,), dict(num_coeffs=3)),
+    "recovery_probability_bound": ((2, 2, 4, 3), {}),
+    "recovery_probability_union": ((2, 2, 4, 3), {}),
+    "sampling_condition_bound": ((), dict(
+        num_workers=8, num_coeffs=3, num_responses=6, eta=0.05, coherence=1.5)),
+    "sufficient_responses": ((), dict(num_coeffs=3, coherence=1.5, eta=0.05,
+                                      eps=0.5)),
+    "worst_case_condition": ((), dict(num_workers=8, num_coeffs=3, num_missing=2,
+                                      max_sets=100, chunk=10)),
+}  # fmt: skip
+# arguments for which a negative value is meaningful (a gap of -1 is always
+# exceeded: probability 1)
+_NEGATIVE_OK = {("gap_tail_bound", "gap")}
+
+
+def _bad_values(fname, name, good):
+    """The bad values of an argument's kind: NaN, +-inf, negative, a string, a
+    bool; a fraction for an int; entries of those for an array; a number for a
+    string or a tuple."""
+    nan, inf = float("nan"), float("inf")
+    if isinstance(good, (str, tuple)):
+        return [1.0, nan] + ([("x",), (nan,)] if isinstance(good, tuple) else [])
+    if isinstance(good, np.ndarray):
+        out = []
+        for v in (nan, inf, -inf) + ((-1.0,) if good.dtype == np.bool_ else ()):
+            a = good.astype(np.float64)
+            a[0] = v
+            out.append(a)
+        if good.dtype != np.bool_ and (fname, name) != ("leverage_scores", "alpha"):
+            a = good.astype(np.float64)
+            a[0] = -1.0  # a negative leverage score
+            out.append(a)
+        return out + [np.array(["x"] * good.size)]
+    vals = [nan, inf, -inf, "x", True]
+    if (fname, name) not in _NEGATIVE_OK:
+        vals += [-1.0, -1] if isinstance(good, int) else [-1.0]
+    if isinstance(good, int):
+        vals.append(2.5)
+    return vals
+
+
+def test_bounds_float_arguments_are_checked():
+    """Every public function of codedjax.bounds, each argument given NaN, +-inf, a
+    negative value, a string and a bool (a fraction for an int; bad entries for an
+    array), raises a ValueError or TypeError that names the function and the
+    argument and says what came; the table covers the module's public functions."""
+    import inspect
+
+    import codedjax.bounds as cb
+
+    public = {n for n in cb.__all__ if inspect.isfunction(getattr(cb, n))}
+    assert set(_BOUNDS_CALLS) == public, sorted(public ^ set(_BOUNDS_CALLS))
+    checked = 0
+    for fname, (args, kw) in _BOUNDS_CALLS.items():
+        fn = getattr(cb, fname)
+        fn(*args, **kw)  # the table's arguments work
+        names = list(inspect.signature(fn).parameters)
+        slots = [(names[i], i) for i in range(len(args))] + [(k, k) for k in kw]
+        for name, slot in slots:
+            good = args[slot] if isinstance(slot, int) else kw[slot]
+            for bad in _bad_values(fname, name, good):
+                a2, kw2 = list(args), dict(kw)
+                if isinstance(slot, int):
+                    a2[slot] = bad
+                else:
+                    kw2[slot] = bad
+                with pytest.raises((ValueError, TypeError)) as info:
+                    fn(*a2, **kw2)
+                msg = str(info.value)
+                assert msg.startswith(f"{fname}: "), (fname, name, bad, msg)
+                assert name in msg and "got" in msg, (fname, name, bad, msg)
+                checked += 1
+    assert checked > 300, checked
+
+
 def test_graceful_float32_answers_are_calibrated_below_and_at_the_threshold():
     """float32 answers decoded in float32 (no coarser workers to hide the decoder's
     own rounding): ok with a finite prediction that covers the actual error in at
