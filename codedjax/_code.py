@@ -38,6 +38,7 @@ from ._dtypes import (
     check_one_mask,
     check_payload,
     errors_named,
+    x64_enabled,
 )
 from ._result import DecodeResult
 from ._threads import serialised_call
@@ -139,6 +140,12 @@ class Code:
     #: the fields of :class:`Answers` that :meth:`decode_answers` reads
     answer_fields = ("y", "mask")
 
+    def __getstate__(self):
+        # the signatures the methods have checked (see _checked) are not pickled
+        state = dict(self.__dict__)
+        state.pop("_checked", None)
+        return state
+
     # --- what every code states about itself -------------------------------------
     @property
     def name(self) -> str:
@@ -210,6 +217,12 @@ class Code:
     # --- the four operations -----------------------------------------------------
     def encode(self, x: ArrayLike) -> jax.Array:
         """What each worker is sent: x [K, ...] -> [M, *coded_shape, ...]."""
+        sig = _signature("encode", (x,))
+        if sig is not None and sig in self.__dict__.get("_checked", ()):
+            try:  # these shapes and dtypes passed the checks below before
+                return _encode_jit(self, x)
+            except (ValueError, TypeError):
+                pass  # (a retrace that fails: the checked path names the error)
         x = check_floating(f"{type(self).__name__}.encode", "x", x)
         if x.ndim < 1 or x.shape[0] != self.num_inputs:
             raise ValueError(
@@ -217,7 +230,9 @@ class Code:
                 f"[{self.num_inputs}, ...], got {tuple(x.shape)}"
             )
         with errors_named(f"{type(self).__name__}.encode"):
-            return _encode_jit(self, x)
+            out = _encode_jit(self, x)
+        _remember(self, sig)
+        return out
 
     def decode(self, y: ArrayLike, mask: ArrayLike) -> DecodeResult:
         """Decode one straggler pattern.
@@ -234,8 +249,16 @@ class Code:
             ValueError: y or mask not [M, ...] / [M].
             TypeError: y not floating, mask not boolean.
         """
+        sig = _signature("decode", (y, mask))
+        if sig is not None and sig in self.__dict__.get("_checked", ()):
+            try:  # these shapes and dtypes passed the checks below before
+                return _decode_jit(self, y, mask, {})
+            except (ValueError, TypeError):
+                pass  # (a retrace that fails: the checked path names the error)
         y, mask = self._check(f"{type(self).__name__}.decode", y, mask)
-        return self._decode_one(y, mask)
+        out = self._decode_one(y, mask)
+        _remember(self, sig)
+        return out
 
     def decode_batched(
         self, y: ArrayLike, masks: ArrayLike, *, shared_y: bool = False
@@ -414,6 +437,41 @@ def _empty_batch(code, y, masks, shared_y, extras):
     return jax.tree_util.tree_map(
         lambda s: jnp.zeros((0,) + s.shape[1:], s.dtype), spec
     )
+
+
+# One request of a served code is an encode and a decode of arrays of the same
+# shapes every time. ``encode`` and ``decode`` remember the signatures (shape,
+# dtype, weak type, placement of each argument) whose checks passed and whose
+# program ran; a later call with the same signature calls the jitted program
+# directly, without the checks (they read nothing the signature does not hold) and
+# without the Python context that names errors (a failure there retries the checked
+# path, which names it). Only concrete jax arrays are remembered: tracers (a code
+# inside the user's jit or vmap), numpy inputs and the rest are checked every time.
+_ARRAY = type(jnp.zeros(()))
+_MAX_SIGNATURES = 64  # per code
+
+
+def _signature(method, arrays):
+    """(method, each argument's shape, dtype, weak type and sharding, x64) when
+    every argument is a concrete jax array, else None."""
+    sig = [method, x64_enabled()]
+    for a in arrays:
+        if type(a) is not _ARRAY:
+            return None
+        sig.append((a.shape, a.dtype, a.weak_type, a.sharding))
+    return tuple(sig)
+
+
+def _remember(code, sig):
+    """Record that ``sig`` passed a method's checks (a code is frozen: the set is
+    kept beside its fields, not in them, so it is no part of eq or hash)."""
+    if sig is None:
+        return
+    seen = code.__dict__.get("_checked")
+    if seen is None or len(seen) >= _MAX_SIGNATURES:
+        seen = set()
+        object.__setattr__(code, "_checked", seen)
+    seen.add(sig)
 
 
 def _drop_none(extras):

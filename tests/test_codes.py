@@ -7,8 +7,10 @@ give ``ok=False`` with zeros, exact codes recover exactly with every worker,
 map ``decode`` applies.
 """
 
+import dataclasses
 import functools
 import logging
+import pickle
 
 import jax
 import jax.numpy as jnp
@@ -477,3 +479,31 @@ def test_decode_rejects_bad_shapes():
         code.decode(jnp.zeros((M + 1, 2)), jnp.ones(M, bool))
     with pytest.raises(ValueError, match=r"decode_batched: y must have shape"):
         code.decode_batched(jnp.zeros((M, 2)), jnp.ones((3, M), bool))
+
+
+def test_remembered_signature_gives_the_checked_results():
+    """After a checked call, ``encode`` and ``decode`` skip the checks for the same
+    signature (shapes, dtypes, placement): the results stay bit for bit those of
+    the checked call and of a fresh, equal code's, and another signature or a
+    numpy input is checked again (a tracer too: test_jit_equals_eager)."""
+    code = CODES["chebyls"]
+    m = code.num_workers
+    x, y = _data(code)
+    mask = _masks(code, _n_ok(code), 1)[0]
+    fresh = dataclasses.replace(code)  # equal, nothing remembered yet
+    assert fresh == code and "_checked" not in fresh.__dict__
+    runs = [(c.encode(x), *c.decode(y, mask)) for c in (code, code, fresh)]
+    assert "_checked" in code.__dict__
+    for run in runs[1:]:  # the remembered path, then a checked one
+        for a, b in zip(runs[0], run, strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert "_checked" not in pickle.loads(pickle.dumps(code)).__dict__
+    for bad in (jnp.ones((2, m), bool), mask.astype(jnp.int32)):
+        with pytest.raises((ValueError, TypeError), match=r"^ChebyLSCode.decode: "):
+            code.decode(y, bad)
+    with pytest.raises(TypeError, match=r"^ChebyLSCode.encode: "):
+        code.encode(np.asarray(x).astype(np.int32))
+    np.testing.assert_array_equal(
+        np.asarray(code.decode(np.asarray(y), np.asarray(mask)).value),
+        np.asarray(runs[0][1]),
+    )
