@@ -212,3 +212,44 @@ def tiny_repvgg(tmp_path_factory):
     return types.SimpleNamespace(
         entry=entry, ckpt_dir=ckpt_dir, model=model, meta=meta, split=split
     )
+
+
+# ----------------------------------------------------------------------------------
+# The process's memory maps. Every compiled XLA:CPU program that jax's caches keep
+# holds about three memory maps, and a process that runs the whole suite alone (no
+# xdist) compiles enough programs to reach the kernel's limit (vm.max_map_count,
+# 65,530 by default): LLVM's next compile then fails to allocate ("Cannot allocate
+# memory") and the process dies with SIGSEGV. So at the end of each test file, once
+# the maps pass half the limit, jax's caches are cleared: the files after it
+# recompile what they use. Below half (every xdist worker of ``make test``) nothing
+# is cleared, and the program families keep sharing their programs.
+_MAPS = "/proc/self/maps"
+
+
+def _map_limit() -> int | None:
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None  # not Linux: no such limit to watch
+
+
+_MAP_LIMIT = _map_limit()
+
+
+def _map_count() -> int:
+    with open(_MAPS, "rb") as f:
+        return sum(1 for _ in f)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a file's last test and its fixtures' teardown."""
+    result = yield
+    last = nextitem is None or nextitem.path != item.path
+    if last and _MAP_LIMIT is not None and _map_count() > _MAP_LIMIT // 2:
+        import gc
+
+        jax.clear_caches()
+        gc.collect()
+    return result
