@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import gc
 import pathlib
 import sys
 import threading
@@ -506,6 +507,20 @@ def test_close_and_context_manager_stop_the_threads_also_after_an_exception():
         server.infer(x)
     t.join()
     assert other.alive_threads == 0
+
+
+def test_a_server_and_cluster_dropped_without_close_stop_their_threads():
+    x = np.ones((K, 4), np.float32)
+    before = set(threading.enumerate())
+    server = Server(CODE, affine, backend=ThreadCluster(), policy=FixedN(M))
+    assert server.infer(x).ok
+    started = [t for t in threading.enumerate() if t not in before]
+    assert len(started) == M
+    del server  # never closed: the cluster's threads hold it weakly
+    gc.collect()
+    for t in started:
+        t.join(5.0)
+    assert not any(t.is_alive() for t in started)
 
 
 # ------------------------------------------------------------------ layering

@@ -20,6 +20,7 @@ import math
 import queue
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -321,14 +322,18 @@ class ThreadCluster:
         n = m if self.threads is None else min(m, self.threads)
         own = self.threads is None  # thread j serves worker j's queue alone
         self._queues = [queue.PriorityQueue() for _ in range(n if own else 1)]
+        # the threads hold the cluster weakly: one that is dropped without close()
+        # is collected, and its finaliser stops them
+        ref = weakref.ref(self)
         for j in range(n):
             q = self._queues[j if own else 0]
             t = threading.Thread(
-                target=self._work_loop, args=(q,), name=f"codedjax-worker-{j}",
-                daemon=True,
+                target=_work_loop, args=(ref, q, self._config),
+                name=f"codedjax-worker-{j}", daemon=True,
             )  # fmt: skip
             self._threads.append(t)
             t.start()
+        self._finalizer = weakref.finalize(self, _stop, self._queues, n, self._seq)
 
     def now(self) -> float:
         return time.perf_counter()
@@ -497,41 +502,38 @@ class ThreadCluster:
             self._woken = True
             self._cv.notify_all()
 
-    def _work_loop(self, tasks: queue.PriorityQueue) -> None:
-        with self._config():
-            self._serve_tasks(tasks)
-
-    def _serve_tasks(self, tasks: queue.PriorityQueue) -> None:
+    def _serve(self, i: int, task: _Task) -> None:
+        """Worker ``i`` computes ``task`` (in one of the cluster's threads)."""
         scale = self.injector.corrupt_scale if self.injector is not None else 0.0
-        while True:
-            _, _, i, task = tasks.get()
-            if task is None:
-                return
-            key = (task.request_id, i)
-            self._computing.add(key)
-            if task.cancel.is_set():
-                value = _SKIPPED
-            else:
-                fn = self._fns[task.round][i]
-                aot = self._compiled[task.round].get(i)
-                row = task.row
-                if aot is not None and (row.shape, row.dtype) == aot[:2]:
-                    fn = aot[2]  # compiled by warmup for rows like this one
-                try:
-                    value = np.asarray(fn(row))
-                    value = apply_fault(value, task.fault, scale, i)
-                except Exception as exc:  # a failing worker answers its exception
-                    value = exc
-            t_done = time.perf_counter()
-            with self._cv:
-                self._computing.discard(key)
-                self._deposits.append((i, task, value, t_done))
-                # wake the server only when this answer may be due already
-                if t_done >= task.sent + task.delay or task.cancel.is_set():
-                    self._cv.notify_all()
+        key = (task.request_id, i)
+        self._computing.add(key)
+        if task.cancel.is_set():
+            value = _SKIPPED
+        else:
+            fn = self._fns[task.round][i]
+            aot = self._compiled[task.round].get(i)
+            row = task.row
+            if aot is not None and (row.shape, row.dtype) == aot[:2]:
+                fn = aot[2]  # compiled by warmup for rows like this one
+            try:
+                value = np.asarray(fn(row))
+                value = apply_fault(value, task.fault, scale, i)
+            except Exception as exc:  # a failing worker answers its exception
+                value = exc
+        t_done = time.perf_counter()
+        with self._cv:
+            self._computing.discard(key)
+            self._deposits.append((i, task, value, t_done))
+            # wake the server only when this answer may be due already
+            if t_done >= task.sent + task.delay or task.cancel.is_set():
+                self._cv.notify_all()
 
     def close(self) -> None:
-        """Stops every worker thread and waits for them."""
+        """Stops every worker thread and waits for them, 5 s at most in all: a
+        worker stuck inside its function (a call that never returns) does not
+        hold up ``close``; its thread is a daemon thread, which ends with its
+        call or with the process. A cluster dropped without ``close`` stops its
+        threads when it is garbage-collected (they hold it weakly)."""
         if self._closed:
             return
         with self._cv:
@@ -542,9 +544,8 @@ class ThreadCluster:
             self._events.clear()
         for ev in events:
             ev.set()
-        for j in range(len(self._threads)):
-            q = self._queues[j if len(self._queues) > 1 else 0]
-            q.put((-math.inf, next(self._seq), -1, None))
+        if self._threads:
+            self._finalizer()  # the threads' stop signals, once
         deadline = time.perf_counter() + 5.0
         for t in self._threads:
             t.join(timeout=max(0.0, deadline - time.perf_counter()))
@@ -555,3 +556,23 @@ class ThreadCluster:
     def alive_threads(self) -> int:
         """How many worker threads are still running."""
         return sum(t.is_alive() for t in self._threads)
+
+
+def _work_loop(ref: weakref.ref, tasks: queue.PriorityQueue, config) -> None:
+    """A worker thread of a :class:`ThreadCluster` (``ref``, held weakly between
+    tasks): serves the tasks of ``tasks`` until its stop signal."""
+    with config():
+        while True:
+            _, _, i, task = tasks.get()
+            cluster = ref() if task is not None else None
+            if cluster is None:
+                return
+            cluster._serve(i, task)
+            del cluster
+
+
+def _stop(queues: list, num_threads: int, seq) -> None:
+    """One stop signal per thread, ahead of any task (close, or the cluster's
+    collection)."""
+    for j in range(num_threads):
+        queues[j if len(queues) > 1 else 0].put((-math.inf, next(seq), -1, None))
