@@ -215,15 +215,45 @@ def tiny_repvgg(tmp_path_factory):
 
 
 # ----------------------------------------------------------------------------------
-# The process's memory maps. Every compiled XLA:CPU program that jax's caches keep
-# holds about three memory maps, and a process that runs the whole suite alone (no
-# xdist) compiles enough programs to reach the kernel's limit (vm.max_map_count,
-# 65,530 by default): LLVM's next compile then fails to allocate ("Cannot allocate
-# memory") and the process dies with SIGSEGV. So at the end of each test file, once
-# the maps pass half the limit, jax's caches are cleared: the files after it
-# recompile what they use. Below half (every xdist worker of ``make test``) nothing
-# is cleared, and the program families keep sharing their programs.
-_MAPS = "/proc/self/maps"
+# The process at the end of each test file (one hook, ~nothing when all is well).
+#
+# Worker threads: a file that leaves a ThreadCluster's worker threads running (a
+# server never closed and still referenced, a worker blocked and never released)
+# fails at its last test's teardown. A thread that is leaving gets two seconds.
+#
+# Memory maps: every compiled XLA:CPU program that jax's caches keep holds about
+# three memory maps, and a process that runs the whole suite alone (no xdist)
+# compiles enough programs to reach the kernel's limit (vm.max_map_count, 65,530 by
+# default): LLVM's next compile then fails to allocate ("Cannot allocate memory")
+# and the process dies with SIGSEGV. So once the maps pass half the limit, jax's
+# caches are cleared: the files after it recompile what they use. Below half
+# (every xdist worker of ``make test``) nothing is cleared, and the program
+# families keep sharing their programs.
+_WORKER_THREAD = "codedjax-worker-"
+_reported_threads: set = set()
+
+
+def _leftover_worker_threads() -> list:
+    import gc
+    import threading
+    import time
+
+    def alive():
+        return [
+            t
+            for t in threading.enumerate()
+            if t.name.startswith(_WORKER_THREAD) and t not in _reported_threads
+        ]
+
+    left = alive()
+    if left:
+        gc.collect()  # a cluster dropped without close() stops its threads
+        end = time.monotonic() + 2.0
+        for t in left:
+            t.join(max(0.0, end - time.monotonic()))
+        left = alive()
+        _reported_threads.update(left)
+    return left
 
 
 def _map_limit() -> int | None:
@@ -238,7 +268,7 @@ _MAP_LIMIT = _map_limit()
 
 
 def _map_count() -> int:
-    with open(_MAPS, "rb") as f:
+    with open("/proc/self/maps", "rb") as f:
         return sum(1 for _ in f)
 
 
@@ -246,10 +276,19 @@ def _map_count() -> int:
 def pytest_runtest_teardown(item, nextitem):
     """After a file's last test and its fixtures' teardown."""
     result = yield
-    last = nextitem is None or nextitem.path != item.path
-    if last and _MAP_LIMIT is not None and _map_count() > _MAP_LIMIT // 2:
+    if nextitem is not None and nextitem.path == item.path:
+        return result
+    if _MAP_LIMIT is not None and _map_count() > _MAP_LIMIT // 2:
         import gc
 
         jax.clear_caches()
         gc.collect()
+    left = _leftover_worker_threads()
+    if left:
+        raise RuntimeError(
+            f"{item.path.name} left {len(left)} ThreadCluster worker thread(s) "
+            f"running ({', '.join(sorted(t.name for t in left))}): close every "
+            "server it opens (a with block, or close() in a finally) and release "
+            "every worker it blocks"
+        )
     return result
