@@ -325,29 +325,30 @@ def test_a_worker_that_raises_when_traced_once_serves_and_always_is_refused():
 # a worker that blocks holds up its own worker only
 
 
-def test_a_blocked_worker_does_not_hold_up_the_others():
+def test_blocked_workers_do_not_hold_up_the_others():
     rows = np.asarray(CODE.encode(X))
     release = threading.Event()
+    blocked = 3  # workers 0..2 (more than the cores of a small machine): D = 2 left
 
     def host(v):
-        if np.array_equal(v, rows[0]):  # worker 0's row: blocks until teardown
-            release.wait(30.0)
+        if any(np.array_equal(v, rows[j]) for j in range(blocked)):
+            release.wait(30.0)  # a blocked worker's row: blocks until teardown
         return v
 
     def fn(v):
         return 2.0 * jax.pure_callback(host, jax.ShapeDtypeStruct(v.shape, v.dtype), v)
 
     t0 = time.perf_counter()
-    server = sv.Server(CODE, fn, backend=sv.ThreadCluster(), policy=sv.FixedN(4))
+    server = sv.Server(CODE, fn, backend=sv.ThreadCluster(), policy=sv.FixedN(2))
     try:
-        # more requests than threads: each leaves a task stuck at worker 0
+        # more requests than workers: each leaves a task at every blocked worker
         results = server.serve([X] * (M + 2), max_in_flight=1)
         wall = time.perf_counter() - t0
     finally:
         release.set()
         server.close()
     for r in results:
-        assert r.ok and r.num_used == 4 and not r.mask[0]
+        assert r.ok and r.num_used == 2 and not r.mask[:blocked].any()
         np.testing.assert_allclose(r.value, 2.0 * X, rtol=1e-4, atol=1e-4)
     assert wall < 15.0  # the warm-up included: nothing waited for the release
 

@@ -15,9 +15,10 @@ with request r's delay draws scaled to the round's fraction w of the work
 from __future__ import annotations
 
 import contextlib
+import heapq
 import itertools
 import math
-import queue
+import os
 import threading
 import time
 import weakref
@@ -227,15 +228,18 @@ _SKIPPED = object()  # a worker thread skipped a task cancelled before it began
 
 
 class ThreadCluster:
-    """M worker threads in this process (the default backend).
+    """M workers computed by threads in this process (the default backend).
 
     Worker i runs its function (``worker_fn``, or its role's function in a
     :class:`WorkerFunctions` table; each distinct function jitted once) on row i of
-    each request, in the order requests were submitted; JAX releases the GIL while
-    it computes, so the workers overlap. Its answer is delivered when its injected
-    service time has passed, counted from when the request was sent to it (or from
-    when it finished its previous task, if it was still busy, so queueing shows),
-    and never before its computation has returned. The wait is not spent in the
+    each request, one row at a time. The threads take the rows of all workers from
+    one queue ordered by due time (when each answer is due: send time plus
+    injected service time), so the answers a decision waits for are computed
+    first; JAX releases the GIL while it computes, so the threads overlap. A
+    worker's answer is delivered when its injected service time has passed,
+    counted from when the request was sent to it (or from when it finished its
+    previous task, if it was still busy, so queueing shows), and never before its
+    computation has returned. The wait is not spent in the
     worker's thread: a worker thread computes and deposits its answer, and
     :meth:`next_completed` (the server's thread) delivers the answers at their
     times. So one thread wakes per answer, not two, and :meth:`cancel` releases a
@@ -250,13 +254,13 @@ class ThreadCluster:
         injector: the seeded delay and fault plan (:class:`Injector`); None injects
             nothing (answers are released as soon as they are computed).
         jit: jit ``worker_fn`` (default True).
-        threads: how many threads compute the workers' rows. Default None: one
-            thread per worker, each serving only its worker's rows (soonest-due
-            first), so a worker function that blocks (a stuck call, I/O that
-            never returns) holds up its own worker and no other: the others
-            answer and the request decodes without it. An int n < M: a shared
-            pool of n threads for all workers (the soonest-due rows first); a
-            blocked call then holds one of the n threads.
+        threads: how many threads compute the workers' rows. Default None: as
+            many as the cores this process may run on (at most M), and one more
+            for each worker whose call has run for over 20 ms, so a worker
+            function that blocks (a stuck call, I/O that never returns) holds up
+            its own worker and no other: the others answer and the request
+            decodes without it. The extra threads end when the calls return. An
+            int n: n threads and no more; a blocked call then holds one of them.
 
     Attributes:
         release_delays: seconds from :meth:`cancel` to the moment each straggler
@@ -286,8 +290,7 @@ class ThreadCluster:
         self.threads = None if threads is None else int(threads)
         self.release_delays: deque[float] = deque(maxlen=100_000)
         self.release_delays_in_call: deque[float] = deque(maxlen=100_000)
-        self._threads: list[threading.Thread] = []
-        self._queues: list[queue.PriorityQueue] = []  # one per thread or shared
+        self._pool: _Pool | None = None  # the computing threads, once started
         self._seq = itertools.count()
         self._cv = threading.Condition(threading.Lock())
         self._deposits: list = []  # (worker, task, value, t_done), under _cv
@@ -307,7 +310,7 @@ class ThreadCluster:
         self.num_workers = 0
 
     def start(self, worker_fn: Callable | WorkerFunctions, num_workers: int) -> None:
-        if self._threads:
+        if self._pool is not None:
             raise RuntimeError("ThreadCluster.start: already started (one server each)")
         if self._closed:
             raise RuntimeError("ThreadCluster.start: the cluster is closed")
@@ -319,27 +322,17 @@ class ThreadCluster:
         m = self.num_workers = int(num_workers)
         self._lines = [deque() for _ in range(m)]
         self._free_at = [-math.inf] * m
-        n = m if self.threads is None else min(m, self.threads)
-        own = self.threads is None  # thread j serves worker j's queue alone
-        self._queues = [queue.PriorityQueue() for _ in range(n if own else 1)]
+        # threads=None: as many threads as cores, and one more for each worker
+        # stuck in a call; threads=k: k threads, no more
+        size = _cores() if self.threads is None else self.threads
+        self._pool = _Pool(min(m, size), grow=self.threads is None)
         # the threads hold the cluster weakly: one that is dropped without close()
         # is collected, and its finaliser stops them
-        ref = weakref.ref(self)
-        for j in range(n):
-            q = self._queues[j if own else 0]
-            t = threading.Thread(
-                target=_work_loop, args=(ref, q, self._config),
-                name=f"codedjax-worker-{j}", daemon=True,
-            )  # fmt: skip
-            self._threads.append(t)
-            t.start()
-        self._finalizer = weakref.finalize(self, _stop, self._queues, n, self._seq)
+        self._pool.spawn(weakref.ref(self), self._config)
+        self._finalizer = weakref.finalize(self, self._pool.stop)
 
     def now(self) -> float:
         return time.perf_counter()
-
-    def _queue(self, worker: int) -> queue.PriorityQueue:
-        return self._queues[worker if len(self._queues) > 1 else 0]
 
     def warmup(self, rows: np.ndarray, *, round: int = 0) -> None:
         """Compiles round ``round``'s functions for rows like ``rows`` (outside
@@ -380,13 +373,15 @@ class ThreadCluster:
             self._events[request_id] = ev
             self._work[request_id] = [0, 0.0]
         sent = time.perf_counter()
+        entries = []
         for i in range(m):
             task = _Task(
                 request_id, round, rows[i], sent, float(delays[i]), int(faults[i]), ev
             )
             self._lines[i].append(task)
             # the soonest-due answers are computed first
-            self._queue(i).put((sent + task.delay, next(self._seq), i, task))
+            entries.append((sent + task.delay, next(self._seq), i, task))
+        self._pool.put(entries)
 
     def _take_deposits(self) -> None:
         """Moves the answers the worker threads computed into ``_values`` (under
@@ -444,6 +439,9 @@ class ThreadCluster:
                 wake = best_t if wait_due <= now else min(best_t, wait_due)
                 if end is not None:
                     wake = min(wake, end)
+                if self._pool.waiting():  # tasks wait for a thread: look again soon
+                    self._pool.unstick(now)
+                    wake = min(wake, now + _STUCK)
                 self._cv.wait(None if math.isinf(wake) else wake - now)
 
     def cancel(self, request_id: int) -> None:
@@ -544,35 +542,161 @@ class ThreadCluster:
             self._events.clear()
         for ev in events:
             ev.set()
-        if self._threads:
-            self._finalizer()  # the threads' stop signals, once
-        deadline = time.perf_counter() + 5.0
-        for t in self._threads:
-            t.join(timeout=max(0.0, deadline - time.perf_counter()))
+        if self._pool is not None:
+            self._finalizer()  # stops the threads, once
+            deadline = time.perf_counter() + 5.0
+            for t in self._pool.started():
+                t.join(timeout=max(0.0, deadline - time.perf_counter()))
         with self._cv:
             self._take_deposits()
 
     @property
     def alive_threads(self) -> int:
         """How many worker threads are still running."""
-        return sum(t.is_alive() for t in self._threads)
+        if self._pool is None:
+            return 0
+        return sum(t.is_alive() for t in self._pool.started())
 
 
-def _work_loop(ref: weakref.ref, tasks: queue.PriorityQueue, config) -> None:
-    """A worker thread of a :class:`ThreadCluster` (``ref``, held weakly between
-    tasks): serves the tasks of ``tasks`` until its stop signal."""
+_STUCK = 0.02  # seconds in one call after which a worker counts as stuck
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class _Pool:
+    """The threads that compute a :class:`ThreadCluster`'s rows: one heap of tasks
+    ordered by due time, a worker's tasks one at a time. A thread takes the
+    soonest-due task whose worker is not computing; a task of a busy worker waits
+    beside the heap until its worker's call returns, so a worker stuck in a call
+    holds one thread and none of the others' tasks. With ``grow``, a worker in a
+    call for longer than ``_STUCK`` seconds stops counting toward ``size``: the
+    pool starts a thread in its place (:meth:`unstick`), and a thread beyond
+    ``size`` ends when its call returns. Tasks of a cancelled request are dropped
+    unrun. The pool holds no reference to its cluster (its threads hold it
+    weakly)."""
+
+    def __init__(self, size: int, *, grow: bool):
+        self.size = int(size)
+        self.grow = bool(grow)
+        self.cv = threading.Condition(threading.Lock())
+        self.heap: list = []  # (due, seq, worker, task)
+        self.held: dict[int, list] = {}  # worker: its entries while it is busy
+        self.busy: dict[int, float] = {}  # worker: when its call began
+        self.live = 0  # threads running
+        self.idle = 0  # threads waiting for a task
+        self.stopped = False
+        self.threads: list[threading.Thread] = []
+        self._spawn_args: tuple = ()
+
+    def spawn(self, ref: weakref.ref, config) -> None:
+        """Starts ``size`` threads serving the cluster ``ref``'s tasks."""
+        self._spawn_args = (ref, config)
+        with self.cv:
+            self._start(self.size)
+
+    def _start(self, n: int) -> None:  # under cv
+        for _ in range(n):
+            t = threading.Thread(
+                target=_pool_loop, args=(self, *self._spawn_args),
+                name=f"codedjax-worker-{len(self.threads)}", daemon=True,
+            )  # fmt: skip
+            self.threads.append(t)
+            self.live += 1
+            t.start()
+
+    def started(self) -> list[threading.Thread]:
+        with self.cv:
+            return list(self.threads)
+
+    def put(self, entries: list) -> None:
+        with self.cv:
+            for e in entries:
+                heapq.heappush(self.heap, e)
+            if self.idle:
+                self.cv.notify(min(self.idle, len(entries)))
+
+    def waiting(self) -> bool:
+        """Tasks wait for a thread (an unlocked read: a hint for the server's
+        loop, which then calls :meth:`unstick`)."""
+        return self.grow and bool(self.heap)
+
+    def unstick(self, now: float) -> None:
+        """Starts a thread for each worker stuck in a call that leaves fewer than
+        ``size`` threads for the others."""
+        with self.cv:
+            if self.stopped or not self.heap:
+                return
+            stuck = sum(now - t0 > _STUCK for t0 in self.busy.values())
+            short = self.size - (self.live - stuck)
+            if short > 0:
+                self._start(short)
+
+    def take(self):
+        """The next task, (worker, task), or None: the thread is to end."""
+        with self.cv:
+            while True:
+                if self.stopped:
+                    self.live -= 1
+                    return None
+                while self.heap:
+                    entry = heapq.heappop(self.heap)
+                    i, task = entry[2], entry[3]
+                    if task.cancel.is_set():
+                        continue  # its request was decided: dropped unrun
+                    if i in self.busy:
+                        self.held.setdefault(i, []).append(entry)
+                        continue
+                    self.busy[i] = time.perf_counter()
+                    return i, task
+                self.idle += 1
+                self.cv.wait()
+                self.idle -= 1
+
+    def done(self, worker: int) -> bool:
+        """Worker ``worker``'s call returned. False: this thread is to end (the
+        pool has more threads than ``size`` besides those in a call)."""
+        with self.cv:
+            del self.busy[worker]
+            back = self.held.pop(worker, ())
+            for e in back:
+                heapq.heappush(self.heap, e)
+            if back and self.idle:
+                self.cv.notify()
+            if self.live - len(self.busy) > self.size:
+                self.live -= 1
+                return False
+            return True
+
+    def stop(self) -> None:
+        with self.cv:
+            self.stopped = True
+            self.heap.clear()
+            self.held.clear()
+            self.cv.notify_all()
+
+
+def _pool_loop(pool: _Pool, ref: weakref.ref, config) -> None:
+    """A thread of a :class:`ThreadCluster`'s pool (its cluster ``ref``, held
+    weakly between tasks)."""
     with config():
         while True:
-            _, _, i, task = tasks.get()
-            cluster = ref() if task is not None else None
-            if cluster is None:
+            job = pool.take()
+            if job is None:
                 return
-            cluster._serve(i, task)
-            del cluster
-
-
-def _stop(queues: list, num_threads: int, seq) -> None:
-    """One stop signal per thread, ahead of any task (close, or the cluster's
-    collection)."""
-    for j in range(num_threads):
-        queues[j if len(queues) > 1 else 0].put((-math.inf, next(seq), -1, None))
+            cluster = ref()
+            if cluster is None:  # collected without close()
+                pool.stop()
+                return
+            try:
+                cluster._serve(*job)
+            finally:
+                del cluster
+                keep = pool.done(job[0])
+            if not keep:
+                return
