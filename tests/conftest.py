@@ -222,13 +222,12 @@ def tiny_repvgg(tmp_path_factory):
 # fails at its last test's teardown. A thread that is leaving gets two seconds.
 #
 # Memory maps: every compiled XLA:CPU program that jax's caches keep holds about
-# three memory maps, and a process that runs the whole suite alone (no xdist)
-# compiles enough programs to reach the kernel's limit (vm.max_map_count, 65,530 by
+# three memory maps, and a process that runs the whole suite alone (no xdist) can
+# compile enough programs to reach the kernel's limit (vm.max_map_count, 65,530 by
 # default): LLVM's next compile then fails to allocate ("Cannot allocate memory")
 # and the process dies with SIGSEGV. So once the maps pass half the limit, jax's
 # caches are cleared: the files after it recompile what they use. Below half
-# (every xdist worker of ``make test``) nothing is cleared, and the program
-# families keep sharing their programs.
+# nothing is cleared, and the program families keep sharing their programs.
 _WORKER_THREAD = "codedjax-worker-"
 _reported_threads: set = set()
 
