@@ -10,14 +10,17 @@ Kernels:
 * :func:`ls_decoding_matrix` (one mask; vmappable): Householder QR of the
   equilibrated rows and the exact 2-norm condition number (an SVD of R).
 * :func:`ls_decoding_matrices` (B masks at once): the batched path. With float32
-  accumulation :func:`ne_decoding_matrices`: corrected semi-normal equations
-  (packed Gram matrices by one matrix product, sweep-operator inverses vectorised
-  across the batch, one refinement step through the rows) for the masks with
-  cond <= 512, Householder QR (:func:`qr_decoding_matrices`) for the rest; ``cond``
-  an estimate (Lanczos). With float64 accumulation (the reference precision): QR
-  and the exact condition number.
+  accumulation and at least ``NE_MIN_MASKS`` masks :func:`ne_decoding_matrices`:
+  corrected semi-normal equations (packed Gram matrices by one matrix product,
+  sweep-operator inverses vectorised across the batch, one refinement step
+  through the rows) for the masks with cond <= 512, Householder QR
+  (:func:`qr_decoding_matrices`) for the rest; ``cond`` an estimate (Lanczos).
+  Smaller float32 batches: :func:`qr_decoding_matrices` for every mask (several
+  times cheaper to compile, as fast to run there), ``cond`` a certified
+  estimate. With float64 accumulation (the reference precision): QR and the
+  exact condition number. :func:`batched_kernel` makes the choice.
 * :func:`ls_residual_sq`: the residual of the batched fits, for the predicted
-  error.
+  error, in the form of the kernel that ran (semi-normal or QR).
 
 The square systems of the threshold decoder (at most D rows) are interpolation,
 not least squares: their kernels are in ``codedjax._square``.
@@ -84,7 +87,7 @@ def ls_decoding_matrix(sel, alpha, beta, num_coeffs, acc, with_q=False):
 # batched kernel
 
 
-def qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
+def qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc, *, with_q=False):
     r"""Decoding matrices of B masks at once by Householder QR, as [B, K, M].
 
     Householder QR of every masked equilibrated basis U_{S_b} = diag(sel_b) U (one
@@ -124,7 +127,9 @@ def qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     Returns:
         (A [B, K, M], ok [B], cond [B], num_used [B]); A is zero where fewer than D
         rows were selected or the system is numerically singular (then ``ok`` is
-        False and ``cond`` is inf).
+        False and ``cond`` is inf). With ``with_q`` a fifth element: the factors
+        Q [B, M, D] (orthonormal columns spanning the selected rows; the residual
+        of :func:`ls_residual_sq` projects on their complement).
 
     References:
         N. J. Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., SIAM
@@ -176,6 +181,8 @@ def qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     a = jnp.where(usable[:, None, None] & sel[:, None, :], a, jnp.zeros_like(a))
     eps = jnp.finfo(acc).eps
     ok = usable & (cond * eps < 1) & points_valid(alpha) & points_valid(beta)
+    if with_q:
+        return a, ok, cond, num_used, q
     return a, ok, cond, num_used
 
 
@@ -209,6 +216,12 @@ _SWEEP_CHUNK = 128
 # its compile time grows with D (7 s at D = 46, 9 s at D = 91 on 2 cores); it was
 # 4x faster than the QR kernel at both sizes (M = 100 and 200, float32, CPU).
 NE_MAX_COEFFS = 128
+# Fewest masks (the static batch size) served by the normal-equations kernel; smaller
+# float32 batches use the QR kernel (see batched_kernel). The normal-equations
+# program takes several times longer to compile (3.5-7.8 s against 1-2 s on 2 loaded
+# cores) and runs no faster below about this size; the measured table and its
+# command are in docs/decoding.md ("The batched kernels").
+NE_MIN_MASKS = 16
 
 
 def _precision():
@@ -567,23 +580,44 @@ def ne_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     return a, ok, cond.astype(acc), num_used
 
 
-def ls_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
+def batched_kernel(num_masks: int, num_coeffs: int, acc) -> str:
+    """Which kernel decodes a static batch of ``num_masks`` masks: "ne" or "qr".
+
+    "ne" (:func:`ne_decoding_matrices`) for float32 accumulation, D <=
+    NE_MAX_COEFFS and at least NE_MIN_MASKS masks; "qr"
+    (:func:`qr_decoding_matrices`) otherwise.
+    """
+    if (
+        jnp.dtype(acc) == jnp.dtype(jnp.float32)
+        and num_coeffs <= NE_MAX_COEFFS
+        and num_masks >= NE_MIN_MASKS
+    ):
+        return "ne"
+    return "qr"
+
+
+def ls_decoding_matrices(sel, alpha, beta, num_coeffs, acc, *, kernel=None):
     """Decoding matrices of B masks at once: A_b = T_beta (U_{S_b})^+, as [B, K, M].
 
-    float32 accumulation with D <= NE_MAX_COEFFS: :func:`ne_decoding_matrices`
-    (semi-normal equations with refinement, QR for the ill-conditioned masks).
-    Otherwise (float64, the reference precision, or large D):
+    ``kernel`` (default :func:`batched_kernel` of the static batch size): "ne",
+    :func:`ne_decoding_matrices` (float32 only: semi-normal equations with
+    refinement, QR for the ill-conditioned masks), or "qr",
     :func:`qr_decoding_matrices` (Householder QR for every mask; exact cond in
-    float64).
+    float64). float64 (the reference precision) and large D always use QR, and so
+    do float32 batches of fewer than NE_MIN_MASKS masks: there the semi-normal
+    kernel is no faster to run and several times slower to compile.
 
     Returns:
-        (A [B, K, M], ok [B], cond [B], num_used [B]); A is zero where fewer than D
-        rows were selected or the system is numerically singular (then ``ok`` is
-        False and ``cond`` is inf).
+        (A [B, K, M], ok [B], cond [B], num_used [B], q): A is zero where fewer
+        than D rows were selected or the system is numerically singular (then
+        ``ok`` is False and ``cond`` is inf); ``q`` the QR kernel's Q factors
+        [B, M, D] (for :func:`ls_residual_sq`), None from the semi-normal kernel.
     """
-    if jnp.dtype(acc) == jnp.dtype(jnp.float32) and num_coeffs <= NE_MAX_COEFFS:
-        return ne_decoding_matrices(sel, alpha, beta, num_coeffs, acc)
-    return qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc)
+    if kernel is None:
+        kernel = batched_kernel(sel.shape[0], num_coeffs, acc)
+    if kernel == "ne":
+        return (*ne_decoding_matrices(sel, alpha, beta, num_coeffs, acc), None)
+    return qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc, with_q=True)
 
 
 # ----------------------------------------------------------------------------------
@@ -602,32 +636,37 @@ def ls_residual_sq(
     usable: jax.Array,
     *,
     per_mask: bool = False,
+    q: jax.Array | None = None,
 ) -> jax.Array:
     """RSS_f [B, F] of the least-squares Chebyshev fits of B masks (float32 path).
 
-    Corrected semi-normal equations on the equilibrated rows U (Gram matrices by
-    one matrix product, inverses by the batched sweep of ``codedjax._lsq``, one
-    refinement step through the rows; the inverses are those of
-    :func:`ne_decoding_matrices`, computed once in a jitted decoder): accurate
-    while cond^2 eps << 1. Masks not ``usable`` (the caller passes cond <= 512)
-    get RSS 0, i.e. no residual term. A payload with F > 4 columns is fitted
-    through 4 random combinations of its columns: every column then gets the mean
-    column RSS (an unbiased estimate).
+    Without ``q``: corrected semi-normal equations on the equilibrated rows U
+    (Gram matrices by one matrix product, inverses by the batched sweep of
+    ``codedjax._lsq``, one refinement step through the rows; the inverses are
+    those of :func:`ne_decoding_matrices`, computed once in a jitted decoder):
+    accurate while cond^2 eps << 1. With ``q`` [B, M, D], the Q factors of
+    :func:`qr_decoding_matrices` on the same selection: the projection of the
+    selected answers on the complement of range(Q), r = W (y - Q Q^T W y) (the
+    same residual, backward stable at any cond). Masks not ``usable`` (the caller
+    passes cond <= 512) get RSS 0, i.e. no residual term. A payload with F > 4
+    columns is fitted through 4 random combinations of its columns: every column
+    then gets the mean column RSS (an unbiased estimate).
 
     Args:
         sel: bool [B, M]; alpha: [M]; y: [M, ...] or [B, M, ...] (``per_mask``).
-        num_coeffs: D. acc: float32. usable: bool [B].
+        num_coeffs: D. acc: float32. usable: bool [B]. q: [B, M, D] or None.
     """
     b, m = sel.shape
     d = num_coeffs
     prec = _precision()
     u = chebyshev_vandermonde(alpha, d) * orthonormal_column_scale(m, d, acc)[None, :]
-    # the inverses of the decoding kernel, by the same operations on the same
-    # selection, so that a jitted decoder computes them once (XLA's common
-    # subexpression elimination; the decoder then pays for the residual only its
-    # few matrix-vector products). An unusable mask may get NaN there (a
-    # non-positive pivot): its weights are zero below and its RSS is zeroed.
-    _, hinv = _ne_inverses(u, sel.astype(acc), d)  # [B, D, D]
+    if q is None:
+        # the inverses of the decoding kernel, by the same operations on the same
+        # selection, so that a jitted decoder computes them once (XLA's common
+        # subexpression elimination; the decoder then pays for the residual only
+        # its few matrix-vector products). An unusable mask may get NaN there (a
+        # non-positive pivot): its weights are zero below and its RSS is zeroed.
+        _, hinv = _ne_inverses(u, sel.astype(acc), d)  # [B, D, D]
     with jax.named_scope("residual"):
         w = (sel & usable[:, None]).astype(acc)  # [B, M]
         y = y.reshape((b, m, -1) if per_mask else (m, -1))
@@ -643,16 +682,24 @@ def ls_residual_sq(
         # rows with U, U^T or H^{-1} (symmetric); the same products on [B, D, F]
         # columns made XLA:CPU transpose and ran its slow narrow batched product
         yw = jnp.swapaxes(yy if per_mask else yy[None], 1, 2) * w[:, None, :]
+        if q is None:
 
-        def resid(c):  # W (y - U c): [B, F, D] -> [B, F, M]
-            return yw - jnp.matmul(c, u.T, precision=prec) * w[:, None, :]
+            def resid(c):  # W (y - U c): [B, F, D] -> [B, F, M]
+                return yw - jnp.matmul(c, u.T, precision=prec) * w[:, None, :]
 
-        def solve(r):  # (H^{-1} U^T r)^T = r^T U H^{-1}
-            return jnp.matmul(jnp.matmul(r, u, precision=prec), hinv, precision=prec)
+            def solve(r):  # (H^{-1} U^T r)^T = r^T U H^{-1}
+                return jnp.matmul(
+                    jnp.matmul(r, u, precision=prec), hinv, precision=prec
+                )
 
-        c = solve(yw)
-        c = c + solve(resid(c))
-        r = resid(c)
+            c = solve(yw)
+            c = c + solve(resid(c))
+            r = resid(c)
+        else:
+            # (I - Q Q^T) W y, rows outside the selection zeroed (Q's are zero there
+            # up to rounding)
+            qty = jnp.matmul(yw, q, precision=prec)  # [B, F, D]
+            r = (yw - jnp.matmul(qty, mT(q), precision=prec)) * w[:, None, :]
         rss = jnp.sum(r * r, axis=2)
         if f > _SKETCH:
             rss = jnp.broadcast_to(jnp.mean(rss, axis=1, keepdims=True), (b, f))

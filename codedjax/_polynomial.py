@@ -427,11 +427,14 @@ def chebyls_decode_batched(
 
     One decoding matrix per mask, then one batched product with the payloads; no
     Python loop. Equal to ``jax.vmap(chebyls_decode)`` over the masks up to
-    rounding. With float32 accumulation the masks with cond <= 512 are solved by
-    corrected semi-normal equations (all B Gram matrices by one matrix product and
-    inverted together, one refinement step through the rows: backward stable, about
-    25 times a per-mask lstsq loop at M = 40, D = 22) and the others by Householder
-    QR; float64 uses QR throughout (see ``codedjax._lsq``).
+    rounding. With float32 accumulation and at least 16 masks (the static batch
+    size) the masks with cond <= 512 are solved by corrected semi-normal equations
+    (all B Gram matrices by one matrix product and inverted together, one
+    refinement step through the rows: backward stable, about 25 times a per-mask
+    lstsq loop at M = 40, D = 22) and the others by Householder QR; fewer masks,
+    and float64 throughout, use batched Householder QR, which compiles several
+    times faster and runs as fast there (``docs/decoding.md``, "The batched
+    kernels"; ``codedjax._lsq``).
 
     Args:
         y: [M, ...] one payload shared by every mask (``shared_y=True``), or
@@ -449,10 +452,11 @@ def chebyls_decode_batched(
         DecodeResult with a leading B axis on every field. With float64
         accumulation ``cond`` is the exact 2-norm condition number, as in
         :func:`chebyls_decode`; with float32 accumulation it is an estimate (an
-        exact SVD per mask would cost more than the solve): for cond <= 512 a
-        Lanczos estimate from below (up to 1%; not certified; measured over 4096
-        masks at M = 40, N = 30, D = 22: median ratio to the exact value 1.0000,
-        99.6% within 1e-3, worst 0.994; see ``codedjax._lsq``), above it a
+        exact SVD per mask would cost more than the solve): from 16 masks on, for
+        cond <= 512 a Lanczos estimate from below (up to 1%; not certified;
+        measured over 4096 masks at M = 40, N = 30, D = 22: median ratio to the
+        exact value 1.0000, 99.6% within 1e-3, worst 0.994; see
+        ``codedjax._lsq``); above it, and for every mask of a smaller batch, a
         certified estimate within D^(+-1/32) of the computed factor's kappa.
         ``value`` and ``ok`` are as in :func:`chebyls_decode`.
 
@@ -529,10 +533,13 @@ def chebyls_decode_batched(
     )
 
 
-def _chebyls_batched_impl(y, masks, alpha, beta, num_coeffs, acc, per_mask):
+def _chebyls_batched_impl(
+    y, masks, alpha, beta, num_coeffs, acc, per_mask, kernel=None
+):
     # One batched kernel for all B masks (not a vmap of the one-mask kernel): it
     # skips the per-mask SVD and reports an estimate of the condition number
-    # instead (see codedjax._lsq.ls_decoding_matrices).
+    # instead (see codedjax._lsq.ls_decoding_matrices, which also chooses the
+    # kernel from the static batch size unless ``kernel`` names one).
     alpha, beta = alpha.astype(acc), beta.astype(acc)
 
     if per_mask:
@@ -540,13 +547,15 @@ def _chebyls_batched_impl(y, masks, alpha, beta, num_coeffs, acc, per_mask):
     else:
         fin = finite_rows(y)[None, :]
     sel = masks & fin
-    a, ok, cond, n = ls_decoding_matrices(sel, alpha, beta, num_coeffs, acc)
+    a, ok, cond, n, q = ls_decoding_matrices(
+        sel, alpha, beta, num_coeffs, acc, kernel=kernel
+    )
     rss = None
     if jnp.dtype(acc) == jnp.dtype(jnp.float32):  # the residual of the fit, for
         s = payload_scale(y, acc)  # the residual of y / s: it cannot overflow
         rss = ls_residual_sq(  # the predicted error (docs/decoding.md)
             sel, alpha, y.astype(acc) / s, num_coeffs, acc, ok & (cond <= 512),
-            per_mask=per_mask,
+            per_mask=per_mask, q=q,
         )  # fmt: skip
     return _ls_result(
         a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, per_mask=per_mask,

@@ -379,3 +379,50 @@ def test_sweep_chunks_change_no_bit_of_the_inverses(key, monkeypatch):
     # a small multiple of cond(H) eps; test_sweep_inverse_matches_numpy)
     resid = np.abs(np.asarray(first, np.float64) @ h - np.eye(d)).max(axis=(1, 2))
     assert np.all(resid <= 8 * d * np.linalg.cond(h) * EPS32), resid.max()
+
+
+def test_residual_qr_and_semi_normal_forms_match_numpy(key, np_rng):
+    # the residual behind the batched predicted error (docs/decoding.md), in the
+    # form of each kernel: semi-normal equations (from NE_MIN_MASKS masks on) and
+    # the projection by the QR kernel's Q (smaller batches). Oracle: numpy float64
+    # least squares. Answers: a polynomial plus noise 1e3 times the float32
+    # rounding (a residual far above the rounding of either form), four columns
+    # (no sketch); masks from N = D on, so some are too ill-conditioned to use
+    alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
+    (masks,), _ = _chunks(_mixed_masks(key, M, D))
+    t = npcheb.chebvander(np.asarray(alpha, np.float64), D - 1)
+    y = t @ np_rng.standard_normal((D, 4))
+    y = y + 1e3 * EPS32 * np.sqrt(np.mean(y**2)) * np_rng.standard_normal(y.shape)
+    y = jnp.asarray(y, jnp.float32)
+    mk = np.asarray(masks)
+    cond = np.linalg.cond(
+        _equilibrated(np.asarray(alpha, np.float64), D)[None] * mk[:, :, None]
+    )
+    usable = jnp.asarray(cond <= 256)
+
+    @jax.jit
+    def both(masks, y, usable):
+        *_, q = _lsq.qr_decoding_matrices(
+            masks, alpha, beta, D, jnp.float32, with_q=True
+        )
+        f = lambda q: _lsq.ls_residual_sq(  # noqa: E731
+            masks, alpha, y, D, jnp.float32, usable, q=q
+        )
+        return f(None), f(q)
+
+    rss_ne, rss_qr = (np.asarray(r, np.float64) for r in both(masks, y, usable))
+    y64 = np.asarray(y, np.float64)
+    ref = np.zeros((len(mk), 4))
+    for i, s in enumerate(mk):
+        c = np.linalg.lstsq(t[s], y64[s], rcond=None)[0]
+        ref[i] = np.sum((y64[s] - t[s] @ c) ** 2, axis=0)
+    use = np.asarray(usable)
+    assert use.sum() > 100 and (~use).sum() > 5  # both kinds of masks
+    # backward-stable residual: off by a small multiple of eps ||y_S|| per column
+    tol = 10 * EPS32 * np.sqrt(np.einsum("bm,mf->bf", mk, y64**2))
+    for rss in (rss_ne, rss_qr):
+        assert np.all(rss[~use] == 0)
+        gap = np.abs(np.sqrt(rss) - np.sqrt(ref))[use]
+        assert np.all(gap <= tol[use]), (gap / tol[use]).max()
+    # the residual is far above that tolerance where N > D (the check can fail)
+    assert np.median(np.sqrt(ref[use]) / tol[use]) > 10
