@@ -128,8 +128,8 @@ def qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc, *, with_q=False):
         (A [B, K, M], ok [B], cond [B], num_used [B]); A is zero where fewer than D
         rows were selected or the system is numerically singular (then ``ok`` is
         False and ``cond`` is inf). With ``with_q`` a fifth element: the factors
-        Q [B, M, D] (orthonormal columns spanning the selected rows; the residual
-        of :func:`ls_residual_sq` projects on their complement).
+        (Q [B, M, D], R^{-T} [B, D, D]), from which :func:`ls_residual_sq` solves
+        the fit of a payload.
 
     References:
         N. J. Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., SIAM
@@ -182,7 +182,7 @@ def qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc, *, with_q=False):
     eps = jnp.finfo(acc).eps
     ok = usable & (cond * eps < 1) & points_valid(alpha) & points_valid(beta)
     if with_q:
-        return a, ok, cond, num_used, q
+        return a, ok, cond, num_used, (q, zi)
     return a, ok, cond, num_used
 
 
@@ -218,10 +218,11 @@ _SWEEP_CHUNK = 128
 NE_MAX_COEFFS = 128
 # Fewest masks (the static batch size) served by the normal-equations kernel; smaller
 # float32 batches use the QR kernel (see batched_kernel). The normal-equations
-# program takes several times longer to compile (3.5-7.8 s against 1-2 s on 2 loaded
-# cores) and runs no faster below about this size; the measured table and its
-# command are in docs/decoding.md ("The batched kernels").
-NE_MIN_MASKS = 16
+# program takes 2-3 times the CPU time to compile (4-9 s against 1.5-4 s at M = 12
+# and 40) and ran no faster up to 16 masks, about as fast at 32 and 1.8-3.2 times
+# faster at 128; the measured table and its command are in docs/decoding.md ("The
+# batched kernels").
+NE_MIN_MASKS = 32
 
 
 def _precision():
@@ -610,8 +611,8 @@ def ls_decoding_matrices(sel, alpha, beta, num_coeffs, acc, *, kernel=None):
     Returns:
         (A [B, K, M], ok [B], cond [B], num_used [B], q): A is zero where fewer
         than D rows were selected or the system is numerically singular (then
-        ``ok`` is False and ``cond`` is inf); ``q`` the QR kernel's Q factors
-        [B, M, D] (for :func:`ls_residual_sq`), None from the semi-normal kernel.
+        ``ok`` is False and ``cond`` is inf); ``q`` the QR kernel's factors
+        (Q, R^{-T}) (for :func:`ls_residual_sq`), None from the semi-normal kernel.
     """
     if kernel is None:
         kernel = batched_kernel(sel.shape[0], num_coeffs, acc)
@@ -644,17 +645,19 @@ def ls_residual_sq(
     (Gram matrices by one matrix product, inverses by the batched sweep of
     ``codedjax._lsq``, one refinement step through the rows; the inverses are
     those of :func:`ne_decoding_matrices`, computed once in a jitted decoder):
-    accurate while cond^2 eps << 1. With ``q`` [B, M, D], the Q factors of
-    :func:`qr_decoding_matrices` on the same selection: the projection of the
-    selected answers on the complement of range(Q), r = W (y - Q Q^T W y) (the
-    same residual, backward stable at any cond). Masks not ``usable`` (the caller
-    passes cond <= 512) get RSS 0, i.e. no residual term. A payload with F > 4
-    columns is fitted through 4 random combinations of its columns: every column
-    then gets the mean column RSS (an unbiased estimate).
+    accurate while cond^2 eps << 1. With ``q`` = (Q [B, M, D], R^{-T} [B, D, D]),
+    the factors of :func:`qr_decoding_matrices` on the same selection: the same
+    steps with the solve c = R^{-1} Q^T W y in place of H^{-1} U^T W y (the
+    residual through the rows, W (y - U c), after one refinement step, as in the
+    semi-normal form: the projection W (y - Q Q^T W y) instead rounds twice as
+    often and lifted float32 answers' predictions by up to 1.5x). Masks not
+    ``usable`` (the caller passes cond <= 512) get RSS 0, i.e. no residual term.
+    A payload with F > 4 columns is fitted through 4 random combinations of its
+    columns: every column then gets the mean column RSS (an unbiased estimate).
 
     Args:
         sel: bool [B, M]; alpha: [M]; y: [M, ...] or [B, M, ...] (``per_mask``).
-        num_coeffs: D. acc: float32. usable: bool [B]. q: [B, M, D] or None.
+        num_coeffs: D. acc: float32. usable: bool [B]. q: (Q, R^{-T}) or None.
     """
     b, m = sel.shape
     d = num_coeffs
@@ -682,24 +685,20 @@ def ls_residual_sq(
         # rows with U, U^T or H^{-1} (symmetric); the same products on [B, D, F]
         # columns made XLA:CPU transpose and ran its slow narrow batched product
         yw = jnp.swapaxes(yy if per_mask else yy[None], 1, 2) * w[:, None, :]
-        if q is None:
 
-            def resid(c):  # W (y - U c): [B, F, D] -> [B, F, M]
-                return yw - jnp.matmul(c, u.T, precision=prec) * w[:, None, :]
+        def resid(c):  # W (y - U c): [B, F, D] -> [B, F, M]
+            return yw - jnp.matmul(c, u.T, precision=prec) * w[:, None, :]
 
-            def solve(r):  # (H^{-1} U^T r)^T = r^T U H^{-1}
+        def solve(r):  # (H^{-1} U^T r)^T = r^T U H^{-1}, or r^T Q R^{-T}
+            if q is None:
                 return jnp.matmul(
                     jnp.matmul(r, u, precision=prec), hinv, precision=prec
                 )
+            return jnp.matmul(jnp.matmul(r, q[0], precision=prec), q[1], precision=prec)
 
-            c = solve(yw)
-            c = c + solve(resid(c))
-            r = resid(c)
-        else:
-            # (I - Q Q^T) W y, rows outside the selection zeroed (Q's are zero there
-            # up to rounding)
-            qty = jnp.matmul(yw, q, precision=prec)  # [B, F, D]
-            r = (yw - jnp.matmul(qty, mT(q), precision=prec)) * w[:, None, :]
+        c = solve(yw)
+        c = c + solve(resid(c))
+        r = resid(c)
         rss = jnp.sum(r * r, axis=2)
         if f > _SKETCH:
             rss = jnp.broadcast_to(jnp.mean(rss, axis=1, keepdims=True), (b, f))
