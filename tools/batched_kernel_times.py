@@ -9,8 +9,8 @@ the predicted error. ``codedjax._lsq.batched_kernel`` picks QR below
 from. For each (M, D), batch size B and kernel it builds the whole decode program
 (``jax.jit(...).lower(...).compile()``, a fresh function each time, so nothing is
 cached; wall-clock seconds of the compile, and CPU seconds of lowering and compiling
-together), then times runs of the compiled program alone (the fastest of ``--reps``
-wall-clock runs: on a shared machine the other runs measure the load).
+together), then times runs of the compiled program alone (the median of ``--reps``
+wall-clock runs; the fastest is in the ``--out`` file).
 The table in ``docs/decoding.md`` comes from
 
     python tools/batched_kernel_times.py
@@ -39,7 +39,7 @@ F = 16  # payload columns, shared by every mask
 
 
 def measure(m: int, k: int, d: int, b: int, kernel: str, reps: int) -> dict:
-    """Seconds to lower, to compile and (the fastest of ``reps``) to run one program.
+    """Seconds to lower, to compile and (median of ``reps``) to run one program.
 
     ``build_cpu`` is the CPU time of lowering and compiling together: on a loaded
     machine the wall-clock times grow with the load, the CPU time much less."""
@@ -70,8 +70,8 @@ def measure(m: int, k: int, d: int, b: int, kernel: str, reps: int) -> dict:
         "lower": t1 - t0,
         "compile": t2 - t1,
         "build_cpu": c2 - c0,  # lowering and compiling, CPU seconds of the process
-        "run": float(np.min(runs)),
-        "run_median": float(np.median(runs)),
+        "run": float(np.median(runs)),
+        "run_fastest": float(np.min(runs)),
     }
 
 

@@ -7,6 +7,7 @@ with its own form of the least-squares residual behind the predicted error
 (the setting of ``theory.calibration``: K = 8 queries through a degree-3 cross
 tower, M = 40 workers, D = 22; a fresh set of N responders per request) and prints,
 per answer dtype (bf16 and float32 workers, float32 decoding) and N, each kernel's
+(and, for reference, the one-mask decoder's: ``chebyls_decode`` mask by mask)
 share of ok requests whose prediction covers the actual error (max_k |value_k -
 f(X_k)| against the float64 model), the median predicted / actual, and how far the
 two kernels' predictions, values and cond estimates lie apart. The figures in
@@ -52,6 +53,18 @@ def problem(num_masks: int, worker_dtype, seed: int = 0):
 
 
 @functools.cache
+def one_mask(alpha, beta):
+    """``chebyls_decode`` mask by mask (``lax.map``: a loop, so the one-mask QR
+    kernel, whose residual comes from its fit at D nodes), the reference."""
+
+    def run(y, masks):
+        dec = lambda a: cj.chebyls_decode(a[0], a[1], alpha, beta, num_coeffs=D)  # noqa: E731
+        return jax.lax.map(dec, (y, masks))
+
+    return jax.jit(run)
+
+
+@functools.cache
 def decoder(kernel: str):
     return jax.jit(
         functools.partial(_polynomial._chebyls_batched_impl, kernel=kernel),
@@ -73,6 +86,8 @@ def compare(num_masks: int, worker_dtype, responses) -> list[dict]:
                 y, masks, alpha, beta, num_coeffs=D, acc=jnp.float32, per_mask=True
             )
             got[kernel] = jax.tree_util.tree_map(np.asarray, r)
+        r = one_mask(alpha, beta)(y, masks)
+        got["one"] = jax.tree_util.tree_map(np.asarray, r)
         ne, qr = got["ne"], got["qr"]
         row = {"N": n, "ok_agree": float(np.mean(ne.ok == qr.ok))}
         both = ne.ok & qr.ok
@@ -82,7 +97,17 @@ def compare(num_masks: int, worker_dtype, responses) -> list[dict]:
             row[f"{kernel}_covered"] = float(np.mean(ratio >= 1))
             row[f"{kernel}_median_ratio"] = float(np.median(ratio))
         e_ne, e_qr = ne.error[both].astype(np.float64), qr.error[both]
-        row["error_rel_diff_max"] = float(np.max(np.abs(e_qr / e_ne - 1)))
+        rel = np.abs(e_qr / e_ne - 1)
+        row["error_rel_diff_max"] = float(np.max(rel))
+        # predictions apart by more than 1e-3, and how many of those masks lie on
+        # both sides of the residual's cond <= 512 rule (one kernel's estimate
+        # above, the other's not)
+        apart = rel > 1e-3
+        side = (ne.cond[both] <= 512) != (qr.cond[both] <= 512)
+        row["apart"], row["apart_straddle"] = (
+            int(apart.sum()),
+            int((apart & side).sum()),
+        )
         scale = np.abs(ne.value[both]).max(axis=1)
         row["value_diff_max"] = float(
             np.max(np.abs(qr.value[both] - ne.value[both]).max(axis=1) / scale)
@@ -105,17 +130,20 @@ def main(argv=None) -> None:
     if not all(D <= n <= M for n in a.responses):
         p.error(f"--responses must lie in [D={D}, M={M}], got {a.responses}")
     print(
-        "| answers | N | covered (semi-normal / QR) | median ratio (semi-normal / "
-        "QR) | error, QR / semi-normal - 1, max | value difference, max (relative) "
-        "| cond, QR / semi-normal | ok agree |\n|---|---|---|---|---|---|---|---|",
+        "| answers | N | covered (semi-normal / QR / one-mask) | median ratio "
+        "(semi-normal / QR / one-mask) | error, QR / semi-normal - 1, max | apart "
+        "> 1e-3 (cond on both sides of 512) | value difference, max (relative) "
+        "| cond, QR / semi-normal | ok agree |\n|---|---|---|---|---|---|---|---|---|",
         flush=True,
     )
     for dtype in (jnp.bfloat16, jnp.float32):
         for r in compare(a.masks, dtype, a.responses):
             print(
                 f"| {jnp.dtype(dtype).name} | {r['N']} | {r['ne_covered']:.4f} / "
-                f"{r['qr_covered']:.4f} | {r['ne_median_ratio']:.2f} / "
-                f"{r['qr_median_ratio']:.2f} | {r['error_rel_diff_max']:.1e} | "
+                f"{r['qr_covered']:.4f} / {r['one_covered']:.4f} | "
+                f"{r['ne_median_ratio']:.2f} / {r['qr_median_ratio']:.2f} / "
+                f"{r['one_median_ratio']:.2f} | {r['error_rel_diff_max']:.1e} | "
+                f"{r['apart']} ({r['apart_straddle']}) | "
                 f"{r['value_diff_max']:.1e} | {r['cond_ratio_min']:.4f} to "
                 f"{r['cond_ratio_max']:.4f} | {r['ok_agree']:.4f} |",
                 flush=True,
