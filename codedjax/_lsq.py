@@ -218,11 +218,11 @@ _SWEEP_CHUNK = 128
 NE_MAX_COEFFS = 128
 # Fewest masks (the static batch size) served by the normal-equations kernel; smaller
 # float32 batches use the QR kernel (see batched_kernel). The normal-equations
-# program takes 2-3 times the CPU time to compile (4-9 s against 1.5-4 s at M = 12
-# and 40) and ran no faster up to 16 masks, about as fast at 32 and 1.8-3.2 times
-# faster at 128; the measured table and its command are in docs/decoding.md ("The
-# batched kernels").
-NE_MIN_MASKS = 32
+# program takes 2.1-2.9 times the CPU time to compile (4-10 s against 1.5-4 s at
+# M = 12 and 40); it ran slower than QR up to 4 masks, about as fast at 12, as
+# fast or faster from 16 on (3.4-6 times at 128); the measured table and its
+# command are in docs/decoding.md ("The batched kernels").
+NE_MIN_MASKS = 16
 
 
 def _precision():

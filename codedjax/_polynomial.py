@@ -427,7 +427,7 @@ def chebyls_decode_batched(
 
     One decoding matrix per mask, then one batched product with the payloads; no
     Python loop. Equal to ``jax.vmap(chebyls_decode)`` over the masks up to
-    rounding. With float32 accumulation and at least 32 masks (the static batch
+    rounding. With float32 accumulation and at least 16 masks (the static batch
     size) the masks with cond <= 512 are solved by corrected semi-normal equations
     (all B Gram matrices by one matrix product and inverted together, one
     refinement step through the rows: backward stable, about 25 times a per-mask
@@ -452,7 +452,7 @@ def chebyls_decode_batched(
         DecodeResult with a leading B axis on every field. With float64
         accumulation ``cond`` is the exact 2-norm condition number, as in
         :func:`chebyls_decode`; with float32 accumulation it is an estimate (an
-        exact SVD per mask would cost more than the solve): from 32 masks on, for
+        exact SVD per mask would cost more than the solve): from 16 masks on, for
         cond <= 512 a Lanczos estimate from below (up to 1%; not certified;
         measured over 4096 masks at M = 40, N = 30, D = 22: median ratio to the
         exact value 1.0000, 99.6% within 1e-3, worst 0.994; see
