@@ -447,7 +447,17 @@ def _empty_batch(code, y, masks, shared_y, extras):
 # without the Python context that names errors (a failure there retries the checked
 # path, which names it). Only concrete jax arrays are remembered: tracers (a code
 # inside the user's jit or vmap), numpy inputs and the rest are checked every time.
-_ARRAY = type(jnp.zeros(()))
+_ARRAY = None  # the concrete array type, found at the first call: making an array
+# at import would start jax's backend, before a user's jax.distributed.initialize
+
+
+def _array_type():
+    global _ARRAY
+    if _ARRAY is None:
+        _ARRAY = type(jnp.zeros(()))
+    return _ARRAY
+
+
 _MAX_SIGNATURES = 64  # per code
 
 
@@ -456,7 +466,7 @@ def _signature(method, arrays):
     every argument is a concrete jax array, else None."""
     sig = [method, x64_enabled()]
     for a in arrays:
-        if type(a) is not _ARRAY:
+        if type(a) is not _array_type():
             return None
         sig.append((a.shape, a.dtype, a.weak_type, a.sharding))
     return tuple(sig)

@@ -300,3 +300,21 @@ def test_every_command_line_uses_the_run_kit():
         if "ArgumentParser(" in text:
             assert "add_run_arguments(" in text, f"{path}: a parser without the run kit"
         assert "json.dump(" not in text, f"{path} writes JSON without the run kit"
+
+
+def test_importing_starts_no_backend():
+    """Importing the library and its application layers creates no array: jax's
+    backend must still be unstarted, so that ``jax.distributed.initialize`` (which
+    must come first) can run after ``import codedjax``."""
+    import subprocess
+
+    code = (
+        "import jax._src.xla_bridge as xb, codedjax, codedjax.serving, runkit, "
+        "theory.montecarlo; print(xb.backends_are_initialized())"
+    )
+    root = pathlib.Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False", "an import started jax's backend"
