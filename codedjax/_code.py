@@ -453,8 +453,9 @@ _ARRAY = None  # the concrete array type, found at the first call: making an arr
 
 def _array_type():
     global _ARRAY
-    if _ARRAY is None:
-        _ARRAY = type(jnp.zeros(()))
+    if _ARRAY is None:  # concrete even when the first call is inside a trace
+        with jax.ensure_compile_time_eval():
+            _ARRAY = type(jnp.zeros(()))
     return _ARRAY
 
 

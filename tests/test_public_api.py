@@ -310,7 +310,14 @@ def test_importing_starts_no_backend():
 
     code = (
         "import jax._src.xla_bridge as xb, codedjax, codedjax.serving, runkit, "
-        "theory.montecarlo; print(xb.backends_are_initialized())"
+        "theory.montecarlo; print(xb.backends_are_initialized())\n"
+        # and a Code whose first call is inside a trace still tells tracers from
+        # arrays on later calls (traced at two shapes, then eagerly)
+        "import jax, jax.numpy as jnp\n"
+        "c = codedjax.lagrange_code(num_inputs=2, num_workers=4, degree=1)\n"
+        "for f in (2, 3):\n"
+        "    jax.jit(c.encode)(jnp.ones((2, f)))\n"
+        "    c.decode(c.encode(jnp.ones((2, f))), jnp.ones(4, bool))"
     )
     root = pathlib.Path(__file__).resolve().parents[1]
     out = subprocess.run(
