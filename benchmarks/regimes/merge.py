@@ -16,9 +16,7 @@ import math
 import statistics
 from pathlib import Path
 
-import runkit
-
-from .report import format_report, plot_maps, winners
+from .report import winners, write_outputs
 
 __all__ = ["merge_summaries", "merge_dirs"]
 
@@ -153,9 +151,5 @@ def merge_dirs(dirs: list[str], out: str) -> dict:
             raise ValueError(f"--merge: no summary.json in {d}")
         summaries.append(_restore(json.loads(path.read_text())))
     merged = merge_summaries(summaries)
-    path = Path(out)
-    path.mkdir(parents=True, exist_ok=True)
-    merged["plots"] = plot_maps(merged, path)
-    runkit.write_summary(path / "summary.json", merged)
-    (path / "report.md").write_text(format_report(merged) + "\n")
+    write_outputs(merged, out)
     return merged

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from runkit import fmt
+from runkit import fmt, write_summary
 
 __all__ = ["format_report", "plot_maps", "winners"]
 
@@ -182,20 +182,7 @@ def plot_maps(summary: dict, out: Path) -> list[str]:
     for wl in cfg["workloads"]:
         for st in cfg["stragglers"]:
             fig, ax = plt.subplots(figsize=(1.3 * len(ratios) + 1, 1.0 * len(ks) + 1))
-            for w in ws:
-                if w["workload"] != wl or w["straggler"] != st:
-                    continue
-                i, j = ks.index(w["K"]), ratios.index(w["ratio"])
-                c = colour.get(w["winner"], (0.9, 0.9, 0.9, 1))
-                ax.add_patch(plt.Rectangle((j, i), 1, 1, color=c, alpha=0.6))
-                txt = f"{w['winner']}\nx{w['margin']:.2f}" if w["winner"] else "none"
-                ax.text(j + 0.5, i + 0.5, txt, ha="center", va="center", fontsize=7)
-            ax.set_xlim(0, len(ratios))
-            ax.set_ylim(0, len(ks))
-            ax.set_xticks(
-                [j + 0.5 for j in range(len(ratios))], [f"{r:g}" for r in ratios]
-            )
-            ax.set_yticks([i + 0.5 for i in range(len(ks))], [str(k) for k in ks])
+            _draw_grid(ax, ws, wl, st, cfg, colour, _margin_label, 0.6, (7, None))
             ax.set_xlabel("M / K")
             ax.set_ylabel("K")
             ax.set_title(f"{wl}, {st}: lowest p99 at the target", fontsize=8)
@@ -208,14 +195,58 @@ def plot_maps(summary: dict, out: Path) -> list[str]:
     return files
 
 
+def _margin_label(w) -> str:
+    return f"{w['winner']}\nx{w['margin']:.2f}" if w["winner"] else "none"
+
+
+def _rep_label(w) -> str:
+    r = w["replication_over_coded"]
+    return "-" if r != r else f"{r:.1f}"
+
+
+def _draw_grid(ax, ws, wl, st, cfg, colour, label, alpha, fontsizes) -> None:
+    """One (workload, straggler) map on ``ax``: the K x M/K cells coloured by their
+    winner and labelled by ``label(winner entry)``; fontsizes = (cell text, ticks;
+    None: matplotlib's)."""
+    import matplotlib.pyplot as plt
+
+    ks, ratios = cfg["num_inputs"], cfg["ratios"]
+    text_size, tick_size = fontsizes
+    tick = {} if tick_size is None else {"fontsize": tick_size}
+    for w in ws:
+        if w["workload"] != wl or w["straggler"] != st:
+            continue
+        i, j = ks.index(w["K"]), ratios.index(w["ratio"])
+        c = colour.get(w["winner"], (0.9, 0.9, 0.9, 1))
+        ax.add_patch(plt.Rectangle((j, i), 1, 1, color=c, alpha=alpha))
+        ax.text(
+            j + 0.5, i + 0.5, label(w), ha="center", va="center", fontsize=text_size
+        )
+    ax.set_xlim(0, len(ratios))
+    ax.set_ylim(0, len(ks))
+    ax.set_xticks(
+        [j + 0.5 for j in range(len(ratios))], [f"{r:g}" for r in ratios], **tick
+    )
+    ax.set_yticks([i + 0.5 for i in range(len(ks))], [str(k) for k in ks], **tick)
+
+
+def write_outputs(summary: dict, out) -> None:
+    """``out/summary.json`` (strict JSON), ``report.md`` and the winner maps (their
+    file names in ``summary["plots"]``)."""
+    path = Path(out)
+    path.mkdir(parents=True, exist_ok=True)
+    summary["plots"] = plot_maps(summary, path)
+    write_summary(path / "summary.json", summary)
+    (path / "report.md").write_text(format_report(summary) + "\n")
+
+
 def _plot_overview(ws, cfg, colour, out: Path) -> str:
     """``winners.png``: every map on one page, a row per workload and a column per
     straggler model; each cell coloured by its winner and labelled with
     replication's p99 over the best coded scheme's (above 1: coding wins)."""
     import matplotlib.pyplot as plt
 
-    wls, sts = cfg["workloads"], cfg["stragglers"]
-    ks, ratios = cfg["num_inputs"], cfg["ratios"]
+    wls, sts, ks = cfg["workloads"], cfg["stragglers"], cfg["num_inputs"]
     fig, axes = plt.subplots(
         len(wls),
         len(sts),
@@ -225,25 +256,7 @@ def _plot_overview(ws, cfg, colour, out: Path) -> str:
     for a, wl in enumerate(wls):
         for b, st in enumerate(sts):
             ax = axes[a][b]
-            for w in ws:
-                if w["workload"] != wl or w["straggler"] != st:
-                    continue
-                i, j = ks.index(w["K"]), ratios.index(w["ratio"])
-                c = colour.get(w["winner"], (0.9, 0.9, 0.9, 1))
-                ax.add_patch(plt.Rectangle((j, i), 1, 1, color=c, alpha=0.7))
-                r = w["replication_over_coded"]
-                txt = "-" if r != r else f"{r:.1f}"
-                ax.text(j + 0.5, i + 0.5, txt, ha="center", va="center", fontsize=6)
-            ax.set_xlim(0, len(ratios))
-            ax.set_ylim(0, len(ks))
-            ax.set_xticks(
-                [j + 0.5 for j in range(len(ratios))],
-                [f"{r:g}" for r in ratios],
-                fontsize=6,
-            )
-            ax.set_yticks(
-                [i + 0.5 for i in range(len(ks))], [str(k) for k in ks], fontsize=6
-            )
+            _draw_grid(ax, ws, wl, st, cfg, colour, _rep_label, 0.7, (6, 6))
             if a == 0:
                 ax.set_title(st, fontsize=8)
             if b == 0:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from pathlib import Path
 
 import runkit
 
 from .config import RegimesConfig, latency_text
 from .pipeline import run_block
-from .report import format_report, plot_maps, winners
+from .report import winners, write_outputs
 from .spotcheck import master_overhead, spot_check
 
 __all__ = ["headline", "run_regimes"]
@@ -77,9 +76,5 @@ def run_regimes(
     summary["headline"] = headline(summary)
     summary["seconds"] = time.perf_counter() - t0
     if out is not None:
-        path = Path(out)
-        path.mkdir(parents=True, exist_ok=True)
-        summary["plots"] = plot_maps(summary, path)
-        runkit.write_summary(path / "summary.json", summary)
-        (path / "report.md").write_text(format_report(summary) + "\n")
+        write_outputs(summary, out)
     return summary
