@@ -1,8 +1,10 @@
 """Bad and edge inputs across the public API: no silent wrong answer, no crash.
 
 Every case of the table is run in the modes where it is meaningful (``eager``: the
-public function; ``jit``: under ``jax.jit``; ``vmap``: under ``jax.jit(jax.vmap)``
-over two copies of the arrays) and must end in the outcome the table names:
+public function; ``jit``: traced, as under ``jax.jit``; ``vmap``: traced under
+``jax.vmap`` over two copies of the arrays; the traced programs are evaluated
+equation by equation, so the library's jitted kernels in them are the programs the
+eager calls compiled, see ``_traced``) and must end in the outcome the table names:
 
 * ``error``: a ValueError or TypeError whose message starts with the public
   function's name (static mistakes; concrete values the function can check);
@@ -21,6 +23,7 @@ import functools
 import re
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -113,73 +116,108 @@ def ref_nercc(y, mask, nodes, z):
 
 
 # ----------------------------------------------------------------------------------
-# inputs
+# inputs: numpy arrays while the table is built (a jax.numpy operation compiles a
+# program per shape and dtype, in every process that collects this file); each
+# becomes a jax array once, where the table stores it (_jx)
 
-ALPHA = cj.chebyshev_points(M)
-BETA = cj.chebyshev_points(K)
-BBETA, BALPHA = cj.bacc_points(K, M)
+ALPHA = np.asarray(cj.chebyshev_points(M))
+BETA = np.asarray(cj.chebyshev_points(K))
+BBETA, BALPHA = (np.asarray(p) for p in cj.bacc_points(K, M))
 LAYOUT = cj.repapprox_layout(2, 2, 6)
 
 
-def _payload(alpha, scale=1.0, dtype=jnp.float32):
+def _payload(alpha, scale=1.0, dtype=F32):
     """y [M, F]: polynomials of degree < D at the points (exact for ChebyLS)."""
     a = np.asarray(alpha, np.float64)
     y = np.stack([1 + a - 0.5 * a**4, 0.25 - a**2 + a**3], axis=1) * scale
-    return jnp.asarray(y, dtype)
+    with np.errstate(over="ignore"):  # a huge scale rounds to inf, as in jax
+        return np.asarray(y, dtype)
 
 
-ALL = jnp.ones(M, bool)
-SOME = jnp.array([1, 1, 0, 1, 1, 0, 1, 1], bool)  # 6 responders
-EXACT_D = jnp.array([1, 0, 1, 1, 0, 1, 0, 1], bool)  # 5 = D responders
-FEW = jnp.array([1, 0, 0, 1, 0, 1, 0, 1], bool)  # 4 < D
-NONE = jnp.zeros(M, bool)
-ONE = jnp.array([0, 0, 0, 1, 0, 0, 0, 0], bool)
+ALL = np.ones(M, bool)
+SOME = np.array([1, 1, 0, 1, 1, 0, 1, 1], bool)  # 6 responders
+EXACT_D = np.array([1, 0, 1, 1, 0, 1, 0, 1], bool)  # 5 = D responders
+FEW = np.array([1, 0, 0, 1, 0, 1, 0, 1], bool)  # 4 < D
+NONE = np.zeros(M, bool)
+ONE = np.array([0, 0, 0, 1, 0, 0, 0, 0], bool)
 
 
 def _subnormal(y, scale):
     """y * scale rounded once in numpy (jax.numpy arithmetic on CPU flushes
     subnormal results to zero)."""
-    return jnp.asarray((np.asarray(y, np.float64) * scale).astype(np.float32))
+    return (np.asarray(y, np.float64) * scale).astype(np.float32)
+
+
+def _set(a, i, v):
+    """A copy of the numpy array ``a`` with ``a[i] = v``."""
+    out = np.array(a, copy=True)
+    out[i] = v
+    return out
 
 
 def _with_row(y, i, v):
-    return y.at[i].set(v)
+    return _set(y, i, v)
+
+
+_JAX: dict = {}
+
+
+def _jx(a):
+    """The jax array of a numpy input, made once per input (a device copy:
+    ``jax.device_put`` compiles nothing, ``jnp.asarray`` a program per shape), so
+    that every case given the same input passes the same array."""
+    if a is None or isinstance(a, jax.Array):
+        return a
+    hit = _JAX.get(id(a))
+    if hit is None or hit[0] is not a:
+        hit = _JAX[id(a)] = (a, jax.device_put(a))
+    return hit[1]
 
 
 # ----------------------------------------------------------------------------------
 # runner
 
 
-class _Traced:
-    """jit / vmap wrappers cached per (function, static kwargs), so value cases reuse
-    one compiled program."""
+def _traced(fn, arrays):
+    """Trace ``fn(*arrays)`` (every array a tracer, as under ``jax.jit``: no
+    concrete-value check can run) and evaluate the traced program one equation at a
+    time. The library's own jitted kernels are equations of it, run as the eager
+    call runs them: the compiled programs of the eager mode serve this mode too (a
+    ``jax.jit`` around them would compile each decoder once more as a new outer
+    program). The equations are bound in the caller's context (as an eager call;
+    ``jax.core.eval_jaxpr`` would enter each equation's recorded mesh context, a
+    different compile-cache key)."""
+    closed, shape = jax.make_jaxpr(fn, return_shape=True)(*arrays)
+    jaxpr, env = closed.jaxpr, {}
 
-    cache: dict = {}
+    def read(v):
+        return v.val if isinstance(v, jax.extend.core.Literal) else env[v]
 
-    @classmethod
-    def get(cls, mode, fn, n_arrays, static):
-        key = (mode, fn, n_arrays, static)
-        if key not in cls.cache:
-
-            def call(*arrays):
-                return fn(*arrays, **dict(static))
-
-            if mode == "jit":
-                cls.cache[key] = jax.jit(call)
-            else:
-                cls.cache[key] = jax.jit(jax.vmap(call))
-        return cls.cache[key]
+    env.update(zip(jaxpr.constvars, closed.consts, strict=True))
+    env.update(zip(jaxpr.invars, jax.tree_util.tree_leaves(arrays), strict=True))
+    for eqn in jaxpr.eqns:
+        params = eqn.primitive.get_bind_params(eqn.params)
+        out = eqn.primitive.bind(*map(read, eqn.invars), **params)
+        out = out if eqn.primitive.multiple_results else [out]
+        env.update(zip(eqn.outvars, out, strict=True))
+    leaves = [read(v) for v in jaxpr.outvars]
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shape), leaves)
 
 
 def _run(mode, fn, arrays, static):
+    def call(*a):
+        return fn(*a, **dict(static))
+
     if mode == "eager":
-        return fn(*arrays, **dict(static))
-    f = _Traced.get(mode, fn, len(arrays), tuple(sorted(static.items())))
+        return call(*arrays)
     if mode == "jit":
-        return f(*arrays)
-    stacked = [jnp.stack([a, a]) for a in arrays]
-    r = f(*stacked)
-    return jax.tree_util.tree_map(lambda x: x[0], r)
+        return _traced(call, arrays)
+    # two copies of every array (points included: a batched basis, so the
+    # decoder's vmap rule runs a plain vmap of its one-mask kernel), stacked in
+    # numpy (no program per shape); the first copy's result, as numpy
+    stacked = [jax.device_put(np.stack([np.asarray(a)] * 2)) for a in arrays]
+    r = _traced(jax.vmap(call), stacked)
+    return jax.tree_util.tree_map(lambda x: np.asarray(x)[0], r)
 
 
 def _check_ok_false(r, name):
@@ -236,13 +274,14 @@ def case(name, fname, fn, arrays, static, expect, ref=None, **check):
         # already batched and jitted inside: eager only (each extra mode would only
         # recompile the same batched program around it)
         expect = {k: v for k, v in expect.items() if k == "eager"}
+    arrays = [_jx(a) for a in arrays]
     CASES.append((name, fname, fn, arrays, static, expect, ref, check))
 
 
 EAGER_ERR = {"eager": "error", "jit": "ok_false", "vmap": "ok_false"}
 
 # ---- least-squares decoders: chebyls_decode and threshold_decode ----------------
-ORDER = jnp.arange(M, dtype=jnp.int32)[::-1]
+ORDER = np.arange(M, dtype=np.int32)[::-1]
 
 
 def _ls_cases(fname, fn, extra, ref_fn):
@@ -260,15 +299,15 @@ def _ls_cases(fname, fn, extra, ref_fn):
     add("exactly_D", (y, EXACT_D, ALPHA, BETA), "correct", ref=refd(y, EXACT_D))
     add("too_few", (y, FEW, ALPHA, BETA), "ok_false")
     add("none", (y, NONE, ALPHA, BETA), "ok_false")
-    yn = _with_row(y, 0, jnp.nan)
+    yn = _with_row(y, 0, np.nan)
     add("nan_row", (yn, ALL, ALPHA, BETA), "correct", ref=refd(yn, ALL))
-    yi = _with_row(y, 3, jnp.inf)
+    yi = _with_row(y, 3, np.inf)
     add("inf_row", (yi, ALL, ALPHA, BETA), "correct", ref=refd(yi, ALL))
-    ym = _with_row(y, 2, -jnp.inf)
+    ym = _with_row(y, 2, -np.inf)
     add("inf_missing_row", (ym, SOME, ALPHA, BETA), "correct", ref=refd(ym, SOME))
-    yall = jnp.full_like(y, jnp.nan)
+    yall = np.full_like(y, np.nan)
     add("all_nan", (yall, ALL, ALPHA, BETA), "ok_false")
-    y4 = y.at[0, 0].set(jnp.nan).at[1, 1].set(jnp.inf).at[4, 0].set(jnp.nan)
+    y4 = _set(_set(_set(y, (0, 0), np.nan), (1, 1), np.inf), (4, 0), np.nan)
     # 3 bad rows of 8 leave exactly D = 5 usable: decodable
     add("nan_inf_mix", (y4, ALL, ALPHA, BETA), "correct", ref=refd(y4, ALL))
     big = _payload(ALPHA, 1e38)
@@ -289,11 +328,11 @@ def _ls_cases(fname, fn, extra, ref_fn):
     add("smallest", (smallest, SOME, ALPHA, BETA), "correct",
         ref=refd(smallest, SOME), floor=64 * float(np.finfo(F32).tiny),
         covered=True)  # fmt: skip
-    zero = jnp.zeros_like(y)
+    zero = np.zeros_like(y)
     add("zeros", (zero, ALL, ALPHA, BETA), "correct", ref=refd(zero, ALL))
     y1 = y[:, 0]
     add("y_1d", (y1, SOME, ALPHA, BETA), "correct", ref=refd(y1, SOME))
-    y3 = jnp.stack([y, 2 * y], axis=2)
+    y3 = np.stack([y, 2 * y], axis=2)
     add("y_3d", (y3, SOME, ALPHA, BETA), "correct", ref=refd(y3, SOME))
     ybf = y.astype(jnp.bfloat16)
     add(
@@ -318,13 +357,13 @@ def _ls_cases(fname, fn, extra, ref_fn):
     add("mask_2d", (y, ALL[None], ALPHA, BETA), "error")
     add("alpha_short", (y, ALL, ALPHA[:-1], BETA), "error")
     add("alpha_2d", (y, ALL, ALPHA[None], BETA), "error")
-    add("alpha_int", (y, ALL, jnp.arange(M), BETA), "error")
-    dup = ALPHA.at[1].set(ALPHA[0])
+    add("alpha_int", (y, ALL, np.arange(M, dtype=np.int32), BETA), "error")
+    dup = _set(ALPHA, 1, ALPHA[0])
     add("alpha_dup", (y, ALL, dup, BETA), EAGER_ERR)
-    add("alpha_nan", (y, ALL, ALPHA.at[2].set(jnp.nan), BETA), EAGER_ERR)
-    add("alpha_inf", (y, ALL, ALPHA.at[2].set(jnp.inf), BETA), EAGER_ERR)
-    add("beta_nan", (y, ALL, ALPHA, BETA.at[0].set(jnp.nan)), EAGER_ERR)
-    add("beta_dup", (y, ALL, ALPHA, BETA.at[1].set(BETA[0])), EAGER_ERR)
+    add("alpha_nan", (y, ALL, _set(ALPHA, 2, np.nan), BETA), EAGER_ERR)
+    add("alpha_inf", (y, ALL, _set(ALPHA, 2, np.inf), BETA), EAGER_ERR)
+    add("beta_nan", (y, ALL, ALPHA, _set(BETA, 0, np.nan)), EAGER_ERR)
+    add("beta_dup", (y, ALL, ALPHA, _set(BETA, 1, BETA[0])), EAGER_ERR)
     add("beta_2d", (y, ALL, ALPHA, BETA[None]), "error")
 
 
@@ -378,19 +417,19 @@ def _st_cases():
     # threshold order rules
     f, fn = "threshold_decode", _thr
     st = {"num_coeffs": D}
-    rep = jnp.array([0, 0, 1, 2, 3, 4, 5, 6], jnp.int32)
+    rep = np.array([0, 0, 1, 2, 3, 4, 5, 6], np.int32)
     case(f"{f}/order_repeated", f, fn, base + [rep], st, EAGER_ERR)
-    neg = ORDER.at[0].set(-1)
+    neg = _set(ORDER, 0, -1)
     case(f"{f}/order_negative", f, fn, base + [neg], st, EAGER_ERR)
-    big = ORDER.at[0].set(M)
+    big = _set(ORDER, 0, M)
     case(f"{f}/order_out_of_range", f, fn, base + [big], st, EAGER_ERR)
     short = ORDER[:3]
     case(f"{f}/order_short", f, fn, base + [short], st, "ok_false")
     case(f"{f}/order_float", f, fn, base + [ORDER.astype(jnp.float32)], st, "error")
-    long = jnp.arange(M + 1, dtype=jnp.int32)
+    long = np.arange(M + 1, dtype=np.int32)
     case(f"{f}/order_long", f, fn, base + [long], st, "error")
     case(f"{f}/order_2d", f, fn, base + [ORDER[None]], st, "error")
-    spread = cj.spread_order(SOME, num_coeffs=D)
+    spread = np.asarray(cj.spread_order(_jx(SOME), num_coeffs=D))
     case(
         f"{f}/spread_order",
         f,
@@ -408,7 +447,7 @@ _st_cases()
 
 
 def _interp_cases(fname, fn, ref_fn, static, min_nodes):
-    y = jnp.asarray(np.sin(3 * np.asarray(BALPHA, np.float64))[:, None] * [1, 2], F32)
+    y = np.asarray(np.sin(3 * np.asarray(BALPHA, np.float64))[:, None] * [1, 2], F32)
 
     def add(tag, arrays, expect, **kw):
         case(f"{fname}/{tag}", fname, fn, arrays, static, expect, **kw)
@@ -425,20 +464,21 @@ def _interp_cases(fname, fn, ref_fn, static, min_nodes):
     else:
         add("one", (y, ONE, BALPHA, BBETA), EAGER_ERR)
         add("none", (y, NONE, BALPHA, BBETA), EAGER_ERR)
-    yn = _with_row(y, 0, jnp.nan)
+    yn = _with_row(y, 0, np.nan)
     add("nan_row", (yn, ALL, BALPHA, BBETA), "correct", ref=refd(yn, ALL))
-    yi = _with_row(y, 5, -jnp.inf)
+    yi = _with_row(y, 5, -np.inf)
     add("inf_row", (yi, SOME, BALPHA, BBETA), "correct", ref=refd(yi, SOME))
-    yall = jnp.full_like(y, jnp.inf)
+    yall = np.full_like(y, np.inf)
     add(
         "all_inf",
         (yall, ALL, BALPHA, BBETA),
         "ok_false" if min_nodes == 1 else EAGER_ERR,
     )
-    big = y * 3e38
+    with np.errstate(over="ignore"):  # rows of inf, as a jax product
+        big = y * F32(3e38)
     add("huge", (big, ALL, BALPHA, BBETA), "correct", ref=refd(big, ALL))
     # built in numpy: a jax.numpy product would flush the subnormals to zero
-    sub = jnp.asarray((np.asarray(y, np.float64) * 1e-40).astype(F32))
+    sub = np.asarray((np.asarray(y, np.float64) * 1e-40).astype(F32))
     add(
         "subnormal",
         (sub, ALL, BALPHA, BBETA),
@@ -447,19 +487,19 @@ def _interp_cases(fname, fn, ref_fn, static, min_nodes):
         floor=64 * float(np.finfo(F32).tiny),
         covered=True,
     )
-    dup = BALPHA.at[1].set(BALPHA[0])
-    ydup = y.at[1].set(y[0])
+    dup = _set(BALPHA, 1, BALPHA[0])
+    ydup = _set(y, 1, y[0])
     add("alpha_repeated", (ydup, ALL, dup, BBETA), "correct", ref=refd(ydup, ALL, dup))
-    ybeta = jnp.asarray(np.sin(3 * np.asarray(BALPHA, np.float64))[:, None], F32)
-    at_node = BALPHA[jnp.array([1, 3, 6])]
+    ybeta = np.asarray(np.sin(3 * np.asarray(BALPHA, np.float64))[:, None], F32)
+    at_node = BALPHA[np.array([1, 3, 6])]
     add(
         "beta_at_nodes",
         (ybeta, ALL, BALPHA, at_node),
         "correct",
         ref=ref_fn(ybeta, ALL, BALPHA, at_node),
     )
-    add("alpha_nan", (y, ALL, BALPHA.at[2].set(jnp.nan), BBETA), EAGER_ERR)
-    add("beta_inf", (y, ALL, BALPHA, BBETA.at[0].set(jnp.inf)), EAGER_ERR)
+    add("alpha_nan", (y, ALL, _set(BALPHA, 2, np.nan), BBETA), EAGER_ERR)
+    add("beta_inf", (y, ALL, BALPHA, _set(BBETA, 0, np.inf)), EAGER_ERR)
     add("y_int", (y.astype(jnp.int32), ALL, BALPHA, BBETA), "error")
     add("y_short", (y[:-1], ALL, BALPHA, BBETA), "error")
     add("mask_float", (y, ALL.astype(F32), BALPHA, BBETA), "error")
@@ -503,7 +543,7 @@ for tag, lam in (("neg", -1.0), ("nan", float("nan")), ("inf", float("inf"))):
         f"nercc_decode/smoothing_{tag}",
         "nercc_decode",
         _nercc_lam,
-        [_payload(BALPHA), ALL, BALPHA, BBETA, jnp.asarray(lam, F32)],
+        [_payload(BALPHA), ALL, BALPHA, BBETA, np.asarray(lam, F32)],
         {},
         EAGER_ERR,
     )
@@ -526,21 +566,22 @@ def _rep(y, mask, smoothing=0.0, **kw):
 def _rep_cases():
     nodes = np.asarray(LAYOUT.nodes)
     beta = np.asarray(LAYOUT.beta)
-    x = jnp.asarray([[0.3, -1.0], [2.0, 0.5]], F32)
-    y = cj.repapprox_encode(x, LAYOUT) ** 2
-    m6 = jnp.ones(6, bool)
+    x = np.asarray([[0.3, -1.0], [2.0, 0.5]], F32)
+    y = np.asarray(cj.repapprox_encode(jnp.asarray(x), LAYOUT)) ** 2
+    m6 = np.ones(6, bool)
     f = "repapprox_decode"
 
     def add(tag, arrays, expect, static=None, **kw):
         case(f"{f}/{tag}", f, _rep, arrays, static or {}, expect, **kw)
 
     add("all", (y, m6), "correct", ref=ref_berrut(y, m6, nodes, beta))
-    lost = jnp.array([0, 0, 1, 1, 1, 1], bool)
+    lost = np.array([0, 0, 1, 1, 1, 1], bool)
     add("group_lost", (y, lost), "correct", ref=ref_berrut(y, lost, nodes, beta))
-    add("none", (y, jnp.zeros(6, bool)), "ok_false")
-    yn = y.at[2].set(jnp.nan)
+    add("none", (y, np.zeros(6, bool)), "ok_false")
+    yn = _set(y, 2, np.nan)
     add("nan_replica", (yn, m6), "correct", ref=ref_berrut(yn, m6, nodes, beta))
-    big = y * 1e38
+    with np.errstate(over="ignore"):  # entries of inf, as a jax product
+        big = y * F32(1e38)
     add("huge", (big, m6), "correct", ref=ref_berrut(big, m6, nodes, beta))
     add("y_int", (y.astype(jnp.int32), m6), "error")
     add("y_short", (y[:-1], m6[:-1]), "error")
@@ -548,7 +589,7 @@ def _rep_cases():
     add("fallback_bad", (y, m6), "error", static={"fallback": "lagrange"})
     add(
         "smoothing_neg",
-        (y, m6, jnp.asarray(-1.0, F32)),
+        (y, m6, np.asarray(-1.0, F32)),
         EAGER_ERR,
         static={"fallback": "nercc"},
     )
@@ -580,40 +621,44 @@ def ref_parity(y, mask, k=3):
 
 def _parity_cases():
     f = "ParityCode.decode"
-    x = jnp.asarray(np.linspace(-1, 1, 12).reshape(6, 2), F32)
-    y = PARITY.encode(x)  # the identity as base model and parity model: exact
-    m8 = jnp.ones(8, bool)
+    x = np.asarray(np.linspace(-1, 1, 12).reshape(6, 2), F32)
+    y = np.asarray(
+        PARITY.encode(jnp.asarray(x))
+    )  # the identity as base model and parity model: exact
+    m8 = np.ones(8, bool)
 
     def add(tag, arrays, expect, **kw):
         case(f"{f}/{tag}", f, PARITY.decode, arrays, {}, expect, **kw)
 
-    one_each = jnp.array([1, 0, 1, 1, 1, 0, 1, 1], bool)  # one lost per group
-    par_lost = jnp.array([1, 1, 1, 1, 1, 1, 0, 0], bool)
+    one_each = np.array([1, 0, 1, 1, 1, 0, 1, 1], bool)  # one lost per group
+    par_lost = np.array([1, 1, 1, 1, 1, 1, 0, 0], bool)
     for tag, mk in (
         ("all", m8),
         ("one_lost_each", one_each),
         ("parity_lost", par_lost),
     ):
         add(tag, (y, mk), "correct", ref=ref_parity(y, mk))
-    add("two_lost", (y, jnp.array([0, 0, 1, 1, 1, 1, 1, 1], bool)), "ok_false")
-    add("base_and_parity", (y, jnp.array([1, 1, 1, 0, 1, 1, 1, 0], bool)), "ok_false")
-    add("none", (y, jnp.zeros(8, bool)), "ok_false")
-    yn = _with_row(y, 4, jnp.nan)
+    add("two_lost", (y, np.array([0, 0, 1, 1, 1, 1, 1, 1], bool)), "ok_false")
+    add("base_and_parity", (y, np.array([1, 1, 1, 0, 1, 1, 1, 0], bool)), "ok_false")
+    add("none", (y, np.zeros(8, bool)), "ok_false")
+    yn = _with_row(y, 4, np.nan)
     add("nan_row", (yn, m8), "correct", ref=ref_parity(yn, m8))
-    yi = _with_row(y, 0, -jnp.inf)
+    yi = _with_row(y, 0, -np.inf)
     add("inf_row", (yi, one_each), "ok_false")  # rows 0 and 1 of group 0 lost
-    add("nan_parity", (_with_row(y, 7, jnp.nan), one_each), "ok_false")
-    big = PARITY.encode(x * 1e38)  # parity answers up to 3e38: representable
+    add("nan_parity", (_with_row(y, 7, np.nan), one_each), "ok_false")
+    big = np.asarray(
+        PARITY.encode(jnp.asarray(x * F32(1e38)))
+    )  # parity answers up to 3e38: representable
     add("huge", (big, one_each), "correct", ref=ref_parity(big, one_each))
-    tiny = y * 1e-30
+    tiny = y * F32(1e-30)
     add("tiny", (tiny, one_each), "correct", ref=ref_parity(tiny, one_each))
     sub = _subnormal(y, 1e-40)  # flushed to zero where rebuilt; copied bit for bit
     add("subnormal", (sub, one_each), "correct", ref=ref_parity(sub, one_each),
         floor=64 * float(np.finfo(F32).tiny), covered=True)  # fmt: skip
-    add("zeros", (jnp.zeros_like(y), one_each), "correct",
+    add("zeros", (np.zeros_like(y), one_each), "correct",
         ref=ref_parity(np.zeros((8, 2)), one_each))  # fmt: skip
     # other payload shapes and dtypes compile another program: eager only
-    y3 = jnp.stack([y, 2 * y], axis=2)
+    y3 = np.stack([y, 2 * y], axis=2)
     eager = {"eager": "correct"}
     add("y_3d", (y3, one_each), eager, ref=ref_parity(y3, one_each))
     ybf = y.astype(jnp.bfloat16)
@@ -639,7 +684,7 @@ def _batched_cases():
     f = "chebyls_decode_batched"
     fn = cj.chebyls_decode_batched
     y = _payload(ALPHA)
-    masks = jnp.stack([ALL, SOME, EXACT_D, FEW])
+    masks = np.stack([ALL, SOME, EXACT_D, FEW])
     st = {"num_coeffs": D}
     refs = [ref_chebyls(y, m, ALPHA, BETA, D)[0] for m in (ALL, SOME, EXACT_D)]
 
@@ -657,10 +702,10 @@ def _batched_cases():
         "correct",
         ref=batched_ref(y, good),
     )
-    yb = jnp.stack([y, 2 * y, -y])
+    yb = np.stack([y, 2 * y, -y])
     ref_b = (np.stack([refs[0], 2 * refs[1], -refs[2]]), batched_ref(y, good)[1])
     case(f"{f}/per_mask", f, fn, [yb, good, ALPHA, BETA], st, "correct", ref=ref_b)
-    few = jnp.stack([FEW, NONE, FEW])
+    few = np.stack([FEW, NONE, FEW])
     case(f"{f}/too_few", f, fn, [y, few, ALPHA, BETA], st, "ok_false")
     big = _payload(ALPHA, 1e38)
     case(
@@ -672,7 +717,7 @@ def _batched_cases():
         "correct",
         ref=batched_ref(big, good),
     )
-    yn = _with_row(y, 1, jnp.nan)
+    yn = _with_row(y, 1, np.nan)
     case(
         f"{f}/nan_row",
         f,
@@ -687,8 +732,8 @@ def _batched_cases():
     case(
         f"{f}/masks_int", f, fn, [y, masks.astype(jnp.int32), ALPHA, BETA], st, "error"
     )
-    amb = jnp.ones((M, M), bool)
-    ysq = jnp.ones((M, M, 2), F32)
+    amb = np.ones((M, M), bool)
+    ysq = np.ones((M, M, 2), F32)
     case(f"{f}/ambiguous", f, fn, [ysq, amb, ALPHA, BETA], st, "error")
     case(
         f"{f}/shared_y_wrong",
@@ -766,12 +811,12 @@ def _random_dec(y, mask):
 
 
 def _code_cases():
-    x = jnp.asarray(np.random.default_rng(4).uniform(-1, 1, (K, F)), F32)
-    e = CIRCLE.encode(x)
+    x = np.asarray(np.random.default_rng(4).uniform(-1, 1, (K, F)), F32)
+    e = CIRCLE.encode(jnp.asarray(x))
     w = jax.lax.complex(e[:, 0], e[:, 1])
-    w = w**2 - 0.5 * w  # a degree-2 worker, in complex arithmetic
-    yc = jnp.stack([jnp.real(w), jnp.imag(w)], axis=1)  # [M, 2, F]
-    yr = 1.5 * RANDOM.encode(x)  # a linear worker
+    w = np.asarray(w**2 - 0.5 * w)  # a degree-2 worker, in complex arithmetic
+    yc = np.stack([np.real(w), np.imag(w)], axis=1)  # [M, 2, F]
+    yr = np.asarray(1.5 * RANDOM.encode(jnp.asarray(x)))  # a linear worker
     for fname, fn, y, ref_fn, few in (
         ("CircleCode.decode", _circle_dec, yc, ref_circle, FEW),
         (
@@ -791,19 +836,19 @@ def _code_cases():
             add(tag, (y, mk), "correct", ref=ref_fn(y, mk))
         add("too_few", (y, few), "ok_false")
         add("none", (y, NONE), "ok_false")
-        yn = _with_row(y, 0, jnp.nan)
+        yn = _with_row(y, 0, np.nan)
         add("nan_row", (yn, ALL), "correct", ref=ref_fn(yn, ALL))
-        yi = _with_row(y, 3, jnp.inf)
+        yi = _with_row(y, 3, np.inf)
         add("inf_row", (yi, SOME), "correct", ref=ref_fn(yi, SOME))
-        add("all_nan", (jnp.full_like(y, jnp.nan), ALL), "ok_false")
-        big = y * 1e30
+        add("all_nan", (np.full_like(y, np.nan), ALL), "ok_false")
+        big = y * F32(1e30)
         add("huge", (big, SOME), "correct", ref=ref_fn(big, SOME))
-        tiny = y * 1e-30
+        tiny = y * F32(1e-30)
         add("tiny", (tiny, ALL), "correct", ref=ref_fn(tiny, ALL))
         sub = _subnormal(y, 1e-40)
         add("subnormal", (sub, SOME), "correct", ref=ref_fn(sub, SOME),
             floor=64 * float(np.finfo(F32).tiny), covered=True)  # fmt: skip
-        add("zeros", (jnp.zeros_like(y), ALL), "correct", ref=ref_fn(0 * y, ALL))
+        add("zeros", (np.zeros_like(y), ALL), "correct", ref=ref_fn(0 * y, ALL))
         ybf = y.astype(jnp.bfloat16)
         ref_bf = ref_fn(ybf.astype(F32), SOME)
         # eager only: the other modes would compile the same program for bf16
@@ -818,6 +863,12 @@ def _code_cases():
 
 
 _code_cases()
+
+# the helpers and the tests below call the library with the same inputs as jax
+# arrays (those of the table)
+ALPHA, BETA, BBETA, BALPHA, ALL, SOME, EXACT_D, FEW, NONE, ONE, ORDER = map(
+    _jx, (ALPHA, BETA, BBETA, BALPHA, ALL, SOME, EXACT_D, FEW, NONE, ONE, ORDER)
+)
 
 # ---- decoding matrices, encoders and helpers (eager only: they take Python
 # sizes or return plain arrays) -----------------------------------------------------
@@ -1229,7 +1280,7 @@ def _zero_size_cases():
     V = 0 validation queries), and errors once raised by an internal function."""
     x = jnp.ones((3, 2), F32)
     none = jnp.ones(0, F32)
-    y = _payload(ALPHA)
+    y = jnp.asarray(_payload(ALPHA))
     for fname, call in (
         ("lagrange_encode", lambda: cj.lagrange_encode(x[:0], none, ALPHA)),
         ("lagrange_encode", lambda: cj.lagrange_encode(x, BETA, none)),
@@ -1339,18 +1390,19 @@ def test_one_simulated_cluster_shared_by_two_servers_is_refused():
 
 
 def _zero_size_calls():
-    """(name, call) of every public decoder and Code decode with y [M, 0]."""
+    """(name, call) of every public decoder and Code decode with y [M, 0] (the
+    arrays made by device copies of numpy arrays: collecting compiles nothing)."""
     from test_codes import CODES
 
     m, k, d = 12, 3, 5
     alpha, beta = cj.chebyshev_points(m), cj.chebyshev_points(k)
     alpha2 = cj.chebyshev_points(m, kind=2)
-    mask = jnp.ones(m, bool)
-    y = jnp.zeros((m, 0))
+    mask = jax.device_put(np.ones(m, bool))
+    y = jax.device_put(np.zeros((m, 0), F32))
     calls = {
         "chebyls_decode": lambda: cj.chebyls_decode(y, mask, alpha, beta, d),
         "chebyls_decode_batched": lambda: cj.chebyls_decode_batched(
-            y, mask[None], alpha, beta, d, shared_y=True
+            y, jax.device_put(np.ones((1, m), bool)), alpha, beta, d, shared_y=True
         ),
         "threshold_decode": lambda: cj.threshold_decode(
             y, mask, alpha, beta, d, order=jnp.arange(m)
@@ -1369,11 +1421,13 @@ def _zero_size_calls():
         ),
     }
     for name, code in CODES.items():
-        yc, mc = jnp.zeros((code.num_workers, 0)), jnp.ones(code.num_workers, bool)
+        n = code.num_workers
+        yc = jax.device_put(np.zeros((n, 0), F32))
+        mc, mcs = (jax.device_put(np.ones(s, bool)) for s in (n, (1, n)))
         cls = type(code).__name__
         calls[f"{cls}.decode[{name}]"] = functools.partial(code.decode, yc, mc)
         calls[f"{cls}.decode_batched[{name}]"] = functools.partial(
-            code.decode_batched, yc, mc[None], shared_y=True
+            code.decode_batched, yc, mcs, shared_y=True
         )
     return calls
 
@@ -1393,25 +1447,28 @@ def test_predicted_error_is_finite_and_covers_at_the_edge_of_the_range(scale):
     """Answers near the top of float32's range (1e30: their squares overflow) and
     small ones: ChebyLS's prediction is that of the answers at scale 1, times the
     scale (homogeneous), finite, and covers the error; the one-mask kernel (eager;
-    the same program as under jit) and the batched one (jax.vmap)."""
+    the same program as under jit) and the batched one (jax.vmap). The data are
+    made in numpy (float64, rounded once to float32): only the decoders compile."""
     m, k, d = 40, 8, 22
     alpha, beta = cj.chebyshev_points(m), cj.chebyshev_points(k)
-    c = jax.random.normal(jax.random.key(0), (d, 4))
-    y = cj.chebyshev_vandermonde(alpha, d) @ c
-    ref = np.asarray(cj.chebyshev_vandermonde(beta, d) @ c, np.float64)
+    c = np.asarray(jax.random.normal(jax.random.key(0), (d, 4)), np.float64)
+    t = np.polynomial.chebyshev.chebvander(np.asarray(alpha, np.float64), d - 1)
+    tb = np.polynomial.chebyshev.chebvander(np.asarray(beta, np.float64), d - 1)
+    y = (t @ c).astype(F32)
+    ref = tb @ c
     masks = cj.sample_masks(
         jax.random.key(1), num_workers=m, num_responses=30, shape=(2,)
     )
     dec = functools.partial(cj.chebyls_decode, alpha=alpha, beta=beta, num_coeffs=d)
-    first = functools.partial(jax.tree_util.tree_map, lambda v: v[0])
+    first = functools.partial(jax.tree_util.tree_map, lambda v: np.asarray(v)[0])
     paths = {
         "eager": lambda yy: dec(yy, masks[0]),
         # jax.vmap runs the batched kernel of chebyls_decode_batched
         "vmap": lambda yy: first(jax.vmap(dec, (None, 0))(yy, masks)),
     }
-    s = jnp.float32(scale)
+    ys = jnp.asarray(y * F32(scale))  # rounded once, as a float32 product
     for name, path in paths.items():
-        r, base = path(y * s), path(y)
+        r, base = path(ys), path(jnp.asarray(y))
         assert bool(r.ok), name
         err = np.abs(np.asarray(r.value, np.float64) - ref * scale).max()
         pred = float(r.error)
@@ -1438,10 +1495,11 @@ def test_edge_magnitudes_of_graceful_robust_and_replication():
     cases = {
         "subnormal": _subnormal(y, 1e-40),
         "smallest": _subnormal(y, 1e-44),
-        "mixed_rows": jnp.asarray(np.where(odd, y, _subnormal(y, 1e-40))),
+        "mixed_rows": np.where(odd, y, _subnormal(y, 1e-40)),
         "1e30": _subnormal(y, 1e30),
         "1e38": _subnormal(y, 1e38),
     }
+    cases = {tag: jnp.asarray(v) for tag, v in cases.items()}
     rep = cj.replication_code(num_inputs=K, num_workers=M)
     decoders = {
         "graceful_decode": lambda v: cj.graceful_decode(v, ALL, ALPHA, BETA, D),
