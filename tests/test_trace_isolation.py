@@ -262,19 +262,20 @@ def test_code_methods_from_two_programs_and_eager(shared, config, code):
 
 def test_repro_second_program_with_float64_points():
     """The report's repro: with float64 enabled, the second jitted program that
-    calls ChebyLS with the same float64 point arrays got the first one's tracer."""
+    calls ChebyLS with the same float64 point arrays got the first one's tracer
+    (at this file's sizes; the programs are traced, where a leaked tracer shows)."""
     with jax.enable_x64(True):
-        alpha, beta = cj.chebyshev_points(40), cj.chebyshev_points(8)
-        y = jax.random.normal(jax.random.key(0), (40, 16), jnp.float32)
-        mask = cj.sample_masks(jax.random.key(1), num_workers=40, num_responses=30)
-        f = jax.jit(lambda m: cj.chebyls_decode(y, m, alpha, beta, num_coeffs=22).value)
-        g = jax.jit(lambda m: cj.chebyls_decode(y, m, alpha, beta, num_coeffs=22).cond)
-        f(mask)
-        g(mask)
+        alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
+        y = jax.random.normal(jax.random.key(0), (M, F), jnp.float32)
+        mask = jnp.arange(M) % 4 != 1
+        f = jax.jit(lambda m: cj.chebyls_decode(y, m, alpha, beta, num_coeffs=D).value)
+        g = jax.jit(lambda m: cj.chebyls_decode(y, m, alpha, beta, num_coeffs=D).cond)
+        f.trace(mask)
+        g.trace(mask)
         # and the encoder with x64 off: jitted first, then eager, same points
-    b32, a32 = cj.chebyshev_points(8), cj.chebyshev_points(40)
-    x = jnp.ones((8, 3), jnp.float32)
-    jax.jit(lambda x: cj.lagrange_encode(x, b32, a32))(x)
+    b32, a32 = cj.chebyshev_points(K), cj.chebyshev_points(M)
+    x = jnp.ones((K, F), jnp.float32)
+    jax.jit(lambda x: cj.lagrange_encode(x, b32, a32)).trace(x)
     cj.lagrange_encode(x, b32, a32)
 
 
