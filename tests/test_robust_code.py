@@ -40,6 +40,24 @@ def _data(seed=0):
     return x, worker(CODE.encode(x))
 
 
+# Inputs are edited in numpy and device-copied (jax.device_put compiles nothing; a
+# jax.numpy update or stack compiles a small program per shape)
+def _plus(y, rows, v):
+    """A copy of y (numpy, its dtype) with v added to the given rows."""
+    out = np.array(y, copy=True)
+    out[rows] += v
+    return out
+
+
+def _mask(off=(), on=None, shape=(M,)):
+    """A numpy mask: every worker but ``off`` (or only ``on``)."""
+    m = np.zeros(shape, bool) if on is not None else np.ones(shape, bool)
+    if on is not None:
+        m[..., on] = True
+    m[..., list(off)] = False
+    return m
+
+
 def test_attributes_and_thresholds():
     assert CODE.name == "robust"
     assert CODE.threshold == 5  # decodes from D answers
@@ -53,9 +71,8 @@ def test_attributes_and_thresholds():
 
 def test_corrupted_workers_are_located_and_the_decode_stays_exact():
     x, y = _data()
-    bad = jnp.array([2, 9])
-    y_bad = y.at[bad].add(jnp.array([1.0, -0.5])[:, None])
-    mask = jnp.ones(M, bool).at[6].set(False)
+    y_bad = jax.device_put(_plus(y, [2, 9], np.array([[1.0], [-0.5]], np.float32)))
+    mask = jax.device_put(_mask(off=[6]))
     r = CODE.decode(y_bad, mask)
     assert bool(r.ok) and int(r.status) == int(cj.Status.SUCCESS)
     assert np.flatnonzero(np.asarray(r.suspects)).tolist() == [2, 9]
@@ -75,11 +92,11 @@ def test_corrupted_workers_are_located_and_the_decode_stays_exact():
 
 def test_decode_is_robust_decode_with_the_codes_points():
     x, y = _data(seed=3)
-    y = (y.at[4].add(0.25)).astype(jnp.bfloat16)
+    y = jax.device_put(_plus(y, 4, 0.25).astype(jnp.bfloat16))
     code = cj.lagrange_code(num_inputs=K, num_workers=M, degree=DEG,
                             decoder="robust", max_corrupted=1,
                             false_alarm=0.05, noise_scale=3.0)  # fmt: skip
-    mask = jnp.ones(M, bool).at[0].set(False)
+    mask = jax.device_put(_mask(off=[0]))
     r = code.decode(y, mask)
     ref = cj.robust_decode(y, mask, code.alpha(), code.beta(),
                                    num_coeffs=5, max_corrupted=1,
@@ -101,14 +118,14 @@ def test_between_d_and_d_plus_2a_answers():
     """N = D: every answer fits, a corrupted one passes unseen (ok, no suspects);
     N = D + 1: it is seen but not correctable (UNDECIDABLE); N = D + 2: corrected."""
     x, y = _data(seed=5)
-    y_bad = y.at[5].add(1.0)
+    y_bad = jax.device_put(_plus(y, 5, 1.0))
     keep = np.array([0, 2, 5, 7, 10, 11, 3])  # worker 5 among them
     for n, status, suspects in (
         (5, cj.Status.SUCCESS, []),
         (6, cj.Status.UNDECIDABLE, []),
         (7, cj.Status.SUCCESS, [5]),
     ):
-        mask = jnp.zeros(M, bool).at[keep[:n]].set(True)
+        mask = jax.device_put(_mask(on=keep[:n]))
         r = CODE.decode(y_bad, mask)
         assert int(r.status) == int(status), n
         assert np.flatnonzero(np.asarray(r.suspects)).tolist() == suspects, n
@@ -118,11 +135,11 @@ def test_between_d_and_d_plus_2a_answers():
 
 def test_batched_suspects_equal_a_loop():
     x, y = _data(seed=7)
-    ys = jnp.stack([y.at[i].add(1.0) for i in (1, 4, 8)] + [y])
-    masks = jnp.ones((4, M), bool).at[:, 10].set(False)
-    rb = CODE.decode_batched(ys, masks)
+    ys = np.stack([_plus(y, i, 1.0) for i in (1, 4, 8)] + [np.asarray(y)])
+    masks = _mask(off=[10], shape=(4, M))
+    rb = CODE.decode_batched(jax.device_put(ys), jax.device_put(masks))
     for i in range(4):
-        ri = CODE.decode(ys[i], masks[i])
+        ri = CODE.decode(jax.device_put(ys[i]), jax.device_put(masks[i]))
         np.testing.assert_array_equal(rb.suspects[i], ri.suspects)
         assert bool(rb.ok[i]) and bool(ri.ok)
     got = [np.flatnonzero(np.asarray(s)).tolist() for s in rb.suspects]
@@ -191,14 +208,14 @@ MASK = jnp.ones(M, bool)
 def _levels(seed):
     """[M] noise levels spanning two decades (what a rounding analysis would give)."""
     e = np.random.default_rng(seed).uniform(-4, -2, M)
-    return jnp.asarray(10.0**e, jnp.float32)
+    return jax.device_put((10.0**e).astype(np.float32))
 
 
 def test_noise_sd_decode_is_robust_decode_bit_for_bit():
     x, y = _data(seed=11)
     sd = _levels(1)
-    y = y.at[6].add(0.2)
-    mask = jnp.ones(M, bool).at[1].set(False)
+    y = jax.device_put(_plus(y, 6, 0.2))
+    mask = jax.device_put(_mask(off=[1]))
     r = CODE.decode(y, mask, noise_sd=sd)
     ref = cj.robust_decode(y, mask, CODE.alpha(), CODE.beta(),
                                    num_coeffs=CODE.num_coeffs, max_corrupted=A,
@@ -208,20 +225,23 @@ def test_noise_sd_decode_is_robust_decode_bit_for_bit():
         np.testing.assert_array_equal(getattr(r, f), getattr(ref, f), err_msg=f)
     assert np.flatnonzero(np.asarray(r.suspects)).tolist() == [6]
     # the level is used: a worker whose level is not finite counts as missing
-    gone = CODE.decode(y, mask, noise_sd=sd.at[6].set(jnp.inf))
+    gone = CODE.decode(y, mask, noise_sd=jax.device_put(_plus(sd, 6, np.inf)))
     assert int(gone.num_used) == int(mask.sum()) - 1
     assert not bool(jnp.any(gone.suspects))
 
 
 def test_noise_sd_batched_equals_a_loop():
     x, y = _data(seed=12)
-    ys = jnp.stack([y.at[i].add(0.3) for i in (0, 5, 11)])
-    sds = jnp.stack([_levels(s) for s in (2, 3, 4)])
-    masks = jnp.ones((3, M), bool).at[:, 8].set(False)
-    rb = CODE.decode_batched(ys, masks, noise_sd=sds)
-    rs = CODE.decode_batched(y.at[3].add(0.3), masks, shared_y=True, noise_sd=sds[0])
+    ys = np.stack([_plus(y, i, 0.3) for i in (0, 5, 11)])
+    sds = np.stack([_levels(s) for s in (2, 3, 4)])
+    masks = _mask(off=[8], shape=(3, M))
+    dev = jax.device_put
+    rb = CODE.decode_batched(dev(ys), dev(masks), noise_sd=dev(sds))
+    rs = CODE.decode_batched(
+        dev(_plus(y, 3, 0.3)), dev(masks), shared_y=True, noise_sd=dev(sds[0])
+    )
     for i in range(3):
-        ri = CODE.decode(ys[i], masks[i], noise_sd=sds[i])
+        ri = CODE.decode(dev(ys[i]), dev(masks[i]), noise_sd=dev(sds[i]))
         np.testing.assert_array_equal(rb.suspects[i], ri.suspects)
         np.testing.assert_array_equal(rb.status[i], ri.status)
         tol = 10 * float(ri.cond) * EPS32  # vmapped vs single program, |y| <= 1.5
