@@ -81,8 +81,8 @@ def test_nested_vmap_over_payloads_and_masks():
     masks = _masks(2, 6, n_lo=D + 2)
     ys = jnp.stack([y, -2 * y, y + 1])  # [P, M, F]
     dec = _decode(alpha, beta)
-    one = jax.jit(dec)
-    loop = np.stack([[np.asarray(one(p, m).value) for m in masks] for p in ys])
+    # the loop: the eager one-mask decoder (the program of the tests below)
+    loop = np.stack([[np.asarray(dec(p, m).value) for m in masks] for p in ys])
 
     @jax.jit
     def variants(ys, masks):

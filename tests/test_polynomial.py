@@ -408,9 +408,14 @@ def test_static_errors_name_function_expected_and_actual():
         cj.chebyls_decode_batched(y, mask, alpha, beta, num_coeffs=D)
 
 
+# the small code's decode under jit, every argument traced: one program for the
+# traced-points and the too-few-responders checks
+_small_jit = jax.jit(lambda y, mk, a, b: cj.chebyls_decode(y, mk, a, b, num_coeffs=D_S))
+
+
 def test_duplicate_and_nonfinite_points():
     alpha, beta = cj.chebyshev_points(M_S), cj.chebyshev_points(K_S)
-    y = jnp.ones((M_S, 2))
+    y = jnp.ones((M_S, F))
     mask = jnp.ones(M_S, bool)
     dup = alpha.at[5].set(alpha[4])
     with pytest.raises(ValueError, match="chebyls_decode: alpha must be distinct"):
@@ -418,20 +423,22 @@ def test_duplicate_and_nonfinite_points():
     with pytest.raises(ValueError, match="chebyls_decode: beta must be finite"):
         cj.chebyls_decode(y, mask, alpha, beta.at[0].set(jnp.inf), num_coeffs=D_S)
     # under jit the points are traced: reported through ok, never NaN
-    f = jax.jit(lambda a, b: cj.chebyls_decode(y, mask, a, b, num_coeffs=D_S))
     for a, b in [
         (dup, beta),
         (alpha, beta.at[0].set(jnp.inf)),
         (alpha.at[0].set(jnp.nan), beta),
     ]:
-        r = f(a, b)
+        r = _small_jit(y, mask, a, b)
         assert not bool(r.ok)
         assert not bool(jnp.any(jnp.isnan(r.value)))
 
 
 def test_too_few_responders_under_jit(key):
     alpha, beta, y = _small(key)
-    f = jax.jit(lambda mk: cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D_S))
+
+    def f(mk):
+        return _small_jit(y, mk, alpha, beta)
+
     for n in (0, 1, D_S - 1):
         mk = cj.sample_masks(
             jax.random.fold_in(key, n), num_workers=M_S, num_responses=n
