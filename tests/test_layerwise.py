@@ -39,6 +39,20 @@ pytestmark = pytest.mark.loose_promotion
 K, M, N = 4, 7, 5
 
 
+def _drawn(make, seed):
+    """The module ``make()`` builds, its parameters drawn by numpy from ``seed``
+    (kernels N(0, 1/fan_in), biases N(0, 0.1^2): nonzero, so that the rounds' bias
+    is checked too), so that no flax initialiser is compiled."""
+    rng = np.random.default_rng(seed)
+    graphdef, state = nnx.split(nnx.eval_shape(make))
+
+    def draw(s):
+        scale = 1.0 / np.sqrt(s.shape[0]) if len(s.shape) == 2 else 0.1
+        return jnp.asarray(rng.normal(0.0, scale, s.shape).astype(s.dtype))
+
+    return nnx.merge(graphdef, jax.tree.map(draw, state))
+
+
 @pytest.fixture(scope="module")
 def code():
     return cj.lagrange_code(num_inputs=K, num_workers=M, degree=1)
@@ -48,7 +62,7 @@ def test_dcn_rounds_give_the_models_logits_in_float64(x64, code):
     cfg = DCNConfig(
         vocab_sizes=(), num_numeric=6, num_cross_layers=2, deep_sizes=(12, 5)
     )
-    model = DCNv2(cfg, rngs=nnx.Rngs(2))
+    model = _drawn(lambda: DCNv2(cfg, rngs=nnx.Rngs(0)), 2)
     rounds = dcn_rounds(model)
     x = np.random.default_rng(0).uniform(-1, 1, (K, 6))
     want = np.asarray(model.logits_from_x0(jnp.asarray(x, jnp.float32)), np.float64)
@@ -98,7 +112,7 @@ def test_mlp_rounds_are_the_mlp_with_logits_last():
 
 
 def test_mnist_mlp_layer_wise_is_the_uncoded_mlp_in_float64(x64, code):
-    model = MLP(rngs=nnx.Rngs(3))
+    model = _drawn(lambda: MLP(rngs=nnx.Rngs(0)), 3)
     layers = mlp_layers(model)
     assert [w.shape for w, _ in layers] == [(784, 200), (200, 100), (100, 10)]
     rounds = mlp_rounds(layers, last_relu=False)
