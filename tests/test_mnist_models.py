@@ -147,13 +147,40 @@ def test_patchify_matches_numpy():
     assert patchify(jnp.asarray(x), 4).shape == (2, 49, 16)
 
 
+def _drawn(make, seed=0):
+    """The module ``make()`` builds, its parameters drawn by numpy from ``seed``
+    (kernels N(0, 1/fan_in), layer-norm scales about 1, the rest N(0, 0.1^2)), so
+    that no flax initialiser is compiled (their truncated normal compiles once per
+    parameter shape)."""
+    rng = np.random.default_rng(seed)
+    graphdef, state = nnx.split(nnx.eval_shape(make))
+
+    def draw(path, s):
+        names = [k.key for k in path if isinstance(k, jax.tree_util.DictKey)]
+        name = names[-1] if names else None
+        if name == "kernel":
+            value = rng.normal(0.0, 1.0 / np.sqrt(np.prod(s.shape[:-1])), s.shape)
+        elif name == "scale":
+            value = 1.0 + rng.normal(0.0, 0.1, s.shape)
+        else:
+            value = rng.normal(0.0, 0.1, s.shape)
+        return jnp.asarray(value.astype(s.dtype))
+
+    return nnx.merge(graphdef, jax.tree_util.tree_map_with_path(draw, state))
+
+
 @pytest.mark.parametrize(
     "make",
-    [
+    [  # LeNet5 and the MLP as the trainer builds them (compiled there anyway), the
+        # ViTs with numpy-drawn parameters
         lambda: LeNet5(rngs=nnx.Rngs(0)),
         lambda: MLP(rngs=nnx.Rngs(0)),
-        lambda: SmallViT(rngs=nnx.Rngs(0), patch=7, width=32, depth=1, heads=2),
-        lambda: SmallViT(rngs=nnx.Rngs(0), patch=4, width=16, depth=1, heads=4),
+        lambda: _drawn(
+            lambda: SmallViT(rngs=nnx.Rngs(0), patch=7, width=32, depth=1, heads=2)
+        ),
+        lambda: _drawn(
+            lambda: SmallViT(rngs=nnx.Rngs(0), patch=4, width=16, depth=1, heads=4)
+        ),
     ],
     ids=["lenet5", "mlp", "vit-p7", "vit-p4"],
 )
