@@ -45,10 +45,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _drawn_dcn(cfg, seed):
+    """A DCNv2, its parameters drawn by numpy from ``seed`` (matrices N(0, 1/rows),
+    the rest N(0, 0.1^2)) instead of flax's initialisers, whose random draws compile
+    once per parameter shape."""
+    rng = np.random.default_rng(seed)
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: DCNv2(cfg, rngs=nnx.Rngs(0))))
+
+    def draw(s):
+        scale = 1.0 / np.sqrt(s.shape[0]) if len(s.shape) == 2 else 0.1
+        return jnp.asarray(rng.normal(0.0, scale, s.shape).astype(s.dtype))
+
+    return nnx.merge(graphdef, jax.tree.map(draw, state))
+
+
 def test_concurrent_http_queries_get_the_offline_decode_and_bad_bodies_a_400():
     cfg = DCNConfig(vocab_sizes=(5, 7), num_numeric=3, embed_dim=4,
                     num_cross_layers=1, deep_sizes=(16,))  # fmt: skip
-    model = DCNv2(cfg, rngs=nnx.Rngs(0))
+    model = _drawn_dcn(cfg, 0)
     code = BranchCode(
         cj.lagrange_code(num_inputs=K, num_workers=M, degree=2),
         cj.repapprox_code(num_inputs=K, num_workers=M, replication=2),
