@@ -46,13 +46,23 @@ def _logits(model, ids, num):
     return model(ids, num)
 
 
-def _model64(cfg, seed):
-    """A float64 copy of a float32-initialised model (call inside enable_x64).
+def _drawn(cfg, seed, dtype=np.float32):
+    """A DCNv2 whose parameters numpy draws from ``seed`` as float32 values stored
+    in ``dtype`` (matrices N(0, 1/rows), the rest N(0, 0.1^2): nonzero biases, so
+    that an oracle sees them) instead of flax's initialisers, whose random draws
+    compile once per parameter shape. With float64 parameters (inside enable_x64)
+    and ``dtype=None`` the model computes in float64."""
+    rng = np.random.default_rng(seed)
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: DCNv2(cfg, rngs=nnx.Rngs(0))))
 
-    Initialising in float32 and casting reuses the compiled initialisers of the
-    float32 tests; with ``dtype=None`` the copy computes in float64.
-    """
-    return cast_floating(DCNv2(cfg, rngs=nnx.Rngs(seed)), jnp.float64)
+    def draw(s):
+        assert jnp.issubdtype(s.dtype, jnp.floating), s  # parameters only
+        scale = 1.0 / np.sqrt(s.shape[0]) if len(s.shape) == 2 else 0.1
+        # float32 values (as a float32 model's), stored in ``dtype`` (exact)
+        value = rng.normal(0.0, scale, s.shape).astype(np.float32)
+        return jnp.asarray(value.astype(dtype))
+
+    return nnx.merge(graphdef, jax.tree.map(draw, state))
 
 
 def _params64(model):
@@ -114,7 +124,7 @@ def _numpy_dcn(p, cfg, ids, num):
 def test_dcn_matches_float64_numpy_oracle(numeric_mode, low_rank, structure):
     cfg = _config(numeric_mode=numeric_mode, low_rank=low_rank, structure=structure)
     with jax.enable_x64(True):
-        model = _model64(cfg, 0)
+        model = _drawn(cfg, 0, np.float64)
         ids, num = _inputs(16, cfg, dtype=jnp.float64)
         x0, cross, deep, z = _numpy_dcn(_params64(model), cfg, ids, num)
         if structure == "parallel":
@@ -156,7 +166,7 @@ def test_cross_logit_is_polynomial_of_degree_L_plus_1(num_layers, low_rank):
     cfg = _config(num_cross_layers=num_layers, low_rank=low_rank)
     degree = num_layers + 1
     with jax.enable_x64(True):
-        model = _model64(cfg, 2)
+        model = _drawn(cfg, 2, np.float64)
         rng = np.random.default_rng(3)
         a = jnp.asarray(rng.normal(size=cfg.input_dim), jnp.float64)
         b = jnp.asarray(rng.normal(size=cfg.input_dim), jnp.float64)
@@ -218,7 +228,7 @@ def test_bfloat16_model_computes_in_bfloat16():
 
 def test_stacked_has_no_branch_logits():
     cfg = _config(structure="stacked")
-    model = DCNv2(cfg, rngs=nnx.Rngs(0))
+    model = _drawn(cfg, 0)
     ids, num = _inputs(8, cfg)
     assert _logits(model, ids, num).shape == (8,)
     x0 = jnp.zeros((8, cfg.input_dim))
@@ -313,12 +323,12 @@ def test_checkpoint_errors_name_the_file(tmp_path):
         checkpoint.load_checkpoint(truncated, model)
     # a checkpoint of another architecture
     wide = tmp_path / "wide.msgpack"
-    bigger_vocab = DCNv2(_config(vocab_sizes=(12, 7, 5)), rngs=nnx.Rngs(0))
+    bigger_vocab = _drawn(_config(vocab_sizes=(12, 7, 5)), 0)
     checkpoint.save_checkpoint(wide, bigger_vocab, metadata={})
     with pytest.raises(ValueError, match=r"wide\.msgpack.*embeddings/0.*shape"):
         checkpoint.load_checkpoint(wide, model)
     shallow = tmp_path / "shallow.msgpack"
-    one_layer = DCNv2(_config(num_cross_layers=1), rngs=nnx.Rngs(0))
+    one_layer = _drawn(_config(num_cross_layers=1), 0)
     checkpoint.save_checkpoint(shallow, one_layer, metadata={})
     with pytest.raises(ValueError, match=r"shallow\.msgpack.*missing variables"):
         checkpoint.load_checkpoint(shallow, model)
