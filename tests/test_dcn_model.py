@@ -149,7 +149,7 @@ def test_dcn_matches_float64_numpy_oracle(numeric_mode, low_rank, structure):
 
 def test_parallel_logits_are_cross_plus_deep_plus_bias():
     cfg = _config()
-    model = DCNv2(cfg, rngs=nnx.Rngs(1))
+    model = _drawn(cfg, 1)
     # a nonzero bias, so the test sees it
     model.bias[...] = jnp.asarray(0.75, jnp.float32)
     ids, num = _inputs(32, cfg)
@@ -198,7 +198,7 @@ def test_cross_logit_is_polynomial_of_degree_L_plus_1(num_layers, low_rank):
 def test_bfloat16_model_computes_in_bfloat16():
     """Cast params and inputs to bf16: outputs are bf16 and carry bf16 roundoff."""
     cfg = _config()
-    model = DCNv2(cfg, rngs=nnx.Rngs(4))
+    model = _drawn(cfg, 4)
     ids, num = _inputs(256, cfg)
     m16 = cast_floating(model, jnp.bfloat16)
     num16 = num.astype(jnp.bfloat16)
@@ -240,7 +240,7 @@ def test_stacked_has_no_branch_logits():
 
 def test_out_of_vocabulary_ids_use_slot_zero():
     cfg = _config()
-    model = DCNv2(cfg, rngs=nnx.Rngs(0))
+    model = _drawn(cfg, 0)
     ids, num = _inputs(4, cfg)
     bad = ids.at[0, 0].set(99).at[1, 1].set(-3)
     oov = ids.at[0, 0].set(0).at[1, 1].set(0)
@@ -252,7 +252,7 @@ def test_out_of_vocabulary_ids_use_slot_zero():
 def test_jit_equals_eager():
     # the one test that runs the model eagerly (op by op)
     cfg = _config()
-    model = DCNv2(cfg, rngs=nnx.Rngs(0))
+    model = _drawn(cfg, 0)
     ids, num = _inputs(8, cfg)
     graphdef, state = nnx.split(model)
     jitted = jax.jit(lambda s, i, n: nnx.merge(graphdef, s)(i, n))(state, ids, num)
@@ -266,7 +266,7 @@ def test_jit_equals_eager():
 
 def test_bad_inputs_and_configs():
     cfg = _config()
-    model = DCNv2(cfg, rngs=nnx.Rngs(0))
+    model = _drawn(cfg, 0)
     ids, num = _inputs(4, cfg)
     with pytest.raises(TypeError, match="DCNv2.embed.*integer"):
         model.embed(ids.astype(jnp.float32), num)
@@ -291,13 +291,13 @@ def test_bad_inputs_and_configs():
 
 def test_checkpoint_round_trip_gives_identical_outputs(tmp_path):
     cfg = _config()
-    model = DCNv2(cfg, rngs=nnx.Rngs(5))
+    model = _drawn(cfg, 5)
     ids, num = _inputs(16, cfg)
     path = tmp_path / "ck" / "dcn.msgpack"
     checkpoint.save_checkpoint(
         path, model, metadata={"config": cfg.to_dict(), "auc": 0.5}
     )
-    other = DCNv2(cfg, rngs=nnx.Rngs(6))
+    other = _drawn(cfg, 6)
     z = np.asarray(_logits(model, ids, num))
     assert not np.array_equal(np.asarray(_logits(other, ids, num)), z)
     meta = checkpoint.load_checkpoint(path, other)
@@ -308,7 +308,7 @@ def test_checkpoint_round_trip_gives_identical_outputs(tmp_path):
 
 def test_checkpoint_errors_name_the_file(tmp_path):
     cfg = _config()
-    model = DCNv2(cfg, rngs=nnx.Rngs(0))
+    model = _drawn(cfg, 0)
     missing = tmp_path / "none.msgpack"
     with pytest.raises(ValueError, match=r"none\.msgpack.*does not exist"):
         checkpoint.load_checkpoint(missing, model)
@@ -340,9 +340,9 @@ def test_checkpoint_errors_name_the_file(tmp_path):
 
 def test_checkpoint_loads_into_bfloat16_model(tmp_path):
     cfg = _config()
-    model = DCNv2(cfg, rngs=nnx.Rngs(0))
+    model = _drawn(cfg, 0)
     checkpoint.save_checkpoint(tmp_path / "m.msgpack", model, metadata={})
-    m16 = cast_floating(DCNv2(cfg, rngs=nnx.Rngs(1)), jnp.bfloat16)
+    m16 = cast_floating(_drawn(cfg, 1), jnp.bfloat16)
     checkpoint.load_checkpoint(tmp_path / "m.msgpack", m16)
     ref = cast_floating(model, jnp.bfloat16)
     for a, b in zip(
