@@ -152,13 +152,29 @@ def _config(module: str, tests: list[str], timeout: float) -> str:
     )
 
 
+def _mutation_key(item) -> tuple:
+    """What a work item mutates, as a sortable key independent of its job id."""
+    return tuple(
+        (str(m.module_path), m.operator_name, m.occurrence, m.start_pos, m.end_pos)
+        for m in item.mutations
+    )
+
+
 def _sample(session: Path, keep: int, seed: int) -> None:
-    """Mark all but a random sample of ``keep`` pending mutants as skipped."""
+    """Mark all but a random sample of ``keep`` pending mutants as skipped.
+
+    The sample is drawn from the mutants ordered by what they change (module,
+    operator, occurrence, position), not by cosmic-ray's job ids, which are random
+    per session: the same module source, ``keep`` and ``seed`` give the same mutants
+    in every run, so a run before a change of the tests and one after it compare
+    the same sample.
+    """
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
     with use_db(str(session), WorkDB.Mode.open) as db:
-        pending = sorted(item.job_id for item in db.pending_work_items)
+        items = list(db.pending_work_items)
+        pending = [item.job_id for item in sorted(items, key=_mutation_key)]
         chosen = set(random.Random(seed).sample(pending, min(keep, len(pending))))
         for job in pending:
             if job not in chosen:
