@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _params import numpy_module
 from flax import nnx
 
 from models import checkpoint, criteo, train_dcn
@@ -47,22 +48,10 @@ def _logits(model, ids, num):
 
 
 def _drawn(cfg, seed, dtype=np.float32):
-    """A DCNv2 whose parameters numpy draws from ``seed`` as float32 values stored
-    in ``dtype`` (matrices N(0, 1/rows), the rest N(0, 0.1^2): nonzero biases, so
-    that an oracle sees them) instead of flax's initialisers, whose random draws
-    compile once per parameter shape. With float64 parameters (inside enable_x64)
-    and ``dtype=None`` the model computes in float64."""
-    rng = np.random.default_rng(seed)
-    graphdef, state = nnx.split(nnx.eval_shape(lambda: DCNv2(cfg, rngs=nnx.Rngs(0))))
-
-    def draw(s):
-        assert jnp.issubdtype(s.dtype, jnp.floating), s  # parameters only
-        scale = 1.0 / np.sqrt(s.shape[0]) if len(s.shape) == 2 else 0.1
-        # float32 values (as a float32 model's), stored in ``dtype`` (exact)
-        value = rng.normal(0.0, scale, s.shape).astype(np.float32)
-        return jnp.asarray(value.astype(dtype))
-
-    return nnx.merge(graphdef, jax.tree.map(draw, state))
+    """A DCNv2 with numpy-drawn parameters (``_params.numpy_module``) stored in
+    ``dtype``; with float64 (inside enable_x64) and ``dtype=None`` it computes in
+    float64."""
+    return numpy_module(lambda: DCNv2(cfg, rngs=nnx.Rngs(0)), seed, dtype)
 
 
 def _params64(model):

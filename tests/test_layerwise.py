@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _params import numpy_module
 from flax import nnx
 
 import codedjax as cj
@@ -39,18 +40,7 @@ pytestmark = pytest.mark.loose_promotion
 K, M, N = 4, 7, 5
 
 
-def _drawn(make, seed):
-    """The module ``make()`` builds, its parameters drawn by numpy from ``seed``
-    (kernels N(0, 1/fan_in), biases N(0, 0.1^2): nonzero, so that the rounds' bias
-    is checked too), so that no flax initialiser is compiled."""
-    rng = np.random.default_rng(seed)
-    graphdef, state = nnx.split(nnx.eval_shape(make))
-
-    def draw(s):
-        scale = 1.0 / np.sqrt(s.shape[0]) if len(s.shape) == 2 else 0.1
-        return jnp.asarray(rng.normal(0.0, scale, s.shape).astype(s.dtype))
-
-    return nnx.merge(graphdef, jax.tree.map(draw, state))
+_drawn = numpy_module  # numpy-drawn parameters: the rounds' bias is checked too
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,9 @@ so its top-1 is the base model's.
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
+from _params import numpy_module
 from flax import nnx
 
 from benchmarks.schemes import SchemesConfig, main, mnist_report, schemes
@@ -32,17 +31,8 @@ NOT_RUN = ("chebyls-layerwise", "nercc")
 
 
 def _mlp(seed):
-    """The panel's MLP, its parameters drawn by numpy from ``seed`` (kernels
-    N(0, 1/fan_in), biases N(0, 0.1^2)) instead of flax's initialisers, whose
-    truncated normal compiles once per parameter shape."""
-    rng = np.random.default_rng(seed)
-    graphdef, state = nnx.split(nnx.eval_shape(lambda: MLP(rngs=nnx.Rngs(0))))
-
-    def draw(s):
-        scale = 1.0 / np.sqrt(s.shape[0]) if len(s.shape) == 2 else 0.1
-        return jnp.asarray(rng.normal(0.0, scale, s.shape).astype(s.dtype))
-
-    return nnx.merge(graphdef, jax.tree.map(draw, state))
+    """The panel's MLP with numpy-drawn parameters (``_params.numpy_module``)."""
+    return numpy_module(lambda: MLP(rngs=nnx.Rngs(0)), seed)
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _params import numpy_module
 
 pytest.importorskip("starlette")
 httpx = pytest.importorskip("httpx")
@@ -46,17 +47,8 @@ def _free_port() -> int:
 
 
 def _drawn_dcn(cfg, seed):
-    """A DCNv2, its parameters drawn by numpy from ``seed`` (matrices N(0, 1/rows),
-    the rest N(0, 0.1^2)) instead of flax's initialisers, whose random draws compile
-    once per parameter shape."""
-    rng = np.random.default_rng(seed)
-    graphdef, state = nnx.split(nnx.eval_shape(lambda: DCNv2(cfg, rngs=nnx.Rngs(0))))
-
-    def draw(s):
-        scale = 1.0 / np.sqrt(s.shape[0]) if len(s.shape) == 2 else 0.1
-        return jnp.asarray(rng.normal(0.0, scale, s.shape).astype(s.dtype))
-
-    return nnx.merge(graphdef, jax.tree.map(draw, state))
+    """A DCNv2 with numpy-drawn parameters (``_params.numpy_module``)."""
+    return numpy_module(lambda: DCNv2(cfg, rngs=nnx.Rngs(0)), seed)
 
 
 def test_concurrent_http_queries_get_the_offline_decode_and_bad_bodies_a_400():
