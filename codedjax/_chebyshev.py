@@ -107,12 +107,35 @@ def chebyshev_vandermonde(x: ArrayLike, num_coeffs: int) -> jax.Array:
     """
     num_coeffs = check_int("chebyshev_vandermonde", "num_coeffs", num_coeffs, 1)
     x = check_floating("chebyshev_vandermonde", "x", x)
-    cols = [jnp.ones_like(x)]
-    if num_coeffs > 1:
-        cols.append(x)
+    return _vandermonde(x, num_coeffs)
+
+
+def _vandermonde(x: jax.Array, num_coeffs: int) -> jax.Array:
+    # unrolled, not a scan: the codes' points are constants of their programs, which
+    # XLA folds through the unrolled recurrence at compile time (IEEE operations, the
+    # values of numpy's recurrence); a scan computes them at run time, in fused
+    # kernels that may round differently
+    cols = [jnp.ones_like(x), x][:num_coeffs]
     for _ in range(2, num_coeffs):
         cols.append(2 * x * cols[-1] - cols[-2])
     return jnp.stack(cols, axis=-1)
+
+
+def equilibrated_vandermondes(
+    alpha: jax.Array, beta: jax.Array, num_coeffs: int, acc: Any
+) -> tuple[jax.Array, jax.Array]:
+    """(U [M, D], T_beta [K, D]): the Chebyshev-Vandermonde rows of the worker
+    points ``alpha`` and of the data points ``beta``, both with the columns scaled by
+    :func:`orthonormal_column_scale` (M, D), as every Chebyshev decoder uses them.
+
+    One recurrence over the M + K points (inside a jitted decoder: half the
+    kernels of two), the same values as two calls of
+    :func:`chebyshev_vandermonde`.
+    """
+    m = alpha.shape[0]
+    scale = orthonormal_column_scale(m, num_coeffs, acc)
+    both = _vandermonde(jnp.concatenate([alpha, beta]), num_coeffs) * scale[None, :]
+    return both[:m], both[m:]
 
 
 def orthonormal_column_scale(num_points: int, num_coeffs: int, dtype: Any) -> jax.Array:

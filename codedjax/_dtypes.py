@@ -103,6 +103,27 @@ def unit_roundoff(dtype: Any) -> float:
     return float(jnp.finfo(_floating_dtype(dtype)).eps) / 2.0
 
 
+def exact_pow2(e: jax.Array, dtype: Any) -> jax.Array:
+    """2**e, exactly, for integer exponents e in the normal range of ``dtype``.
+
+    Built from the bits of the floating-point number (biased exponent e, zero
+    mantissa), not by ``jnp.exp2``: XLA evaluates exp2(x) as exp(x log 2), which is
+    not exact at integers (float32: 2**13 and beyond, 2**-13 and below, off by up
+    to 3e-6 relative; float64: from 2**3, up to 8e-14), so a "power of two" from it
+    makes scaling by it inexact.
+
+    Args:
+        e: integer array, each entry in [finfo.minexp, finfo.maxexp - 1] (float32:
+            [-126, 127]); outside that range the result is not a power of two.
+        dtype: the floating dtype of the result.
+    """
+    dt = jnp.dtype(dtype)
+    fi = jnp.finfo(dt)
+    bits = {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[dt.itemsize]
+    biased = e.astype(bits) + jnp.asarray(fi.maxexp - 1, bits)
+    return jax.lax.bitcast_convert_type(biased << jnp.asarray(fi.nmant, bits), dt)
+
+
 @functools.lru_cache(maxsize=64)
 def _floating_dtype(dtype: Any) -> jnp.dtype:
     try:

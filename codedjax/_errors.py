@@ -32,7 +32,7 @@ from statistics import NormalDist
 import jax
 import jax.numpy as jnp
 
-from ._dtypes import unit_roundoff
+from ._dtypes import exact_pow2, unit_roundoff
 
 # Probability, under the Gaussian noise model, that the largest of the K F decoded
 # outputs exceeds the predicted error (Bonferroni over the outputs).
@@ -227,4 +227,4 @@ def payload_scale(y: jax.Array, acc) -> jax.Array:
     mag = jnp.where(jnp.isfinite(y), jnp.abs(y.astype(acc)), jnp.zeros((), acc))
     top = jnp.max(mag, initial=0.0)
     _, e = jnp.frexp(jnp.where(top > 0, top, jnp.ones((), acc)))
-    return jnp.exp2(jnp.clip(e - 1, -126, 127).astype(acc))
+    return exact_pow2(jnp.clip(e - 1, -126, 127), acc)

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from ._chebyshev import chebyshev_vandermonde, orthonormal_column_scale
+from ._chebyshev import equilibrated_vandermondes
 from ._dtypes import (
     check_chebyshev_decode,
     check_worker_dtype,
@@ -61,9 +61,7 @@ def check_smooth_args(
 def _svd_fits(y, sel, alpha, beta, d, acc, wdt):
     """Both fits of one mask. Returns a dict of the LS and smooth quantities."""
     m = alpha.shape[0]
-    scale = orthonormal_column_scale(m, d, acc)
-    t = chebyshev_vandermonde(alpha, d) * scale[None, :]
-    tb = chebyshev_vandermonde(beta, d) * scale[None, :]
+    t, tb = equilibrated_vandermondes(alpha, beta, d, acc)
     flat = y.reshape(m, -1).astype(acc)
     flat = jnp.where(sel[:, None] & jnp.isfinite(flat), flat, jnp.zeros((), acc))
     # everything below is homogeneous of degree 1 in y: it runs on y / p (p a power

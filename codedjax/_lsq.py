@@ -33,7 +33,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
 
-from ._chebyshev import chebyshev_vandermonde, orthonormal_column_scale
+from ._chebyshev import (
+    chebyshev_vandermonde,
+    equilibrated_vandermondes,
+    orthonormal_column_scale,
+)
 from ._dtypes import matmul_precision, points_valid
 from ._linalg import HI, SQUARINGS, after, bmm, each, lambda_max_bounds, mT
 
@@ -56,10 +60,8 @@ def ls_decoding_matrix(sel, alpha, beta, num_coeffs, acc, with_q=False):
         selected or the system is numerically singular (then ``ok`` is False and
         ``cond`` is inf).
     """
-    m = alpha.shape[0]
     d = num_coeffs
-    scale = orthonormal_column_scale(m, d, acc)
-    t = chebyshev_vandermonde(alpha, d) * scale[None, :]
+    t, tb = equilibrated_vandermondes(alpha, beta, d, acc)
     ts = jnp.where(sel[:, None], t, jnp.zeros_like(t))
     q, r = jnp.linalg.qr(ts)
     r = after(r, q)  # orgqr before the SVD (see after)
@@ -70,7 +72,6 @@ def ls_decoding_matrix(sel, alpha, beta, num_coeffs, acc, with_q=False):
     cond = jnp.where(jnp.isnan(cond), jnp.asarray(jnp.inf, acc), cond)
     usable = enough & jnp.isfinite(cond)
     r_safe = jnp.where(usable, r, jnp.eye(d, dtype=acc))
-    tb = chebyshev_vandermonde(beta, d) * scale[None, :]
     z = solve_triangular(r_safe, tb.T, trans="T", lower=False)  # R^{-T} T_b^T [D, K]
     a = jnp.matmul(z.T, q.T, precision=HI)  # [K, M]
     finite = jnp.all(jnp.isfinite(a))
@@ -142,9 +143,7 @@ def qr_decoding_matrices(sel, alpha, beta, num_coeffs, acc, *, with_q=False):
     b, m = sel.shape
     d = num_coeffs
     k = beta.shape[0]
-    scale = orthonormal_column_scale(m, d, acc)
-    u = chebyshev_vandermonde(alpha, d) * scale[None, :]  # [M, D]
-    tb = chebyshev_vandermonde(beta, d) * scale[None, :]  # [K, D]
+    u, tb = equilibrated_vandermondes(alpha, beta, d, acc)  # [M, D], [K, D]
     s = sel.astype(acc)
     num_used = jnp.sum(sel, axis=1, dtype=jnp.int32)
     enough = num_used >= d
@@ -510,9 +509,7 @@ def ne_decoding_matrices(sel, alpha, beta, num_coeffs, acc):
     d = num_coeffs
     k = beta.shape[0]
     prec = _precision()
-    scale = orthonormal_column_scale(m, d, acc)
-    u = chebyshev_vandermonde(alpha, d) * scale[None, :]  # [M, D]
-    tb = chebyshev_vandermonde(beta, d) * scale[None, :]  # [K, D]
+    u, tb = equilibrated_vandermondes(alpha, beta, d, acc)  # [M, D], [K, D]
     w = sel.astype(acc)  # [B, M]
     num_used = jnp.sum(sel, axis=1, dtype=jnp.int32)
     enough = num_used >= d

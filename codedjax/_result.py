@@ -19,7 +19,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._dtypes import matmul_precision
+from ._dtypes import exact_pow2, matmul_precision
 from ._errors import predicted_error_of
 
 
@@ -92,10 +92,11 @@ class DecodeResult(NamedTuple):
 
 
 def _pow2_split(e: jax.Array, dtype) -> tuple[jax.Array, jax.Array]:
-    """2**e as two normal factors (2**e itself may be subnormal or overflow)."""
+    """2**e as two normal factors (2**e itself may be subnormal or overflow), each
+    exact (e is within twice the normal exponent range: a frexp exponent)."""
     lo = e // 2
     hi = e - lo
-    return jnp.exp2(lo.astype(dtype)), jnp.exp2(hi.astype(dtype))
+    return exact_pow2(lo, dtype), exact_pow2(hi, dtype)
 
 
 def apply_decoding(

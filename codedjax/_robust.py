@@ -29,8 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._chebyshev import chebyshev_vandermonde, orthonormal_column_scale
-from ._dtypes import check_number, finite_rows, points_valid
+from ._chebyshev import equilibrated_vandermondes
+from ._dtypes import check_number, exact_pow2, finite_rows, points_valid
 from ._errors import error_quantile, flush_floor, rounding_level
 from ._graceful import check_smooth_args
 from ._result import Status, finish, status_of
@@ -110,12 +110,17 @@ def _room_floor(acc) -> float:
 
 
 def _pow2_scale(x):
-    """2^ceil(log2 x) elementwise, at most the largest finite power of two (1 where
-    x is 0 or not finite): dividing by it is exact and brings x into (1/2, 2]."""
+    """2^ceil(log2 x) elementwise, exactly, clipped to the normal powers of two of
+    the dtype (1 where x is 0 or not finite): dividing by it is exact and brings x
+    into (1/2, 1] (x between the smallest normal and the largest finite power of
+    two)."""
     ok = jnp.isfinite(x) & (x > 0)
-    top = jnp.finfo(x.dtype).maxexp - 1  # 2^top is the largest finite power of two
-    e = jnp.minimum(jnp.ceil(jnp.log2(jnp.where(ok, x, 1.0))), top)
-    return jnp.where(ok, jnp.exp2(e), 1.0)
+    fi = jnp.finfo(x.dtype)  # 2^(maxexp - 1) is the largest finite power of two
+    # ceil(log2 x) from the exponent of x = m 2^k, m in [1/2, 1): k, or k - 1 at
+    # m = 1/2 (exact: jnp.log2 and jnp.exp2 go through log and exp)
+    m, k = jnp.frexp(jnp.where(ok, x, 1.0))
+    e = jnp.clip(jnp.where(m == 0.5, k - 1, k), fi.minexp, fi.maxexp - 1)
+    return jnp.where(ok, exact_pow2(e, x.dtype), 1.0)
 
 
 def _typical_rms(x, sel):
@@ -214,9 +219,7 @@ def _robust_impl(
     y, mask, alpha, beta, noise_sd, num_coeffs, acc, wdt, max_corrupted, tau, gamma
 ):
     m, d, k = alpha.shape[0], num_coeffs, beta.shape[0]
-    scale = orthonormal_column_scale(m, d, acc)
-    t0 = chebyshev_vandermonde(alpha, d) * scale[None, :]
-    tb = chebyshev_vandermonde(beta, d) * scale[None, :]
+    t0, tb = equilibrated_vandermondes(alpha, beta, d, acc)
     flat0 = y.reshape(m, -1).astype(acc)
     sel = mask & finite_rows(y)
     if noise_sd is not None:  # an answer without a valid noise level counts as missing

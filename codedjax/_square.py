@@ -14,7 +14,12 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-from ._chebyshev import chebyshev_vandermonde, orthonormal_column_scale, points_f64
+from ._chebyshev import (
+    chebyshev_vandermonde,
+    equilibrated_vandermondes,
+    orthonormal_column_scale,
+    points_f64,
+)
 from ._dtypes import points_valid
 from ._linalg import HI, SQUARINGS, after, bmm, each, lambda_max_bounds, mT
 
@@ -210,9 +215,7 @@ def _square_decoding_matrices_lu(sel, alpha, beta, num_coeffs, acc):
     b, m = sel.shape
     d = num_coeffs
     k = beta.shape[0]
-    scale = orthonormal_column_scale(m, d, acc)
-    u = chebyshev_vandermonde(alpha, d) * scale[None, :]  # [M, D]
-    tb = chebyshev_vandermonde(beta, d) * scale[None, :]  # [K, D]
+    u, tb = equilibrated_vandermondes(alpha, beta, d, acc)  # [M, D], [K, D]
     num_used = jnp.sum(sel, axis=1, dtype=jnp.int32)
     enough = num_used >= d
     # the selected workers first (index order among them; the order of the rows

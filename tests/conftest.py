@@ -71,6 +71,7 @@ PROGRAM_FAMILIES = {
         "test_properties.py",
         "test_robust_code.py",
         "test_plan.py",
+        "test_exact_scaling.py",
     ),
     # K = 8, M = 40, degree 3 (D = 22), B = 256 masks, F = 16
     "chebyshev-40": ("test_polynomial.py", "test_lsq.py", "test_square.py"),
