@@ -111,10 +111,9 @@ def chebyshev_vandermonde(x: ArrayLike, num_coeffs: int) -> jax.Array:
 
 
 def _vandermonde(x: jax.Array, num_coeffs: int) -> jax.Array:
-    # unrolled, not a scan: the codes' points are constants of their programs, which
-    # XLA folds through the unrolled recurrence at compile time (IEEE operations, the
-    # values of numpy's recurrence); a scan computes them at run time, in fused
-    # kernels that may round differently
+    # unrolled, not a scan: a scan compiles faster for many columns, but in the
+    # codes' programs it rounded differently from this form (measured), and the
+    # decoders' results are kept to the bit (docs/design.md, section 4)
     cols = [jnp.ones_like(x), x][:num_coeffs]
     for _ in range(2, num_coeffs):
         cols.append(2 * x * cols[-1] - cols[-2])
