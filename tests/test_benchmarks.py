@@ -9,8 +9,6 @@ from benchmarks import cases as bc
 from benchmarks.harness import Built, Case, floor_fraction, run_case
 from benchmarks.run import BenchConfig, run
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 pytestmark = pytest.mark.loose_promotion  # the DCN case runs flax code
 
 TINY = [

@@ -15,8 +15,6 @@ from numpy.polynomial import chebyshev as npcheb
 
 from theory import beyond
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 
 def _kernel(m, d):
     th = (2 * np.arange(m) + 1) * np.pi / (2 * m)

@@ -34,8 +34,6 @@ from models.coded_dcn.schemes import Sizes, exact_tasks
 from models.dcn import DCNConfig, DCNv2
 from models.train_dcn import ArrayData, TrainConfig
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 K, M, C = 4, 16, 3
 L = 2
 D = (L + 1) * (K - 1) + 1  # 10

@@ -10,8 +10,6 @@ import pytest
 
 from models import adult, checkpoint, criteo, metrics
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 # --------------------------------------------------------------------------- metrics
 
 

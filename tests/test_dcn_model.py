@@ -13,8 +13,6 @@ from flax import nnx
 from models import checkpoint, criteo, train_dcn
 from models.dcn import DCNConfig, DCNv2, cast_floating
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 U_BF16 = 2.0**-8  # unit roundoff of bfloat16
 EPS_F32 = float(np.finfo(np.float32).eps)
 EPS_F64 = float(np.finfo(np.float64).eps)

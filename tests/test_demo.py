@@ -4,8 +4,6 @@ import json
 
 from theory import collect, demo
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 
 def test_demo_runs_and_reports(tmp_path):
     # the command line of `make run` on a smaller cluster: K = 4, M = 16, degree 2

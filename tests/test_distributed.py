@@ -27,8 +27,6 @@ import sys
 
 import numpy as np
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TIMEOUT_S = 120  # per subprocess; the pair normally finishes in a few seconds
 
@@ -106,14 +104,12 @@ def _free_port() -> int:
 
 def _run_pair(tmp_path: pathlib.Path) -> list[dict[str, np.ndarray]]:
     port = _free_port()
-    # the workers compile as this process does (conftest: APPLICATION_TEST)
-    env = dict(
-        os.environ,
-        CODEDJAX_NO_PROGRESS="1",
-        PYTHONPATH=str(ROOT),
-        JAX_DISABLE_MOST_OPTIMIZATIONS="1",
+    # the workers compile as this process does (conftest: FAST_COMPILE, inherited)
+    env = dict(os.environ, CODEDJAX_NO_PROGRESS="1", PYTHONPATH=str(ROOT))
+    # jax_num_cpu_devices sets two devices per process: no device count from here
+    env["XLA_FLAGS"] = " ".join(
+        f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f
     )
-    env.pop("XLA_FLAGS", None)  # jax_num_cpu_devices sets two per process
     outs = [tmp_path / f"process{i}.npz" for i in range(2)]
     procs = [
         subprocess.Popen(

@@ -9,8 +9,6 @@ import pytest
 
 from benchmarks.fuzz_ok import check_path
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 
 @pytest.mark.parametrize("path", ["chebyls_batched", "berrut"])
 def test_no_wrong_ok(path):

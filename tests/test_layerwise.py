@@ -34,7 +34,6 @@ from models.layerwise import (
 )
 from models.mlp import MLP
 
-APPLICATION_TEST = True
 pytestmark = pytest.mark.loose_promotion
 
 K, M, N = 4, 7, 5

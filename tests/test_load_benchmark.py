@@ -13,8 +13,6 @@ from benchmarks.load.schemes import Scheme
 from benchmarks.load.sweep import simulate_point, sweep_scheme
 from codedjax.serving import FixedN, Injector
 
-APPLICATION_TEST = True
-
 
 def test_the_largest_sustained_rate_is_bracketed_by_the_p99_target():
     # one worker, 2 ms per query: capacity 500 q/s; p99 <= 10 ms somewhere below

@@ -209,7 +209,12 @@ def test_cond_with_every_worker_or_nearly_is_exact():
     exact = np.linalg.cond(
         _equilibrated(np.asarray(alpha, np.float64), D)[None] * masks[:, :, None]
     )
-    np.testing.assert_allclose(np.asarray(r.cond), exact, rtol=1e-4)
+    # to 1e-4 (the float32 points and rows) plus the cond^2 eps rounding of the
+    # estimate (it works on H, whose eigenvalues carry ~eps ||H|| absolute error;
+    # cond 76 here: 6.9e-4), as in the test above; compiled without XLA's passes
+    # (conftest) the middle mask measured 1.5e-4
+    rtol = 1e-4 + exact**2 * EPS32
+    assert np.all(np.abs(np.asarray(r.cond, np.float64) - exact) <= rtol * exact)
     assert abs(float(r.cond[0]) - 1) < 1e-5
 
 

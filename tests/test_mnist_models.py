@@ -30,8 +30,6 @@ from models.train_mnist import (
 )
 from models.vit import SmallViT, patchify
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 # flax/optax internals rely on implicit dtype promotion
 pytestmark = pytest.mark.loose_promotion
 

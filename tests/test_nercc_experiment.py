@@ -16,8 +16,6 @@ import codedjax as cj
 from models import nercc_experiment as ne
 from models.mnist import load_mnist
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 EPS32 = float(jnp.finfo(jnp.float32).eps)
 
 # K = 4, M = 8 (c = 2 fits exactly, so RepApprox runs with E = 0 extra servers) and

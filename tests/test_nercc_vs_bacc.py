@@ -7,8 +7,6 @@ import pytest
 
 from theory import nercc_vs_bacc as nvb
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 
 def test_theory_script_with_a_shrunken_config(tmp_path):
     """``python -m theory.nercc_vs_bacc``: the logic on one tiny cell."""

@@ -21,8 +21,6 @@ import codedjax as cj
 from theory import plan as tp
 from theory.plan.__main__ import main as plan_main
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 M, K, DEG = 12, 3, 2
 D = DEG * (K - 1) + 1
 U_BF16 = 2.0**-8

@@ -22,8 +22,6 @@ from theory import plan as tp
 from theory.plan.__main__ import main as plan_main
 from theory.plan.schemes import Workload
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 INDEPENDENT = "shifted-exp:5ms,5ms; slow=0.05 extra=exp:100ms"
 REQ = 500
 SCHEMES = "uncoded,replication,chebyls,parity"

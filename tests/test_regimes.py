@@ -22,7 +22,6 @@ from benchmarks.regimes.__main__ import main
 from benchmarks.regimes.schemes import schemes
 from codedjax.serving import Injector
 
-APPLICATION_TEST = True
 pytestmark = pytest.mark.loose_promotion
 
 SCHEMES = [

@@ -23,8 +23,6 @@ from models.repvgg import (
 )
 from models.train_mnist import MODELS, TrainConfig, load_or_train
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 # flax/optax internals rely on implicit dtype promotion
 pytestmark = pytest.mark.loose_promotion
 

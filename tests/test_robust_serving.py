@@ -11,8 +11,6 @@ import codedjax as cj
 from benchmarks import robust_serving as rs
 from codedjax.serving import FirstDecodable, Injector
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 K, M = 3, 10
 
 

@@ -13,8 +13,6 @@ import pytest
 
 import runkit
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 
 def test_progress_respects_the_switch(monkeypatch):
     monkeypatch.setenv(runkit.NO_PROGRESS_ENV, "1")

@@ -14,8 +14,6 @@ import pytest
 
 from benchmarks import schemes as bs
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):

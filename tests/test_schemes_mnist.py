@@ -20,8 +20,6 @@ from benchmarks.schemes import mnist as bm
 from models.mlp import MLP
 from models.train_parity import ParityTask
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 K, GROUP, M, NQ = 4, 2, 6, 32
 EXACT = ("parity", "replication", "repapprox", "random-layerwise")
 # left out of the run (not of the check that every code has a row or a reason):

@@ -24,8 +24,6 @@ from models.coded_dcn.served import ServedDCN
 from models.dcn import DCNConfig, DCNv2
 from models.train_dcn import ArrayData
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 K, M, D = 4, 16, 10
 # a Lagrange, a circle, a RepApprox and a replication decoder: four programs; the
 # model, the data's shapes, K, M, c = 3 and two orders per group are

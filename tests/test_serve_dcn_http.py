@@ -34,7 +34,6 @@ from models.dcn import DCNConfig, DCNv2  # noqa: E402
 from models.serve_dcn.branches import BranchCode, make_worker  # noqa: E402
 from models.serve_dcn.http import make_app  # noqa: E402
 
-APPLICATION_TEST = True
 pytestmark = pytest.mark.loose_promotion  # flax model code
 
 K, M, N = 4, 8, 7  # cross degree 2: D = 7

@@ -11,8 +11,6 @@ import pytest
 
 import codedjax as cj
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 M, K, DEG = 20, 3, 2
 D = DEG * (K - 1) + 1  # 5
 

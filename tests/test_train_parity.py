@@ -16,7 +16,6 @@ import codedjax as cj
 from models import parity_experiment, train_parity
 from models.train_parity import ParityConfig, ParityTask
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
 pytestmark = pytest.mark.loose_promotion  # flax and optax model code
 
 D, C, N = 6, 3, 240

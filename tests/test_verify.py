@@ -23,8 +23,6 @@ from theory import verify as V
 from theory.verify.__main__ import main as verify_main
 from theory.verify.__main__ import parser as verify_parser
 
-APPLICATION_TEST = True  # compiled without XLA's expensive passes (conftest)
-
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EPS = np.finfo(np.float64).eps
 
