@@ -22,6 +22,8 @@ def numpy_module(make, seed: int, dtype=None) -> nnx.Module:
         assert jnp.issubdtype(s.dtype, jnp.floating), s  # parameters only
         scale = 1.0 / np.sqrt(s.shape[0]) if len(s.shape) == 2 else 0.1
         value = rng.normal(0.0, scale, s.shape).astype(np.float32)
-        return jnp.asarray(value.astype(dtype or s.dtype))
+        # device_put copies without a program (jnp.asarray compiles a 'stage'
+        # program per shape and dtype)
+        return jax.device_put(value.astype(dtype or s.dtype))
 
     return nnx.merge(graphdef, jax.tree.map(draw, state))
