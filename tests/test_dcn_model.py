@@ -24,12 +24,18 @@ def _config(**kw):
     return DCNConfig(**base)
 
 
-def _inputs(batch, cfg, seed=0, dtype=jnp.float32):
-    # numpy draws: jax.random would compile a new program for every batch size
+# the batch of the tests of the default float32 model, one size for all, so that
+# they share its compiled programs (the bfloat16 test's statistics need this many)
+BATCH = 256
+
+
+def _inputs(batch, cfg, seed=0, dtype=np.float32):
+    # numpy draws: jax.random would compile a new program for every batch size;
+    # device_put copies without a program (jnp.asarray compiles one per shape)
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, min(cfg.vocab_sizes), size=(batch, len(cfg.vocab_sizes)))
     num = rng.normal(size=(batch, cfg.num_numeric))
-    return jnp.asarray(ids, jnp.int32), jnp.asarray(num, dtype)
+    return jax.device_put(ids.astype(np.int32)), jax.device_put(num.astype(dtype))
 
 
 @nnx.jit
@@ -43,6 +49,17 @@ def _parts(model, ids, num):
 @nnx.jit
 def _logits(model, ids, num):
     return model(ids, num)
+
+
+@nnx.jit
+def _x0_logits(model, ids, num):
+    """(x0, logits) of any structure, compiled as one program."""
+    return model.embed(ids, num), model(ids, num)
+
+
+# cast_floating compiled as one program per model and dtype (eagerly, every
+# parameter's cast would compile on its own)
+_cast = nnx.jit(cast_floating, static_argnums=1)
 
 
 def _drawn(cfg, seed, dtype=np.float32):
@@ -112,17 +129,13 @@ def test_dcn_matches_float64_numpy_oracle(numeric_mode, low_rank, structure):
     cfg = _config(numeric_mode=numeric_mode, low_rank=low_rank, structure=structure)
     with jax.enable_x64(True):
         model = _drawn(cfg, 0, np.float64)
-        ids, num = _inputs(16, cfg, dtype=jnp.float64)
+        ids, num = _inputs(16, cfg, dtype=np.float64)
         x0, cross, deep, z = _numpy_dcn(_params64(model), cfg, ids, num)
         if structure == "parallel":
             got = [np.asarray(a) for a in _parts(model, ids, num)]
         else:
-            got = [
-                np.asarray(model.embed(ids, num)),
-                None,
-                None,
-                np.asarray(_logits(model, ids, num)),
-            ]
+            x0_got, z_got = _x0_logits(model, ids, num)
+            got = [np.asarray(x0_got), None, None, np.asarray(z_got)]
     assert got[0].shape == (16, cfg.input_dim) and got[3].shape == (16,)
     assert got[3].dtype == np.float64
     np.testing.assert_allclose(got[0], x0, rtol=0, atol=0)  # a lookup: exact
@@ -138,12 +151,14 @@ def test_parallel_logits_are_cross_plus_deep_plus_bias():
     cfg = _config()
     model = _drawn(cfg, 1)
     # a nonzero bias, so the test sees it
-    model.bias[...] = jnp.asarray(0.75, jnp.float32)
+    model.bias[...] = jax.device_put(np.float32(0.75))
     ids, num = _inputs(32, cfg)
     _, cross, deep, z = _parts(model, ids, num)
-    parts = cross + deep + model.output_bias()
-    np.testing.assert_array_equal(np.asarray(z), np.asarray(parts))
-    assert model.output_bias() == 0.75
+    # float32 sums in numpy: the same roundings as jax's
+    parts = np.asarray(cross) + np.asarray(deep) + np.asarray(model.output_bias())
+    assert parts.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(z), parts)
+    assert float(model.output_bias()) == 0.75
 
 
 @pytest.mark.parametrize("num_layers", [1, 2, 3])
@@ -155,16 +170,15 @@ def test_cross_logit_is_polynomial_of_degree_L_plus_1(num_layers, low_rank):
     with jax.enable_x64(True):
         model = _drawn(cfg, 2, np.float64)
         rng = np.random.default_rng(3)
-        a = jnp.asarray(rng.normal(size=cfg.input_dim), jnp.float64)
-        b = jnp.asarray(rng.normal(size=cfg.input_dim), jnp.float64)
+        a = rng.normal(size=cfg.input_dim)
+        b = rng.normal(size=cfg.input_dim)
         t_fit = np.cos(np.pi * (np.arange(24) + 0.5) / 24)  # Chebyshev points
         t_new = np.linspace(-0.97, 0.93, 11)  # points not used in the fit
-
-        def values(t):
-            x0 = a[None, :] + jnp.asarray(t)[:, None] * b[None, :]
-            return np.asarray(model.cross_logit(x0))
-
-        y_fit, y_new = values(t_fit), values(t_new)
+        # both sets of points in one batch (row by row, one shape to compile)
+        t = np.concatenate([t_fit, t_new])
+        x0 = jax.device_put(a[None, :] + t[:, None] * b[None, :])
+        y = np.asarray(model.cross_logit(x0))
+        y_fit, y_new = y[: len(t_fit)], y[len(t_fit) :]
     cheb = np.polynomial.chebyshev
     scale = np.abs(y_fit).max()
     # evaluation roundoff (~1e2 eps scale) times the norm of the least-squares fit at
@@ -186,9 +200,11 @@ def test_bfloat16_model_computes_in_bfloat16():
     """Cast params and inputs to bf16: outputs are bf16 and carry bf16 roundoff."""
     cfg = _config()
     model = _drawn(cfg, 4)
-    ids, num = _inputs(256, cfg)
-    m16 = cast_floating(model, jnp.bfloat16)
-    num16 = num.astype(jnp.bfloat16)
+    ids, num = _inputs(BATCH, cfg)
+    m16 = _cast(model, jnp.bfloat16)
+    # the inputs cast in numpy (ml_dtypes rounds to nearest even, as XLA does)
+    num16_np = np.asarray(num).astype(jnp.bfloat16)
+    num16 = jax.device_put(num16_np)
     x0, cross, deep, z16 = _parts(m16, ids, num16)
     assert all(a.dtype == jnp.bfloat16 for a in (x0, cross, deep, z16))
     # the f32 model is untouched
@@ -196,13 +212,13 @@ def test_bfloat16_model_computes_in_bfloat16():
     assert z_f32_model.dtype == jnp.float32
     # reference: the same bf16-rounded parameters and inputs, float64 arithmetic
     with jax.enable_x64(True):
-        m64 = cast_floating(m16, jnp.float64)
-        ref = np.asarray(_logits(m64, ids, num16.astype(jnp.float64)))
+        m64 = _cast(m16, jnp.float64)
+        ref = np.asarray(_logits(m64, ids, jax.device_put(num16_np.astype(np.float64))))
     rms = np.sqrt(np.mean(ref**2))
     err16 = np.abs(np.asarray(z16, np.float64) - ref) / rms
     # float32 arithmetic on the same rounded values: only float32 roundoff
-    m32 = cast_floating(m16, jnp.float32)
-    z32 = np.asarray(_logits(m32, ids, num16.astype(jnp.float32)))
+    m32 = _cast(m16, jnp.float32)
+    z32 = np.asarray(_logits(m32, ids, jax.device_put(num16_np.astype(np.float32))))
     err32 = np.abs(z32 - ref) / rms
     # a few roundings of size <= u each along every path: the typical (median)
     # error is a fraction of u to a few u; f32 arithmetic would be ~1e4 times smaller
@@ -218,7 +234,7 @@ def test_stacked_has_no_branch_logits():
     model = _drawn(cfg, 0)
     ids, num = _inputs(8, cfg)
     assert _logits(model, ids, num).shape == (8,)
-    x0 = jnp.zeros((8, cfg.input_dim))
+    x0 = jax.device_put(np.zeros((8, cfg.input_dim), np.float32))
     with pytest.raises(ValueError, match="cross_logit.*parallel.*stacked"):
         model.cross_logit(x0)
     with pytest.raises(ValueError, match="deep_logit.*parallel"):
@@ -228,9 +244,11 @@ def test_stacked_has_no_branch_logits():
 def test_out_of_vocabulary_ids_use_slot_zero():
     cfg = _config()
     model = _drawn(cfg, 0)
-    ids, num = _inputs(4, cfg)
-    bad = ids.at[0, 0].set(99).at[1, 1].set(-3)
-    oov = ids.at[0, 0].set(0).at[1, 1].set(0)
+    ids, num = _inputs(BATCH, cfg)
+    bad, oov = np.array(ids), np.array(ids)
+    bad[0, 0], bad[1, 1] = 99, -3
+    oov[0, 0], oov[1, 1] = 0, 0
+    bad, oov = jax.device_put(bad), jax.device_put(oov)
     z_bad = np.asarray(_logits(model, bad, num))
     np.testing.assert_array_equal(z_bad, np.asarray(_logits(model, oov, num)))
     assert np.all(np.isfinite(z_bad))
@@ -240,11 +258,9 @@ def test_jit_equals_eager():
     # the one test that runs the model eagerly (op by op)
     cfg = _config()
     model = _drawn(cfg, 0)
-    ids, num = _inputs(8, cfg)
-    graphdef, state = nnx.split(model)
-    jitted = jax.jit(lambda s, i, n: nnx.merge(graphdef, s)(i, n))(state, ids, num)
+    ids, num = _inputs(BATCH, cfg)
     np.testing.assert_allclose(
-        np.asarray(jitted),
+        np.asarray(_logits(model, ids, num)),
         np.asarray(model(ids, num)),
         rtol=8 * EPS_F32,
         atol=8 * EPS_F32,
@@ -255,14 +271,16 @@ def test_bad_inputs_and_configs():
     cfg = _config()
     model = _drawn(cfg, 0)
     ids, num = _inputs(4, cfg)
+    # the wrong inputs made in numpy (eager jax ops would compile a program each)
+    ids_np, num_np = np.asarray(ids), np.asarray(num)
     with pytest.raises(TypeError, match="DCNv2.embed.*integer"):
-        model.embed(ids.astype(jnp.float32), num)
+        model.embed(jax.device_put(ids_np.astype(np.float32)), num)
     with pytest.raises(TypeError, match="DCNv2.embed.*floating"):
-        model.embed(ids, num.astype(jnp.int32))
+        model.embed(ids, jax.device_put(num_np.astype(np.int32)))
     with pytest.raises(ValueError, match=r"DCNv2.embed.*\[B, 3\].*\(4, 2\)"):
-        model.embed(ids[:, :2], num)
+        model.embed(jax.device_put(ids_np[:, :2]), num)
     with pytest.raises(ValueError, match=r"DCNv2.embed.*numeric.*\(4, 3\)"):
-        model.embed(ids, num[:, :3])
+        model.embed(ids, jax.device_put(num_np[:, :3]))
     with pytest.raises(ValueError, match="DCNConfig.*structure"):
         _config(structure="tower")
     with pytest.raises(ValueError, match="DCNConfig.*numeric_mode"):
@@ -279,7 +297,7 @@ def test_bad_inputs_and_configs():
 def test_checkpoint_round_trip_gives_identical_outputs(tmp_path):
     cfg = _config()
     model = _drawn(cfg, 5)
-    ids, num = _inputs(16, cfg)
+    ids, num = _inputs(BATCH, cfg)
     path = tmp_path / "ck" / "dcn.msgpack"
     checkpoint.save_checkpoint(
         path, model, metadata={"config": cfg.to_dict(), "auc": 0.5}
@@ -329,9 +347,9 @@ def test_checkpoint_loads_into_bfloat16_model(tmp_path):
     cfg = _config()
     model = _drawn(cfg, 0)
     checkpoint.save_checkpoint(tmp_path / "m.msgpack", model, metadata={})
-    m16 = cast_floating(_drawn(cfg, 1), jnp.bfloat16)
+    m16 = _cast(_drawn(cfg, 1), jnp.bfloat16)
     checkpoint.load_checkpoint(tmp_path / "m.msgpack", m16)
-    ref = cast_floating(model, jnp.bfloat16)
+    ref = _cast(model, jnp.bfloat16)
     for a, b in zip(
         jax.tree.leaves(nnx.state(m16)), jax.tree.leaves(nnx.state(ref)), strict=True
     ):

@@ -42,6 +42,18 @@ K, M, N = 4, 7, 5
 _drawn = numpy_module  # numpy-drawn parameters: the rounds' bias is checked too
 
 
+# the models' own forward passes as one compiled program each (run eagerly, every
+# primitive would compile on its own)
+@nnx.jit
+def _logits_from_x0(model, x0):
+    return model.logits_from_x0(x0)
+
+
+@nnx.jit
+def _apply(model, x):
+    return model(x)
+
+
 @pytest.fixture(scope="module")
 def code():
     return cj.lagrange_code(num_inputs=K, num_workers=M, degree=1)
@@ -54,7 +66,8 @@ def test_dcn_rounds_give_the_models_logits_in_float64(x64, code):
     model = _drawn(lambda: DCNv2(cfg, rngs=nnx.Rngs(0)), 2)
     rounds = dcn_rounds(model)
     x = np.random.default_rng(0).uniform(-1, 1, (K, 6))
-    want = np.asarray(model.logits_from_x0(jnp.asarray(x, jnp.float32)), np.float64)
+    x32 = jax.device_put(x.astype(np.float32))
+    want = np.asarray(_logits_from_x0(model, x32), np.float64)
     got = reference(rounds, x)[:, 0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     pipe = layer_pipeline(code, rounds, dtype=jnp.float64, policy=FixedN(K))
@@ -106,11 +119,12 @@ def test_mnist_mlp_layer_wise_is_the_uncoded_mlp_in_float64(x64, code):
     assert [w.shape for w, _ in layers] == [(784, 200), (200, 100), (100, 10)]
     rounds = mlp_rounds(layers, last_relu=False)
     x = np.random.default_rng(4).uniform(0, 1, (K, 28, 28, 1))
-    want = np.asarray(model(jnp.asarray(x)))  # float64: x64 promotes the layers
+    # float64: x64 promotes the layers
+    want = np.asarray(_apply(model, jax.device_put(x)))
     assert want.dtype == np.float64
     rows = x.reshape(K, -1)
     np.testing.assert_allclose(reference(rounds, rows), want, rtol=1e-12, atol=1e-12)
-    whole = jax.vmap(mlp_worker(layers, jnp.float64))(jnp.asarray(rows))
+    whole = jax.jit(jax.vmap(mlp_worker(layers, jnp.float64)))(jax.device_put(rows))
     np.testing.assert_allclose(np.asarray(whole), want, rtol=1e-12, atol=1e-12)
     # three rounds decoding N of M (two straggler patterns), the bias and ReLU at
     # the master: the vectorised pipeline, equal to PipelineServer's answers (above)

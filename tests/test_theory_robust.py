@@ -41,11 +41,15 @@ def test_cross_tower_rounding_sd_bounds_the_bf16_error():
     rounded = jax.tree_util.tree_map(
         lambda a: a.astype(jnp.bfloat16).astype(jnp.float32), params
     )
+    # the bf16 worker runs op by op, as theory.robust's answers run it (its rounding
+    # is what is measured); the float64 truth and the rounding analysis, whose last
+    # bits do not matter here, are one program each instead of one per operation
     y = cj.low_precision_worker(cross_tower, jnp.bfloat16)(params, x)
     with jax.enable_x64(True):
         p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), rounded)
-        truth = np.asarray(cross_tower(p64, jnp.asarray(x, jnp.float64)))
-    sd = np.asarray(cross_tower_rounding_sd(rounded, x, 2.0**-8), np.float64)
+        truth = np.asarray(jax.jit(cross_tower)(p64, jnp.asarray(x, jnp.float64)))
+    rounding_sd = jax.jit(cross_tower_rounding_sd, static_argnums=2)
+    sd = np.asarray(rounding_sd(rounded, x, 2.0**-8), np.float64)
     z = (np.asarray(y, np.float64) - truth) / sd
     assert 0.5 < np.sqrt(np.mean(z**2)) < 1.0
     assert np.abs(z).max() < 4.5
@@ -95,8 +99,10 @@ def test_theory_robust_runs_and_reports(tmp_path):
     and the ML reference, and the report has one table line per row."""
     from theory.robust import RobustConfig, format_tables, run_robust
 
+    # features = 8 as in the rounding test above: the weights' eager programs
+    # (cross_params, the bf16 rounding of the weights) are compiled once
     cfg = RobustConfig(
-        num_inputs=4, num_workers=16, num_responses=14, features=4, max_corrupted=1,
+        num_inputs=4, num_workers=16, num_responses=14, features=8, max_corrupted=1,
         num_requests=12, counts=(1, 2), sizes=(3.0,), berrut=False,
         dtype_model=False, progress=False,
     )  # fmt: skip
@@ -126,9 +132,13 @@ def test_berrut_answers_of_a_polynomial_worker_are_a_lagrange_code(np_rng):
     k, m, d = 5, 24, 3
     with jax.enable_x64(True):
         beta, alpha = cj.bacc_points(k, m, dtype=jnp.float64)
-        x = jnp.asarray(np_rng.standard_normal(k))
+        x = jax.device_put(np_rng.standard_normal(k))
         c = np_rng.standard_normal(d + 1)
-        f = lambda v: sum(ci * v**i for i, ci in enumerate(c))  # noqa: E731
+
+        @jax.jit  # one program per shape, not one per operation
+        def f(v):
+            return sum(ci * v**i for i, ci in enumerate(c))
+
         y = np.asarray(f(cj.berrut_encode(x, beta, alpha)))
         fx = np.asarray(f(x))
     bz = berrut_denominator(beta, alpha) ** d
