@@ -375,7 +375,9 @@ def chebyls_decoding_matrix(
 
     Returns:
         DecodeResult with ``value`` = A [K, M] and ``ok``, ``cond``, ``num_used`` as
-        in :func:`chebyls_decode`.
+        in :func:`chebyls_decode`; ``error`` is the rounding of ``A @ y`` per unit
+        of ``max |y|`` for responses in the accumulation dtype: its unit roundoff
+        times the largest row sum of ``|A|``.
 
     Raises:
         ValueError, TypeError: as :func:`chebyls_decode`.

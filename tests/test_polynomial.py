@@ -484,6 +484,43 @@ def test_decoding_matrix_noise_gain(x64):
     np.testing.assert_allclose(np.asarray(a.value), ref, atol=1e-13)
     gain = np.sum(np.asarray(a.value) ** 2) / K
     assert gain == pytest.approx(0.55, abs=0.01)  # theory notes 6: 0.55 at N = M
+    # N = M > D responses are enough; the predicted error is per unit of max |y|:
+    # u of the accumulation dtype times the largest row sum of |A| (the float64
+    # reference's, which A matches to 1e-13)
+    assert bool(a.ok) and int(a.num_used) == M
+    want = cj.unit_roundoff(jnp.float64) * np.max(np.sum(np.abs(ref), axis=1))
+    assert float(a.error) == pytest.approx(want, rel=1e-10, abs=0.0)
+    # exactly D responses spread over the interval are enough, D - 1 are not (the
+    # same program: one mask)
+    spread = np.zeros(M, bool)
+    spread[np.round(np.linspace(0, M - 1, D)).astype(int)] = True
+    assert spread.sum() == D
+    fewer = spread.copy()
+    fewer[np.flatnonzero(spread)[D // 2]] = False
+    at_d, below = (
+        cj.chebyls_decoding_matrix(
+            jnp.asarray(mk), alpha, beta, num_coeffs=D, accum_dtype=jnp.float64
+        )
+        for mk in (spread, fewer)
+    )
+    assert bool(at_d.ok) and int(at_d.num_used) == D
+    assert not bool(below.ok) and np.isinf(float(below.error))
+
+
+@pytest.mark.parametrize("bad", [M + 1, -3])
+def test_threshold_order_error_names_the_bad_index(bad):
+    alpha, beta = _points()
+    y = jnp.zeros((M, 2), jnp.float32)
+    # the bad index is third, after two valid ones: the message names it, not them
+    order = jnp.asarray([2, 0, bad] + list(range(3, M)), jnp.int32)
+    with pytest.raises(
+        ValueError,
+        match=rf"threshold_decode: order must hold worker indices in "
+        rf"\[0, {M}\), got {bad}$",
+    ):
+        cj.threshold_decode(
+            y, jnp.ones(M, bool), alpha, beta, num_coeffs=D, order=order
+        )
 
 
 def test_spread_order_picks_even_ranks():

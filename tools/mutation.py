@@ -18,8 +18,19 @@ the arithmetic swaps kept are ``+ <-> -``, ``* <-> /``, ``+ <-> *`` and ``**`` i
 ``*`` or ``/``, next to flipped comparisons, changed numbers, dropped unary minus,
 added ``not``, swapped ``and``/``or``, ``True``/``False`` and skipped loops, to spend
 the time on the mutations that look like real bugs. A run costs one test process per
-mutant: half an hour for ``_chebyshev.py``, hours for ``bounds.py`` on 2 cores
-(``--max N`` runs a random sample of N mutants per module, ``--seed`` fixes it).
+mutant (``--max N`` runs a random sample of N mutants per module, ``--seed`` fixes
+it). Two things make it cheaper without changing any outcome:
+
+- ``--jobs J`` (default 2) splits the sample over J copies of the repository, each
+  running its own mutants, so the cores are used together;
+- each copy has its own jax compilation cache, warmed by the unmutated run: a mutant
+  recompiles only the programs its mutation changes (the cache key is the compiled
+  program itself). The unmutated tests must pass twice, with the cache cold and
+  warm, so a test that depends on compiling (a compile count) cannot turn a cache
+  hit into a false kill.
+
+``--tests`` replaces the module's test list, to run the tool on a tree whose map
+differs (an older checkout).
 
 Needs ``pip install -e '.[mutation]'`` (``make mutation`` does it).
 """
@@ -30,6 +41,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -160,14 +172,14 @@ def _mutation_key(item) -> tuple:
     )
 
 
-def _sample(session: Path, keep: int, seed: int) -> None:
+def _sample(session: Path, keep: int | None, seed: int) -> list[int]:
     """Mark all but a random sample of ``keep`` pending mutants as skipped.
 
     The sample is drawn from the mutants ordered by what they change (module,
     operator, occurrence, position), not by cosmic-ray's job ids, which are random
     per session: the same module source, ``keep`` and ``seed`` give the same mutants
     in every run, so a run before a change of the tests and one after it compare
-    the same sample.
+    the same sample. Returns the sampled job ids in that order.
     """
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
@@ -175,6 +187,8 @@ def _sample(session: Path, keep: int, seed: int) -> None:
     with use_db(str(session), WorkDB.Mode.open) as db:
         items = list(db.pending_work_items)
         pending = [item.job_id for item in sorted(items, key=_mutation_key)]
+        if keep is None:
+            return pending
         chosen = set(random.Random(seed).sample(pending, min(keep, len(pending))))
         for job in pending:
             if job not in chosen:
@@ -184,71 +198,134 @@ def _sample(session: Path, keep: int, seed: int) -> None:
                         output="not sampled", worker_outcome=WorkerOutcome.SKIPPED
                     ),
                 )
+        return [job for job in pending if job in chosen]
+
+
+def _mutation_ids(session: Path) -> list[str]:
+    """Every mutant's job id in a session."""
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        return [item.job_id for item in db.work_items]
+
+
+def _keep_only(session: Path, jobs: set[str]) -> None:
+    """Mark every pending mutant outside ``jobs`` as done elsewhere (skipped here)."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in list(db.pending_work_items):
+            if item.job_id not in jobs:
+                db.set_result(
+                    item.job_id,
+                    WorkResult(
+                        output="another job", worker_outcome=WorkerOutcome.SKIPPED
+                    ),
+                )
 
 
 def run_module(work: Path, module: str, args) -> dict:
-    tests = TESTS.get(module)
+    tests = args.tests or TESTS.get(module)
     if tests is None:
         raise SystemExit(f"mutation: no tests known for {module}; add it to TESTS")
-    env = dict(os.environ, CODEDJAX_NO_PROGRESS="1", JAX_PLATFORMS="cpu")
-    env["PYTHONPATH"] = str(work)
     tag = Path(module).stem.strip("_")
-    cfg, session = work / f"mutation_{tag}.toml", work / f"mutation_{tag}.sqlite"
-    cfg.write_text(_config(module, tests, args.timeout))
     bindir = Path(sys.executable).parent
 
-    def cr(*a: str, check: bool = True) -> subprocess.CompletedProcess:
+    def env_for(copy: Path) -> dict:
+        env = dict(os.environ, CODEDJAX_NO_PROGRESS="1", JAX_PLATFORMS="cpu")
+        env["PYTHONPATH"] = str(copy)
+        env["JAX_COMPILATION_CACHE_DIR"] = str(copy / ".jax-cache")
+        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+        env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+        return env
+
+    def cr(copy: Path, *a: str, check: bool = True) -> subprocess.CompletedProcess:
         return subprocess.run(
             [str(bindir / a[0]), *a[1:]],
-            cwd=work,
-            env=env,
+            cwd=copy,
+            env=env_for(copy),
             check=check,
             capture_output=True,
             text=True,
         )
 
     t0 = time.time()
-    base = cr("cosmic-ray", "baseline", str(cfg), check=False)
-    if base.returncode != 0:
-        raise SystemExit(
-            f"mutation: the unmutated tests fail for {module}:\n{base.stdout[-3000:]}"
-            f"{base.stderr[-3000:]}"
+    cfg, session = work / f"mutation_{tag}.toml", work / f"mutation_{tag}.sqlite"
+    cfg.write_text(_config(module, tests, args.timeout))
+    shutil.rmtree(work / ".jax-cache", ignore_errors=True)
+    for cache in ("cold", "warm"):
+        base = cr(work, "cosmic-ray", "baseline", str(cfg), check=False)
+        if base.returncode != 0:
+            raise SystemExit(
+                f"mutation: the unmutated tests fail for {module} ({cache} compile "
+                f"cache):\n{base.stdout[-3000:]}{base.stderr[-3000:]}"
+            )
+    session.unlink(missing_ok=True)
+    cr(work, "cosmic-ray", "init", str(cfg), str(session))
+    cr(work, "cr-filter-operators", str(session), str(cfg))
+    sample = _sample(session, args.max, args.seed)
+
+    # job j runs every J-th sampled mutant in its own copy (cosmic-ray mutates the
+    # module's file in place); copy 0 is the snapshot itself
+    copies = [work] + [work.parent / f"{work.name}-job{j}" for j in range(1, args.jobs)]
+    for copy in copies[1:]:
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(work, copy, symlinks=True)
+    running = []
+    for j, copy in enumerate(copies):
+        _keep_only(copy / session.name, set(sample[j :: args.jobs]))
+        cmd = [str(bindir / "cosmic-ray"), "exec", cfg.name, session.name]
+        running.append(
+            subprocess.Popen(
+                cmd,
+                cwd=copy,
+                env=env_for(copy),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         )
-    cr("cosmic-ray", "init", str(cfg), str(session))
-    cr("cr-filter-operators", str(session), str(cfg))
-    if args.max is not None:
-        _sample(session, args.max, args.seed)
-    cr("cosmic-ray", "exec", str(cfg), str(session))
-    dump = cr("cosmic-ray", "dump", str(session)).stdout
+    for proc in running:
+        proc.wait()
+
     counts: dict[str, int] = {}
+    if args.max is not None:
+        counts["skipped"] = len(_mutation_ids(work / session.name)) - len(sample)
     survivors = []
     lines = (work / module).read_text().splitlines()
-    for row in dump.splitlines():
-        item, result = json.loads(row)
-        if result is None:
-            continue
-        outcome = (
-            result["worker_outcome"]
-            if result["worker_outcome"] != "normal"
-            else result["test_outcome"]
-        )
-        counts[outcome] = counts.get(outcome, 0) + 1
-        if outcome == "survived":
-            mut = item["mutations"][0]
-            line = mut["start_pos"][0]
-            survivors.append(
-                {
-                    "line": line,
-                    "operator": mut["operator_name"],
-                    "occurrence": mut["occurrence"],
-                    "source": lines[line - 1].strip(),
-                    "diff": result.get("diff") or "",
-                }
-            )
+    for j, copy in enumerate(copies):
+        mine = set(sample[j :: args.jobs])
+        dump = cr(copy, "cosmic-ray", "dump", session.name).stdout
+        for row in dump.splitlines():
+            item, result = json.loads(row)
+            if item["job_id"] not in mine:
+                continue  # not sampled, or another copy's
+            if result is None:
+                outcome = "not run"
+            elif result["worker_outcome"] != "normal":
+                outcome = result["worker_outcome"]
+            else:
+                outcome = result["test_outcome"]
+            counts[outcome] = counts.get(outcome, 0) + 1
+            if outcome == "survived":
+                mut = item["mutations"][0]
+                line = mut["start_pos"][0]
+                survivors.append(
+                    {
+                        "line": line,
+                        "operator": mut["operator_name"],
+                        "occurrence": mut["occurrence"],
+                        "source": lines[line - 1].strip(),
+                        "diff": result.get("diff") or "",
+                    }
+                )
+        if j:
+            shutil.rmtree(copy, ignore_errors=True)
     return {
         "module": module,
         "tests": tests,
         "counts": counts,
+        "jobs": args.jobs,
         "seconds": round(time.time() - t0, 1),
         "survivors": sorted(survivors, key=lambda s: s["line"]),
     }
@@ -261,8 +338,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max", type=int, default=None, help="sample N mutants/module")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
+    p.add_argument("--jobs", type=int, default=2, help="mutants run at once")
+    p.add_argument(
+        "--tests", nargs="+", default=None, help="the tests, instead of the map's"
+    )
     p.add_argument("--out", default="results/mutation", help="report folder")
     args = p.parse_args(argv)
+    if args.jobs < 1:
+        p.error(f"--jobs: expected an integer >= 1, got {args.jobs}")
+    if args.max is not None and args.max < 1:
+        p.error(f"--max: expected an integer >= 1, got {args.max}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     reports = []
