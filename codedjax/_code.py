@@ -140,6 +140,14 @@ class Code:
     #: the fields of :class:`Answers` that :meth:`decode_answers` reads
     answer_fields = ("y", "mask")
 
+    #: requests decoded per vectorised step by :meth:`decode_answers_batched`
+    #: (None: the whole batch in one step). A decoder built on LAPACK (QR, SVD,
+    #: least squares) sets a chunk: jaxlib's CPU LAPACK kernels split a large
+    #: batch over the intra-op thread pool and block until it is done, and two
+    #: independent such kernels at once can take every pool thread and deadlock
+    #: (seen on 2 cores from 256 masks a batch, never at 128 or fewer)
+    answers_chunk = None
+
     def __getstate__(self):
         # the signatures the methods have checked (see _checked) are not pickled
         state = dict(self.__dict__)
@@ -197,6 +205,15 @@ class Code:
         """
         return (BASE_ROLE,) * self.num_workers
 
+    @property
+    def encoder_key(self) -> Any:
+        """A hashable key of what :meth:`encode` computes: two codes with equal
+        keys send every worker the same query for the same inputs, so one set of
+        worker answers serves both decoders. The code itself by default; a
+        Lagrange code's depends on K, M and its worker points only (not on its
+        degree or decoder)."""
+        return self
+
     def may_decode(self, mask: ArrayLike) -> np.ndarray:
         """Whether ``decode`` can return ``ok`` from these responders, judged on
         the code's structure alone (host side, no answers needed).
@@ -213,6 +230,33 @@ class Code:
             numpy bool [...].
         """
         return np.asarray(mask).sum(axis=-1) >= self.threshold
+
+    def decodable_from(self, times: ArrayLike) -> np.ndarray:
+        """When the answers in hand first may decode (:meth:`may_decode`), from
+        the time each worker's answer arrives (host side, no answers needed).
+
+        :meth:`may_decode` is monotone (more responders never make a mask
+        undecodable), so this is the arrival after which the workers answered by
+        then may decode.
+
+        Args:
+            times: float [..., M], when each worker's answer arrives (inf for an
+                answer that never does).
+
+        Returns:
+            numpy float [...]: that arrival's time; inf where no set of the
+            arrived answers may decode.
+        """
+        t = np.asarray(times, np.float64)
+        m = t.shape[-1]
+        order = np.argsort(t, axis=-1, kind="stable")
+        ts = np.take_along_axis(t, order, axis=-1)
+        # masks[..., n, i]: worker i is among the first n + 1 arrivals
+        rank = np.argsort(order, axis=-1, kind="stable")
+        masks = rank[..., None, :] <= np.arange(m)[:, None]
+        can = np.asarray(self.may_decode(masks), bool) & np.isfinite(ts)
+        first = np.take_along_axis(ts, np.argmax(can, axis=-1)[..., None], axis=-1)
+        return np.where(can.any(axis=-1), first[..., 0], np.inf)
 
     # --- the four operations -----------------------------------------------------
     def encode(self, x: ArrayLike) -> jax.Array:
@@ -317,6 +361,31 @@ class Code:
             What :meth:`decode` returns.
         """
         return self.decode(answers.y, answers.mask)
+
+    def decode_answers_batched(self, answers: Answers) -> DecodeResult:
+        """Decode B requests inside a traced program: :meth:`decode_answers`
+        mapped over a leading B axis of every field of ``answers``.
+
+        For the many requests of an experiment or a simulation, under the
+        caller's ``jax.jit`` (the code a static argument). The requests are
+        vmapped together, or in chunks of ``answers_chunk`` for the decoders
+        that run LAPACK (a sequential loop over vmapped chunks, so a batched
+        LAPACK kernel never takes the whole CPU thread pool); the values are
+        those of a loop of :meth:`decode_answers`, up to rounding.
+
+        Args:
+            answers: :class:`Answers` with a leading B axis on each field that is
+                not None (``y`` [B, M, ...], ``mask`` [B, M], ...).
+
+        Returns:
+            What :meth:`decode_answers` returns, with a leading B axis on every
+            field.
+        """
+        if self.answers_chunk is None:
+            return jax.vmap(self.decode_answers)(answers)
+        return jax.lax.map(
+            self.decode_answers, answers, batch_size=int(self.answers_chunk)
+        )
 
     # --- checks and the jitted programs (shared by the subclasses) ---------------
     def _answer_shape(self, lead):

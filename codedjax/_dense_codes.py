@@ -43,6 +43,8 @@ class CircleCode(Code):
     degree: int = 1
     pack: bool = False
 
+    answers_chunk = 32  # least squares on LAPACK (see Code.answers_chunk)
+
     @property
     def name(self) -> str:
         return "circle-packed" if self.pack else "circle"

@@ -53,6 +53,8 @@ class LagrangeCode(Code):
     degree: int = 1
     kind: int = 1
 
+    answers_chunk = 32  # QR, SVD and LU decoders (see Code.answers_chunk)
+
     def __post_init__(self):
         # the points are fixed by the settings: checked here, once per code
         cls = type(self).__name__
@@ -73,6 +75,12 @@ class LagrangeCode(Code):
     @property
     def exact(self) -> bool:
         return True
+
+    @property
+    def encoder_key(self) -> tuple:
+        """("lagrange", K, M, kind): every Lagrange code on these points encodes
+        alike, whatever its degree and decoder."""
+        return ("lagrange", self.num_inputs, self.num_workers, self.kind)
 
     def alpha(self, dtype: Any = jnp.float32) -> jax.Array:
         """Worker points [M] (Chebyshev, of the code's kind)."""

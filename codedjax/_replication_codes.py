@@ -148,6 +148,14 @@ class ReplicationCode(Code):
         )
         return covered.all(axis=-1)
 
+    def decodable_from(self, times: ArrayLike) -> np.ndarray:
+        """The latest of each input's first replica to arrive (inf when an
+        input's replicas never do): :meth:`Code.decodable_from` in closed form."""
+        t = np.asarray(times, np.float64)
+        perm = np.argsort(self.task, kind="stable")
+        cuts = np.searchsorted(self.task[perm], np.arange(self.num_inputs))
+        return np.minimum.reduceat(t[..., perm], cuts, axis=-1).max(axis=-1)
+
     def _encode(self, x):
         return x[self.task]
 

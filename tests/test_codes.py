@@ -176,6 +176,7 @@ def test_attributes(code):
     assert code.num_inputs == K
     assert 1 <= code.threshold <= code.num_workers
     assert isinstance(code.name, str) and code.name
+    assert type(code.exact) is bool  # a property, not a method
     assert hash(code) == hash(type(code)(**vars(code)))  # hashable, by value
 
 
@@ -224,6 +225,7 @@ def _program(name):
             vmap=jax.vmap(lambda mk: code.decode(y, mk))(masks),
             shared=code.decode_batched(y, masks, shared_y=True),
             per=code.decode_batched(ys, masks),
+            answers=code.decode_answers_batched(cj.Answers(ys, masks)),
             tangent=tangent,
             cot=cot,
             matrix=code.decoding_matrix(mask),
@@ -253,7 +255,7 @@ def test_vmap_equals_loop_and_batched(code):
     t = _transforms(name)
     for i, r in enumerate(loop):
         assert bool(r.ok) == (i < B)  # B decodable masks, then B with too few
-        for batch in (t["vmap"], t["shared"], t["per"]):
+        for batch in (t["vmap"], t["shared"], t["per"], t["answers"]):
             _close(batch.value[i], r.value)
             assert bool(batch.ok[i]) == bool(r.ok)
             assert int(batch.status[i]) == int(r.status)
@@ -331,6 +333,70 @@ def test_forward_and_reverse_derivatives_agree(code):
     # weights are the answers' sizes and its suspects come from y)
     if not isinstance(code, (cj.GracefulCode, cj.RobustCode)):
         _close(t["tangent"], _matmul(t["matrix"], dy), atol=1e-4)
+
+
+def test_decode_answers_batched_in_chunks_equals_the_batched_decode():
+    """A LAPACK decoder maps decode_answers over chunks of answers_chunk requests
+    (a loop of vmapped chunks): 2 full chunks and a remainder give the values of
+    one vmapped decode_batched."""
+    code = CODES["chebyls"]
+    assert code.answers_chunk == 32 and CODES["bacc"].answers_chunk is None
+    y, *_ = _inputs("chebyls")
+    b = 2 * code.answers_chunk + 6
+    masks = _masks(code, _n_ok(code), b, seed=3)
+    ys = jnp.broadcast_to(y, (b,) + y.shape)
+    got = jax.jit(lambda yy, mk: code.decode_answers_batched(cj.Answers(yy, mk)))(
+        ys, masks
+    )
+    ref = code.decode_batched(y, masks, shared_y=True)
+    assert got.value.shape == (b, K, y.shape[-1])
+    _close(got.value, ref.value)
+    np.testing.assert_array_equal(np.asarray(got.ok), np.asarray(ref.ok))
+
+
+def test_decodable_from_is_the_first_arrival_that_may_decode(code):
+    """Code.decodable_from (a replication code's closed form too) against the
+    arrivals one by one: the first after which may_decode holds."""
+    m = code.num_workers
+    rng = np.random.default_rng(4)
+    t = rng.exponential(1.0, (40, m))
+    t[rng.random((40, m)) < 0.3] = np.inf  # answers that never arrive
+    t[0] = np.inf  # no answer at all
+    t[1, : m // 2] = 0.5  # ties
+    want = np.full(len(t), np.inf)
+    for r, row in enumerate(t):
+        for tn in np.sort(row[np.isfinite(row)]):
+            if code.may_decode(row <= tn):
+                want[r] = tn
+                break
+    got = code.decodable_from(t)
+    assert got.shape == (len(t),)
+    np.testing.assert_array_equal(got, want)
+    assert np.isinf(got[0]) and np.isfinite(got).any()
+    # the base rule gives the same as an override
+    np.testing.assert_array_equal(cj.Code.decodable_from(code, t), want)
+
+
+def test_codes_with_one_encoder_key_encode_alike():
+    """Every Lagrange code on the same K, M and worker points encodes alike,
+    whatever its degree and decoder; other codes' keys are themselves."""
+    other_degree = cj.lagrange_code(num_inputs=K, num_workers=M, degree=DEG + 1)
+    codes = [*CODES.values(), other_degree]
+    x, _ = _data(CODES["chebyls"])
+    by_key: dict = {}
+    for c in codes:
+        by_key.setdefault(c.encoder_key, []).append(c)
+    lagrange = by_key[CODES["chebyls"].encoder_key]
+    assert {c.name for c in lagrange} == {"chebyls", "threshold", "robust", "graceful"}
+    assert other_degree in lagrange
+    assert CODES["chebyls-second"].encoder_key != CODES["chebyls"].encoder_key
+    for key, group in by_key.items():
+        hash(key)
+        ref = np.asarray(group[0].encode(x))
+        for c in group[1:]:
+            np.testing.assert_array_equal(np.asarray(c.encode(x)), ref)
+        if not isinstance(group[0], cj.LagrangeCode):
+            assert group == [key]
 
 
 def test_contract_covers_every_code_factory():
@@ -415,6 +481,55 @@ def test_threshold_decoder_uses_the_arrival_order():
     np.testing.assert_allclose(np.asarray(r.value), np.asarray(ref.value), atol=tol)
     other = code.decode(y, mask, order=jnp.arange(M, dtype=jnp.int32))
     assert float(jnp.max(jnp.abs(other.value - r.value))) > 0  # order is used
+    # batched: one order per mask, [B, M], each decoded as alone
+    orders = jnp.stack([order, jnp.arange(M, dtype=jnp.int32)])
+    rb = code.decode_batched(y, jnp.stack([mask, mask]), order=orders, shared_y=True)
+    _close(rb.value[0], r.value, atol=tol)
+    _close(rb.value[1], other.value, atol=tol)
+    for bad in (orders[:1], orders[:, :-1], orders[:, None]):
+        with pytest.raises(
+            ValueError,
+            match=r"ThresholdCode.decode_batched: order must have shape \[B, M\] = "
+            rf"\[2, {M}\] \(worker indices in arrival order\), got",
+        ):
+            code.decode_batched(y, jnp.stack([mask, mask]), order=bad, shared_y=True)
+
+
+def test_robust_code_checks_the_noise_levels_shape():
+    code = CODES["robust"]
+    _, y = _data(code)
+    mask = jnp.ones(M, bool)
+    for bad in (jnp.ones(M - 1), jnp.ones(M + 1), jnp.ones((1, M))):
+        with pytest.raises(
+            ValueError,
+            match=rf"RobustCode.decode: noise_sd must have shape \[M\] = \[{M}\]",
+        ):
+            code.decode(y, mask, noise_sd=bad)
+
+
+def test_settings_of_the_classes_and_their_factories():
+    """A class built from its required fields equals its factory's default code;
+    RepApprox's fallback names it and sets its threshold; the smallest sizes."""
+    rep = cj.repapprox_code(num_inputs=K, num_workers=M, replication=3)
+    assert cj.RepApproxCode(num_inputs=K, num_workers=M, replication=3) == rep
+    assert (rep.name, rep.threshold) == ("repapprox", 1)
+    nr = cj.repapprox_code(num_inputs=K, num_workers=M, replication=3, fallback="nercc")
+    assert (nr.name, nr.threshold) == ("repapprox-nercc", 2)
+    robust = cj.lagrange_code(
+        num_inputs=K, num_workers=M, degree=DEG, decoder="robust", max_corrupted=0
+    )
+    assert cj.RobustCode(num_inputs=K, num_workers=M, degree=DEG) == robust
+    one = cj.bacc_code(num_inputs=1, num_workers=3)  # K = 1 is a code
+    assert (one.num_inputs, one.num_workers) == (1, 3)
+    for factory, kw, name in [
+        (cj.bacc_code, dict(num_inputs=0, num_workers=3), "num_inputs"),
+        (cj.lagrange_code, dict(num_inputs=2, num_workers=0, degree=1), "num_workers"),
+        (cj.replication_code, dict(num_inputs=1, num_workers=0), "num_workers"),
+    ]:
+        with pytest.raises(
+            ValueError, match=rf"^{factory.__name__}: {name} must be >= 1, got 0$"
+        ):
+            factory(**kw)
 
 
 @pytest.mark.parametrize(
@@ -477,7 +592,11 @@ def test_decode_rejects_bad_shapes():
     code = CODES["chebyls"]
     with pytest.raises(ValueError, match=r"ChebyLSCode.decode: y must have shape"):
         code.decode(jnp.zeros((M + 1, 2)), jnp.ones(M, bool))
-    with pytest.raises(ValueError, match=r"decode_batched: y must have shape"):
+    with pytest.raises(
+        ValueError,
+        match=rf"decode_batched: y must have shape \[B, M, \.\.\.\] = \[3, {M}, "
+        r"'\.\.\.'\] \(shared_y=False\), got \(12, 2\)",
+    ):
         code.decode_batched(jnp.zeros((M, 2)), jnp.ones((3, M), bool))
 
 
@@ -494,6 +613,7 @@ def test_remembered_signature_gives_the_checked_results():
     assert fresh == code and "_checked" not in fresh.__dict__
     runs = [(c.encode(x), *c.decode(y, mask)) for c in (code, code, fresh)]
     assert "_checked" in code.__dict__
+    assert len(fresh.__dict__["_checked"]) == 2  # encode's and decode's signatures
     for run in runs[1:]:  # the remembered path, then a checked one
         for a, b in zip(runs[0], run, strict=True):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -288,6 +288,44 @@ def test_applications_import_no_private_module_of_another_package():
             assert not bad, f"{path} imports the private names {bad} from {mod}"
 
 
+def _code_classes():
+    """The names of every Code class the library defines (public or not)."""
+    names = set()
+    for path in sorted((ROOT / "codedjax").glob("*.py")):
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.ClassDef) and (
+                node.name == "Code"
+                or any(getattr(b, "id", "").endswith("Code") for b in node.bases)
+            ):
+                names.add(node.name)
+    return names
+
+
+def test_nothing_outside_a_code_dispatches_on_its_type():
+    """A consumer (the serving runtime, the applications) asks a code what it
+    needs (``may_decode``, ``decodable_from``, ``encoder_key``,
+    ``answers_chunk``, ...) instead of testing which class it is."""
+    classes = _code_classes()
+    assert {"Code", "LagrangeCode", "ReplicationCode", "BaccCode"} <= classes
+    files = [p for _, p in _app_files()]
+    files += sorted((ROOT / "codedjax" / "serving").glob("*.py"))
+    for path in files:
+        for node in ast.walk(_tree(path)):
+            if not (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) in ("isinstance", "issubclass")
+                and len(node.args) == 2
+            ):
+                continue
+            kinds = node.args[1]
+            elts = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+            named = {getattr(e, "attr", getattr(e, "id", None)) for e in elts}
+            assert not named & classes, (
+                f"{path.relative_to(ROOT)}:{node.lineno} dispatches on the code's "
+                f"type {sorted(named & classes)}"
+            )
+
+
 def test_every_command_line_uses_the_run_kit():
     """One way to add --out/--quick/--seed/--no-progress: every ``main`` that
     builds a parser calls runkit.add_run_arguments, and no file defines the flag

@@ -19,6 +19,7 @@ import pytest
 
 import codedjax as cj
 from codedjax.serving import (
+    Adaptive,
     FirstDecodable,
     FixedN,
     Injector,
@@ -60,11 +61,18 @@ def _queries(n, seed=0):
 
 
 @pytest.mark.parametrize(
-    "code, policy",
-    [(CODE, FixedN(5, deadline=0.02)), (REPL, FirstDecodable(deadline=0.02))],
-    ids=["chebyls", "replication"],
+    "code, policy, times_out",
+    [
+        (CODE, FixedN(5, deadline=0.02), True),
+        # D = 3 of 8 with at most 4 faulty: a decodable prefix always comes
+        (CODE, FirstDecodable(deadline=0.02), False),  # Code.decodable_from
+        (REPL, FirstDecodable(deadline=0.02), True),  # its closed form for replicas
+    ],
+    ids=["chebyls", "chebyls-first", "replication"],
 )
-def test_the_simulator_reproduces_the_frontend_on_the_simulated_cluster(code, policy):
+def test_the_simulator_reproduces_the_frontend_on_the_simulated_cluster(
+    code, policy, times_out
+):
     # 240 queries at 900/s: groups of 3 every ~3.3 ms on workers busy ~2 ms each
     # (10x with p = 0.1): the queues are long enough to matter
     qs = _queries(240)
@@ -93,7 +101,7 @@ def test_the_simulator_reproduces_the_frontend_on_the_simulated_cluster(code, po
     np.testing.assert_allclose([r.busy for r in res], sim.busy, rtol=0, atol=1e-9)
     # queueing shows: some groups' evaluations were dropped before they began
     assert (sim.evaluations < M).any()
-    assert sim.timed_out.any() and not sim.ok.all()
+    assert sim.timed_out.any() == times_out and sim.ok.all() != times_out
     # the answers are the workers' map of each query (degree 1: exact to rounding)
     for r, q in zip(rs, qs, strict=True):
         if r.ok:
@@ -243,8 +251,12 @@ def test_bad_input_and_back_pressure_are_clear_errors():
         poisson_arrivals(0.0, 10)
     with pytest.raises(ValueError, match="bursty_arrivals: need peak"):
         bursty_arrivals(10.0, 10, peak=5.0, duty=0.5)
-    with pytest.raises(TypeError, match="simulate_load: policy must be"):
+    with pytest.raises(TypeError, match="simulate_load: the policy must state"):
         simulate_load(CODE, object(), FAULTY, [0.0], group_deadline=0.01)
+    # Adaptive decides on the answers' values: no rule without a decode
+    adaptive = Adaptive(1e-2, deadline=0.05)
+    with pytest.raises(TypeError, match="simulate_load: .*got Adaptive"):
+        simulate_load(CODE, adaptive, FAULTY, [0.0], group_deadline=0.01)
     with pytest.raises(ValueError, match="simulate_load: workers can hang"):
         simulate_load(CODE, FixedN(3), FAULTY, [0.0], group_deadline=0.01)
 

@@ -30,7 +30,11 @@ it). Two things make it cheaper without changing any outcome:
   hit into a false kill.
 
 ``--tests`` replaces the module's test list, to run the tool on a tree whose map
-differs (an older checkout).
+differs (an older checkout). ``--together`` mutates the named modules as one pool:
+one session, one sample of ``--max`` mutants drawn from all of them, and the union
+of their tests. It compares a module with the modules it was split into, at the
+same sample size on each side (``--max 60`` of the one against ``--max 60`` of the
+pool, not 60 of each part).
 
 Needs ``pip install -e '.[mutation]'`` (``make mutation`` does it).
 """
@@ -81,6 +85,12 @@ TESTS = {
     "codedjax/_replication_codes.py": [
         "tests/test_codes.py",
         "tests/test_properties.py",
+        "tests/test_edge_inputs.py",
+    ],
+    "codedjax/_dense_codes.py": [
+        "tests/test_circle.py",
+        "tests/test_random_code.py",
+        "tests/test_codes.py",
         "tests/test_edge_inputs.py",
     ],
     "codedjax/_parity.py": [
@@ -149,13 +159,14 @@ def _snapshot(dest: Path, worktree: bool) -> None:
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
 
 
-def _config(module: str, tests: list[str], timeout: float) -> str:
+def _config(modules: list[str], tests: list[str], timeout: float) -> str:
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
-    cmd += tests + [module]
+    cmd += tests + modules
     excl = ", ".join(json.dumps(e) for e in EXCLUDE)
+    path = modules[0] if len(modules) == 1 else modules
     return (
         "[cosmic-ray]\n"
-        f"module-path = {json.dumps(module)}\n"
+        f"module-path = {json.dumps(path)}\n"
         f"timeout = {timeout}\n"
         "excluded-modules = []\n"
         f"test-command = {json.dumps(' '.join(cmd))}\n\n"
@@ -225,11 +236,22 @@ def _keep_only(session: Path, jobs: set[str]) -> None:
                 )
 
 
-def run_module(work: Path, module: str, args) -> dict:
-    tests = args.tests or TESTS.get(module)
-    if tests is None:
-        raise SystemExit(f"mutation: no tests known for {module}; add it to TESTS")
-    tag = Path(module).stem.strip("_")
+def _tests_for(modules: list[str], given: list[str] | None) -> list[str]:
+    """The tests of ``modules`` (the union of the map's, in order), or ``given``."""
+    if given:
+        return given
+    tests: list[str] = []
+    for module in modules:
+        if module not in TESTS:
+            raise SystemExit(f"mutation: no tests known for {module}; add it to TESTS")
+        tests += [t for t in TESTS[module] if t not in tests]
+    return tests
+
+
+def run_module(work: Path, modules: list[str], args) -> dict:
+    """Mutate ``modules`` as one session (one sample of ``args.max`` mutants)."""
+    tests = _tests_for(modules, args.tests)
+    tag = "+".join(Path(m).stem.strip("_") for m in modules)
     bindir = Path(sys.executable).parent
 
     def env_for(copy: Path) -> dict:
@@ -252,13 +274,13 @@ def run_module(work: Path, module: str, args) -> dict:
 
     t0 = time.time()
     cfg, session = work / f"mutation_{tag}.toml", work / f"mutation_{tag}.sqlite"
-    cfg.write_text(_config(module, tests, args.timeout))
+    cfg.write_text(_config(modules, tests, args.timeout))
     shutil.rmtree(work / ".jax-cache", ignore_errors=True)
     for cache in ("cold", "warm"):
         base = cr(work, "cosmic-ray", "baseline", str(cfg), check=False)
         if base.returncode != 0:
             raise SystemExit(
-                f"mutation: the unmutated tests fail for {module} ({cache} compile "
+                f"mutation: the unmutated tests fail for {modules} ({cache} compile "
                 f"cache):\n{base.stdout[-3000:]}{base.stderr[-3000:]}"
             )
     session.unlink(missing_ok=True)
@@ -292,7 +314,7 @@ def run_module(work: Path, module: str, args) -> dict:
     if args.max is not None:
         counts["skipped"] = len(_mutation_ids(work / session.name)) - len(sample)
     survivors = []
-    lines = (work / module).read_text().splitlines()
+    lines = {m: (work / m).read_text().splitlines() for m in modules}
     for j, copy in enumerate(copies):
         mine = set(sample[j :: args.jobs])
         dump = cr(copy, "cosmic-ray", "dump", session.name).stdout
@@ -310,24 +332,27 @@ def run_module(work: Path, module: str, args) -> dict:
             if outcome == "survived":
                 mut = item["mutations"][0]
                 line = mut["start_pos"][0]
+                module = str(Path(mut["module_path"]))
+                source = lines.get(module, [""] * line)[line - 1].strip()
                 survivors.append(
                     {
+                        "module": module,
                         "line": line,
                         "operator": mut["operator_name"],
                         "occurrence": mut["occurrence"],
-                        "source": lines[line - 1].strip(),
+                        "source": source,
                         "diff": result.get("diff") or "",
                     }
                 )
         if j:
             shutil.rmtree(copy, ignore_errors=True)
     return {
-        "module": module,
+        "module": modules[0] if len(modules) == 1 else modules,
         "tests": tests,
         "counts": counts,
         "jobs": args.jobs,
         "seconds": round(time.time() - t0, 1),
-        "survivors": sorted(survivors, key=lambda s: s["line"]),
+        "survivors": sorted(survivors, key=lambda s: (s["module"], s["line"])),
     }
 
 
@@ -342,6 +367,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--tests", nargs="+", default=None, help="the tests, instead of the map's"
     )
+    p.add_argument(
+        "--together",
+        action="store_true",
+        help="one pool of the modules: one sample of --max mutants from all",
+    )
     p.add_argument("--out", default="results/mutation", help="report folder")
     args = p.parse_args(argv)
     if args.jobs < 1:
@@ -354,16 +384,20 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="codedjax-mutation-") as tmp:
         work = Path(tmp)
         _snapshot(work, args.worktree)
-        for module in args.modules:
-            rep = run_module(work, module, args)
+        pools = [args.modules] if args.together else [[m] for m in args.modules]
+        for modules in pools:
+            rep = run_module(work, modules, args)
             reports.append(rep)
             print(
-                f"{module}: {rep['counts']} in {rep['seconds']} s "
+                f"{' + '.join(modules)}: {rep['counts']} in {rep['seconds']} s "
                 f"({len(rep['survivors'])} survived)",
                 flush=True,
             )
             for s in rep["survivors"]:
-                print(f"  line {s['line']}: {s['operator']}  | {s['source']}")
+                print(
+                    f"  {s['module']} line {s['line']}: {s['operator']}  | "
+                    f"{s['source']}"
+                )
             (out / "mutation.json").write_text(json.dumps(reports, indent=1))
     return 0
 

@@ -121,10 +121,6 @@ def _batched_encode(code):
     return jax.jit(jax.vmap(code.encode))
 
 
-def _payload_key(code):
-    return "lagrange" if isinstance(code, cj.LagrangeCode) else code
-
-
 def run_block(cfg: RegimesConfig, k: int, m: int, straggler: str, progress=None):
     """Every workload's rows at (K, M) under one straggler model.
 
@@ -151,10 +147,18 @@ def run_block(cfg: RegimesConfig, k: int, m: int, straggler: str, progress=None)
     x = inputs(cfg.seed, e, k, cfg.width)
     wls = {name: workload(name, cfg.width, cfg.seed) for name in cfg.workloads}
     truths = {name: wl.truth(x) for name, wl in wls.items()}
+    cell = {name: schemes(cfg, k, m, wl, smoothing) for name, wl in wls.items()}
+    # the workloads whose cell has each code (a Lagrange code is one workload's:
+    # its degree; the others serve every workload)
+    users: dict = {}
+    for name in cfg.workloads:
+        for sch in cell[name]:
+            if sch.code is not None and name not in users.setdefault(sch.code, []):
+                users[sch.code].append(name)
     payloads: dict = {}
 
     def payload(code, name):
-        key = (name, _payload_key(code))
+        key = (name, code.encoder_key)
         if key not in payloads:
             enc = _batched_encode(code)(jnp.asarray(x))
             y = batched_worker(wls[name])(enc)
@@ -165,13 +169,12 @@ def run_block(cfg: RegimesConfig, k: int, m: int, straggler: str, progress=None)
     joint: dict = {}
 
     def errors(code, n, masks, name):
-        """A Lagrange code's decode is one workload's (its degree); any other
-        code is the same for every workload, so the first workload that asks
-        for (code, N) decodes every workload's payload at once."""
-        if isinstance(code, cj.LagrangeCode):
+        """The first workload that asks for (code, N) decodes the payloads of
+        every workload that has the same code at once."""
+        names = users[code]
+        if len(names) == 1:
             return _decode_errors(code, payload(code, name), masks, order, truths[name])
         if (code, n) not in joint:
-            names = list(cfg.workloads)
             errs = _joint_errors(
                 code,
                 [payload(code, w) for w in names],
@@ -187,17 +190,13 @@ def run_block(cfg: RegimesConfig, k: int, m: int, straggler: str, progress=None)
         wl, truth = wls[name], truths[name]
         rows = []
         target = None
-        for sch in schemes(cfg, k, m, wl, smoothing):
+        for sch in cell[name]:
             t0 = time.perf_counter()
             row = {"scheme": sch.name, "note": sch.note}
             if sch.reason is not None:
                 rows.append({**row, "applies": False, "reason": sch.reason})
                 continue
-            ns = (
-                sch.n_grid
-                if sch.policy == "fixed"
-                else [k if sch.name == "uncoded" else sch.code.threshold]
-            )
+            ns = sch.n_grid if sch.policy == "fixed" else [sch.code.threshold]
             tries = []
             for n in ns:
                 if sch.policy == "first":

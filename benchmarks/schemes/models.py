@@ -111,24 +111,6 @@ def _workers(served: ServedDCN, code: cj.Code, xg: np.ndarray) -> np.ndarray:
     return served.run_workers(encode_groups(code, xg))
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _decode_chunked(code: cj.Code, y, masks, orders):
-    """decode_masks's program with the masks in chunks of 32 (the circle decoders
-    use LAPACK: the same 2-core pool deadlock models.coded_dcn avoids)."""
-
-    def one(args):
-        r = code.decode_answers(cj.Answers(*args))
-        return r.value, r.ok, r.cond
-
-    return jax.lax.map(one, (y, masks, orders), batch_size=32)
-
-
-def _decode(code: cj.Code, y, masks, orders):
-    if tuple(code.coded_shape) == (2,):
-        return _decode_chunked(code, y, masks, orders)
-    return decode_masks(code, y, masks, orders)
-
-
 def run_model_panel(
     cfg, show_progress: bool = True, *, model: Any = None, data: Any = None
 ) -> dict:
@@ -191,7 +173,7 @@ def run_model_panel(
         return outputs[code]
 
     def dec(code, y, masks):
-        value, ok, _ = _decode(code, y, masks, orders)
+        value, ok, _ = decode_masks(code, y, masks, orders)
         value = np.asarray(value)
         return value.reshape((r, g) + value.shape[1:]), np.asarray(ok)
 

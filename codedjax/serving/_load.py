@@ -24,10 +24,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._replication_codes import ReplicationCode
 from ._checks import integer, number
 from ._faults import CORRUPT, HANG, NONE, Injector
-from ._policy import Deadline, FirstDecodable, FixedN, responses_needed
+from ._policy import ArrivalTimes
 from ._stream import QueueFull, StreamingServer
 
 
@@ -349,10 +348,12 @@ def simulate_load(
 
     Args:
         code: the code (``num_inputs``, ``num_workers``, ``threshold``,
-            ``may_decode``).
-        policy: :class:`FixedN`, :class:`FirstDecodable` (it decides at the first
-            answer after which ``code.may_decode`` holds: the decode is taken to
-            succeed) or :class:`Deadline`; their deadlines count from the fan-out.
+            ``may_decode``, ``decodable_from``).
+        policy: any policy whose ``decision_times`` rule needs no decode (no
+            ``needs_answers``): :class:`FixedN`, :class:`FirstDecodable` (it
+            decides at the first answer after which ``code.may_decode`` holds:
+            the decode is taken to succeed) or :class:`Deadline`; its deadline
+            counts from the fan-out.
         injector: the delay and fault plan.
         arrivals: [Q] non-decreasing arrival times (seconds).
         group_deadline: seconds (> 0).
@@ -376,16 +377,20 @@ def simulate_load(
         :class:`SimulatedLoad`.
 
     Raises:
-        TypeError: a policy other than the three above.
+        TypeError: a policy without a ``decision_times`` rule, or one that
+            decodes the answers (``needs_answers``: :class:`Adaptive`).
         ValueError: a bad group deadline; arrivals not [Q] non-decreasing and
             finite; a policy without a deadline when workers can hang.
     """
     fname = "simulate_load"
-    if not isinstance(policy, (FixedN, FirstDecodable, Deadline)):
+    rule = getattr(policy, "decision_times", None)
+    if not callable(rule) or getattr(policy, "needs_answers", False):
         raise TypeError(
-            f"{fname}: policy must be FixedN, FirstDecodable or Deadline (their "
-            f"rule needs no decode), got {type(policy).__name__}; serve on a "
-            f"SimulatedCluster through a StreamingServer for others"
+            f"{fname}: the policy must state its rule for many requests at once "
+            f"without decoding answers (a decision_times(times) method and no "
+            f"needs_answers, as FixedN, FirstDecodable and Deadline), got "
+            f"{type(policy).__name__}; serve on a SimulatedCluster through a "
+            f"StreamingServer for others"
         )
     if callable(getattr(policy, "check", None)):
         policy.check(code)
@@ -432,8 +437,6 @@ def simulate_load(
             f"{fname}: workers can hang (the injector's faults) and the policy has "
             f"no deadline: a group would wait forever; give the policy a deadline"
         )
-    if isinstance(policy, FixedN):
-        need = policy.num_responses or responses_needed(code)
     decided = np.empty(g)
     timed = np.zeros(g, bool)
     evals = np.empty(g, np.int64)
@@ -441,13 +444,7 @@ def simulate_load(
     in_hand = np.empty((g, m), bool)
     first = np.empty((g, k)) if per_query else None
     free = np.full((nsh, m), -math.inf)
-    prefix = np.arange(m)[:, None] >= np.arange(m)[None, :]  # row n: the first n + 1
-    # a replication layout decides when every query has a replica (may_decode):
-    # the latest of each query's first successful replica, in closed form
-    covers = isinstance(code, ReplicationCode)
-    if (
-        per_query or covers
-    ):  # the workers sorted by query, where each query's run starts
+    if per_query:  # the workers sorted by query, where each query's run starts
         perm = np.argsort(task, kind="stable")
         cuts = np.searchsorted(np.asarray(task)[perm], np.arange(k))
     # the shards are independent queues: groups r S .. r S + S - 1 (one per shard)
@@ -460,25 +457,9 @@ def simulate_load(
         done = np.where(hang[js], math.inf, start + delays[js])
         t_ok = np.where(success[js], done, math.inf)
         t_all = done.max(axis=1)
-        if isinstance(policy, FixedN):
-            c = (
-                np.partition(t_ok, need - 1, axis=1)[:, need - 1]
-                if need <= m
-                else np.full(b, math.inf)
-            )
-        elif isinstance(policy, Deadline):
-            c = t_all
-        elif covers:
-            c = np.minimum.reduceat(t_ok[:, perm], cuts, axis=1).max(axis=1)
-        else:
-            order = np.argsort(t_ok, axis=1, kind="stable")
-            ts = np.take_along_axis(t_ok, order, axis=1)
-            masks = np.zeros((b, m, m), bool)
-            rows = np.arange(b)[:, None, None]
-            masks[rows, np.arange(m)[None, :, None], order[:, None, :]] = prefix
-            can = np.asarray(code.may_decode(masks), bool) & np.isfinite(ts)
-            hit = np.where(can.any(axis=1), can.argmax(axis=1), -1)
-            c = np.where(hit >= 0, ts[np.arange(b), np.maximum(hit, 0)], math.inf)
+        # the policy's own rule, on times from the simulation's origin (the
+        # deadline is applied below, from each group's fan-out)
+        c = np.asarray(rule(ArrivalTimes(code, t_ok, t_all, None)), np.float64)
         c = np.minimum(c, t_all)
         late = c > d[:, 0] + dl
         c = np.where(late, d[:, 0] + dl, c)

@@ -79,7 +79,10 @@ class ArrivalTimes:
     """What a policy's ``decision_times`` sees: the answers of R requests at once.
 
     Built by :func:`codedjax.serving.simulate_latency` from an :class:`Injector`
-    plan; a zero-overhead server decides at one of the successful arrival times.
+    plan, and by :func:`codedjax.serving.simulate_load` for each round of groups
+    (times from the simulation's origin, no deadline: it applies the deadline
+    itself, and judges the answers by the code's structure alone: no ``decode``);
+    a zero-overhead server decides at one of the successful arrival times.
 
     Attributes:
         code: the code of the requests.
@@ -90,9 +93,13 @@ class ArrivalTimes:
         all_done: float [R], when every worker has answered or failed (inf when
             one hangs): nothing more arrives after it.
         deadline: the policy's deadline in seconds (inf for none).
+        decode: ``masks -> (ok, predicted error)`` of the representative
+            answers, or None when the decision is judged on the code's structure
+            alone (a decode is then taken as ok wherever ``code.may_decode``,
+            and a rule that asks for :meth:`decode` is refused).
     """
 
-    def __init__(self, code, success, all_done, deadline, decode):
+    def __init__(self, code, success, all_done, deadline, decode=None):
         self.code = code
         self.success = success
         self.sorted = np.sort(success, axis=1)
@@ -111,13 +118,30 @@ class ArrivalTimes:
     def decode(self, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(ok [B], predicted error [B]) of decoding the representative answers
         with each mask (``code.decode_batched``)."""
+        if self._decode is None:
+            raise TypeError(
+                "ArrivalTimes.decode: these arrival times judge the answers by the "
+                "code's structure alone (no representative answers); a policy "
+                "whose rule decodes them (needs_answers) cannot be simulated here"
+            )
         return self._decode(masks)
 
     def first_accepted(self, need: int, accept) -> np.ndarray:
         """[R] the first successful arrival, from the ``need``-th on and within the
         deadline, after which ``accept(ok, error)`` holds for the decode of the
         answers in hand (masks the code cannot decode, ``code.may_decode``, are
-        not decoded); ``all_done`` where none is accepted."""
+        not decoded); ``all_done`` where none is accepted. Without a ``decode``
+        every decode is taken as accepted, so this is the first arrival from the
+        ``need``-th on after which the code may decode
+        (``code.decodable_from``)."""
+        if self._decode is None:
+            n = max(need, 1)
+            t = np.asarray(self.code.decodable_from(self.success), np.float64)
+            if n > self.code.num_workers:
+                t = np.full_like(t, math.inf)
+            t = np.maximum(t, self.sorted[:, min(n, self.code.num_workers) - 1])
+            t = np.where(t <= self.deadline, t, math.inf)
+            return np.minimum(t, self.all_done)
         t_dec = self.all_done.copy()
         undecided = np.ones(self.num_requests, bool)
         for n in range(max(need, 1), self.code.num_workers + 1):
@@ -187,6 +211,8 @@ class FixedN:
     def decision_times(self, times: ArrivalTimes) -> np.ndarray:
         """The N-th successful arrival (when every worker is done, if sooner)."""
         n = self.num_responses or responses_needed(times.code)
+        if n > times.code.num_workers:
+            return times.all_done.copy()
         return np.minimum(times.sorted[:, n - 1], times.all_done)
 
     def __repr__(self):

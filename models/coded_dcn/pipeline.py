@@ -50,15 +50,6 @@ from .served import ServedDCN
 
 __all__ = ["CodedDCNSummary", "run_coded_dcn"]
 
-# Masks decoded per vectorised step by the Lagrange decoders. jaxlib 0.10.2's CPU
-# LAPACK kernels split a large batch over the intra-op thread pool and block until it
-# is done; when two such kernels run at once (the QR and the SVD of the single-mask
-# ChebyLS kernel are independent) they can take every pool thread and deadlock. This
-# was observed here on 2 cores for batches of 256+ masks (never for 128 or fewer), so
-# those decoders loop (``jax.lax.map``) over chunks of this many masks. The Berrut
-# kernel (BACC, RepApprox) uses no LAPACK and the spline kernel's LAPACK calls form
-# one dependency chain, so the other codes are vmapped over the whole batch.
-_DECODE_CHUNK = 32
 # at N = D the first D arrivals are every responder: the same square system
 _IDENTICAL_AT_D = ("chebyls+repapprox", "threshold+repapprox")
 
@@ -91,15 +82,8 @@ def encode_groups(code: cj.Code, x: np.ndarray) -> jax.Array:
 def decode_masks(code: cj.Code, y, masks, orders):
     """y [B, M, ...], masks and arrival orders [B, M] -> value [B, K, ...], ok [B],
     cond [B]: one compiled program for every N (the mask is data)."""
-
-    def one(args):
-        yy, mask, order = args
-        r = code.decode_answers(cj.Answers(yy, mask, order))
-        return r.value, r.ok, r.cond
-
-    if isinstance(code, cj.LagrangeCode):
-        return jax.lax.map(one, (y, masks, orders), batch_size=_DECODE_CHUNK)
-    return jax.vmap(lambda *args: one(args))(y, masks, orders)
+    r = code.decode_answers_batched(cj.Answers(y, masks, orders))
+    return r.value, r.ok, r.cond
 
 
 def _check_model(fname: str, model: Any, config: CodedDCNConfig) -> None:

@@ -155,12 +155,13 @@ def _code(cfg: PlanConfig, name: str, wl: Workload) -> Any:
     return cj.parity_code(num_inputs=k, group=k // (m - k), parity_error=0.0)
 
 
-def _answers(code: Any, name: str, wl: Workload, x: np.ndarray, dtype: str):
-    """Every worker's answer [B, M, ...] to inputs x [B, K, P], in the worker dtype."""
+def _answers(code: Any, wl: Workload, x: np.ndarray, dtype: str):
+    """Every worker's answer [B, M, ...] to inputs x [B, K, P], in the worker dtype:
+    F on every query (a parity code's parity workers run F_P = F: exact for the
+    linear workloads it serves); on (real, imaginary) pairs (``coded_shape`` (2,),
+    the circle code) F in complex arithmetic."""
     enc = np.asarray(jax.vmap(code.encode)(jnp.asarray(x, jnp.float32)), np.float64)
-    if name == "parity":  # base workers run F, parity workers F_P = F (exact, linear)
-        y = wl(enc)
-    elif name == "circle":  # complex arithmetic on (real, imaginary) pairs
+    if tuple(code.coded_shape) == (2,):
         z = wl(enc[:, :, 0] + 1j * enc[:, :, 1])
         y = np.stack([z.real, z.imag], axis=2)
     else:
@@ -168,12 +169,12 @@ def _answers(code: Any, name: str, wl: Workload, x: np.ndarray, dtype: str):
     return jnp.asarray(y, jnp.dtype(dtype))
 
 
-def _errors(code, name, wl, cfg, masks, rng) -> np.ndarray:
+def _errors(code, wl, cfg, masks, rng) -> np.ndarray:
     """Relative decode error (per unit of max |f(X)|) of each mask's request."""
     b = masks.shape[0]
     x = rng.uniform(-1.0, 1.0, (b, cfg.inputs, _P))
     truth = wl(x)
-    y = _answers(code, name, wl, x, cfg.worker_dtype)
+    y = _answers(code, wl, x, cfg.worker_dtype)
     r = jax.device_get(code.decode_batched(y, jnp.asarray(masks)))
     val = np.asarray(r.value, np.float64).reshape(truth.shape)
     err = np.abs(val - truth).reshape(b, -1).max(axis=1)
@@ -207,7 +208,7 @@ def _evaluate(cfg, name, wl, code, injector, n, policy, ndec, rng, chebyls):
         upper, fails, ndec = t["upper"], t["failures"], t["trials"]
         med, worst = t["median_error"], t["max_error"]
     else:
-        err = _errors(code, name, wl, cfg, sim.masks[:ndec], rng)
+        err = _errors(code, wl, cfg, sim.masks[:ndec], rng)
         fails = int(np.sum(~(err <= cfg.target_error)))
         upper = _cp_upper(fails, ndec, cfg.confidence)
         med, worst = float(np.median(err)), float(np.max(err))
