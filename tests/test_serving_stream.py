@@ -20,6 +20,7 @@ import pytest
 import codedjax as cj
 from codedjax.serving import (
     Adaptive,
+    ArrivalTimes,
     FirstDecodable,
     FixedN,
     Injector,
@@ -289,6 +290,32 @@ def test_arrival_processes_have_their_rate_and_bursts():
     assert 0.8 < dispersion(p) < 1.2
     assert dispersion(b) > 3.0
     assert len(poisson_arrivals(500.0, n, seed=1, max_time=1.0)) < 600
+
+
+@pytest.mark.parametrize("code", [CODE, REPL], ids=["chebyls", "replication"])
+def test_arrival_times_without_a_decode_follow_the_code_structure(code):
+    """ArrivalTimes without a decode (simulate_load's) give FirstDecodable the
+    first arrival from its need on after which the code may decode, within the
+    deadline, else all_done: what the general rule gives with a decode that is ok
+    exactly where the code may decode."""
+    rng = np.random.default_rng(11)
+    t = rng.exponential(1.0, (300, M))
+    t[rng.random(t.shape) < 0.25] = np.inf  # failed workers
+    done = np.where(np.isfinite(t), t, 0.0).max(axis=1) + 0.5
+    done[:20] = np.inf  # a hung worker
+    policy = FirstDecodable()
+
+    def structural(masks):
+        return np.asarray(code.may_decode(masks)), np.zeros(len(masks))
+
+    for deadline in (None, 0.8):
+        fast = policy.decision_times(ArrivalTimes(code, t, done, deadline))
+        ref = policy.decision_times(ArrivalTimes(code, t, done, deadline, structural))
+        np.testing.assert_array_equal(fast, ref)
+        assert (fast < done).any()
+    assert (fast == done).any()  # some request undecided by the deadline
+    with pytest.raises(TypeError, match="ArrivalTimes.decode: these arrival times"):
+        ArrivalTimes(code, t, done, None).decode(np.isfinite(t))
 
 
 def test_the_simulator_shards_the_workers_and_answers_replicas_per_query():
