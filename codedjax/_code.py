@@ -248,12 +248,9 @@ class Code:
             arrived answers may decode.
         """
         t = np.asarray(times, np.float64)
-        m = t.shape[-1]
-        order = np.argsort(t, axis=-1, kind="stable")
-        ts = np.take_along_axis(t, order, axis=-1)
-        # masks[..., n, i]: worker i is among the first n + 1 arrivals
-        rank = np.argsort(order, axis=-1, kind="stable")
-        masks = rank[..., None, :] <= np.arange(m)[:, None]
+        ts = np.sort(t, axis=-1)
+        # masks[..., n, i]: worker i has answered by the n-th arrival
+        masks = t[..., None, :] <= ts[..., :, None]
         can = np.asarray(self.may_decode(masks), bool) & np.isfinite(ts)
         first = np.take_along_axis(ts, np.argmax(can, axis=-1)[..., None], axis=-1)
         return np.where(can.any(axis=-1), first[..., 0], np.inf)

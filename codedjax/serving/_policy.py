@@ -136,10 +136,10 @@ class ArrivalTimes:
         (``code.decodable_from``)."""
         if self._decode is None:
             n = max(need, 1)
-            t = np.asarray(self.code.decodable_from(self.success), np.float64)
             if n > self.code.num_workers:
-                t = np.full_like(t, math.inf)
-            t = np.maximum(t, self.sorted[:, min(n, self.code.num_workers) - 1])
+                return self.all_done.copy()
+            t = np.asarray(self.code.decodable_from(self.success), np.float64)
+            t = np.maximum(t, self.sorted[:, n - 1])
             t = np.where(t <= self.deadline, t, math.inf)
             return np.minimum(t, self.all_done)
         t_dec = self.all_done.copy()
