@@ -257,42 +257,44 @@ def test_a_role_function_is_named_by_its_role():
 # a worker that raises: at its first request, as at any other
 
 
-def _failing_first(n_fail):
-    """A worker function whose first ``n_fail`` runs raise (at run time, in a host
-    callback), then answers 2 v."""
-    lock = threading.Lock()
-    calls = [0]
+def _failing_while(armed):
+    """A worker function that raises while ``armed`` is set (at run time, in a
+    host callback, on every row it is given), else answers 2 v."""
 
     def host(v):
-        with lock:
-            calls[0] += 1
-            n = calls[0]
-        if n <= n_fail:
-            raise RuntimeError(f"fault of run {n}")
+        if armed.is_set():
+            raise RuntimeError("armed fault")
         return v
 
     def fn(v):
         out = jax.ShapeDtypeStruct(v.shape, v.dtype)
-        # vmapped (the simulated cluster), one run answers every worker's row
         return 2.0 * jax.pure_callback(host, out, v, vmap_method="expand_dims")
 
     return fn
 
 
-@pytest.mark.parametrize("backend", ["sim", "threads"])
+@pytest.mark.parametrize("backend", ["sim", "sim-rows", "threads"])
 def test_a_worker_that_raises_at_its_first_request_counts_as_failed(backend):
-    # the simulated cluster runs every worker in one vmapped call (one fault fails
-    # them all); the thread cluster one call per worker: the first M runs fail
-    if backend == "sim":
-        be, n_fail = sv.SimulatedCluster(injector=INJ), 2  # warm-up and request 0
-    else:
-        be, n_fail = sv.ThreadCluster(), M
-    with sv.Server(CODE, _failing_first(n_fail), backend=be,
+    # the warm-up runs the function too (the simulated cluster) and never
+    # raises its runtime fault; the first request's workers all fail, the next
+    # request (fault gone) decodes
+    be = {
+        "sim": lambda: sv.SimulatedCluster(injector=INJ),
+        "sim-rows": lambda: sv.SimulatedCluster(injector=INJ, vectorize=False),
+        "threads": sv.ThreadCluster,
+    }[backend]()
+    armed = threading.Event()
+    armed.set()
+    with sv.Server(CODE, _failing_while(armed), backend=be,
                    policy=sv.FixedN(3, deadline=5.0)) as server:  # fmt: skip
-        first, second = server.serve([X, X], max_in_flight=1)
+        first = server.infer(X)
+        armed.clear()
+        second = server.infer(X)
     assert not first.ok and first.status == TOO_FEW and first.failed.all()
     assert np.all(first.value == 0) and first.error == math.inf
-    assert second.ok and not second.failed.any()
+    assert sorted(w for w, _ in first.failures) == list(range(M))
+    assert all("armed fault" in what for _, what in first.failures)
+    assert second.ok and not second.failed.any() and second.failures == ()
     np.testing.assert_allclose(second.value, 2.0 * X, rtol=1e-5, atol=1e-5)
 
 

@@ -24,12 +24,14 @@ import pytest
 import codedjax as cj
 from codedjax.serving import (
     Adaptive,
+    Backend,
     Deadline,
     FirstDecodable,
     FixedN,
     Injector,
     Server,
     SimulatedCluster,
+    StreamingServer,
     ThreadCluster,
     simulate_latency,
 )
@@ -477,10 +479,60 @@ class _ShapeShifter(SimulatedCluster):
         return c
 
 
-def test_a_worker_answering_another_shape_is_a_clear_error():
+def test_a_worker_answering_another_shape_is_that_workers_failure():
+    # like a crash: left out of the mask, the request decodes from the others
+    x = np.ones((K, 4), np.float32)
     with Server(CODE, affine, backend=_ShapeShifter(), policy=FixedN(M)) as server:
-        with pytest.raises(ValueError, match=r"worker 2 answered shape \(3,\).*\(4,\)"):
-            server.infer(np.ones((K, 4), np.float32))
+        r = server.infer(x)
+    assert r.ok and r.failed.tolist() == [i == 2 for i in range(M)]
+    assert not r.mask[2] and r.num_used == M - 1
+    assert len(r.failures) == 1 and r.failures[0][0] == 2
+    assert "answered bfloat16 (3,); worker_fn returns bfloat16 (4,)" in r.failures[0][1]
+
+
+class _SixMethods:
+    """A backend of one's own with the six required methods of the Backend
+    protocol and nothing else (no warmup, work, advance or wake), delegating
+    to one of the library's clusters; ``without`` drops a required one."""
+
+    def __init__(self, inner, without=None):
+        for name in ("start", "now", "submit", "next_completed", "cancel", "close"):
+            if name != without:
+                setattr(self, name, getattr(inner, name))
+
+
+def test_a_backend_with_the_six_required_methods_gets_the_optional_defaults():
+    """docs/serving.md, "Architecture": the optional members' defaults are
+    BackendBase's: nothing compiled ahead, work not counted (-1, nan), a real
+    clock, no wake (a StreamingServer polls); a missing required method is a
+    TypeError naming the server."""
+    x = np.random.default_rng(3).uniform(-1, 1, (K, 4)).astype(np.float32)
+    inj = Injector(latency=cj.ShiftedExponential(0.001, 0.01), seed=5)
+    with Server(CODE, affine, backend=SimulatedCluster(injector=inj),
+                policy=FixedN(5)) as server:  # fmt: skip
+        want = server.infer(x)
+    six = _SixMethods(SimulatedCluster(injector=inj))
+    assert isinstance(six, Backend)
+    with Server(CODE, affine, backend=six, policy=FixedN(5)) as server:
+        got = server.infer(x)
+    assert got.ok and want.evaluations == M and not np.isnan(want.busy)
+    np.testing.assert_array_equal(got.value, want.value)
+    assert got.order.tolist() == want.order.tolist() and got.latency == want.latency
+    assert got.evaluations == -1 and np.isnan(got.busy)
+    server = Server(CODE, affine, backend=_SixMethods(ThreadCluster()),
+                    policy=FixedN(5))  # fmt: skip
+    with StreamingServer(server, group_deadline=0.01) as front:
+        assert not front.virtual  # no advance: a real clock, a dispatcher thread
+        futures = [front.submit(row) for row in x]
+        answers = [f.result(timeout=30) for f in futures]
+    assert all(a.ok for a in answers) and sum(a.group_size == K for a in answers) == K
+    for missing in ("start", "cancel"):
+        with pytest.raises(TypeError, match=(
+            rf"^Server: backend must implement the Backend interface \(start, now, "
+            rf"submit, next_completed, cancel, close\), got _SixMethods without "
+            rf"'{missing}'$"
+        )):  # fmt: skip
+            Server(CODE, affine, backend=_SixMethods(SimulatedCluster(), missing))
 
 
 def test_close_and_context_manager_stop_the_threads_also_after_an_exception():

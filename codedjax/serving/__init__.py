@@ -28,7 +28,6 @@ requests in one vectorised pass. Architecture and measured numbers:
 
 from ._backends import Backend as Backend
 from ._backends import Completion as Completion
-from ._backends import ThreadCluster as ThreadCluster
 from ._backends import WorkerFunctions as WorkerFunctions
 from ._faults import FAULT_KINDS as FAULT_KINDS
 from ._faults import Injector as Injector
@@ -52,11 +51,12 @@ from ._policy import FirstDecodable as FirstDecodable
 from ._policy import FixedN as FixedN
 from ._policy import WaitPolicy as WaitPolicy
 from ._ray import RayCluster as RayCluster
+from ._serve_result import ServeResult as ServeResult
 from ._server import Server as Server
-from ._server import ServeResult as ServeResult
 from ._simulate import SimulatedLatency as SimulatedLatency
 from ._simulate import simulate_latency as simulate_latency
 from ._stream import QueryResult as QueryResult
 from ._stream import QueueFull as QueueFull
 from ._stream import StreamingServer as StreamingServer
+from ._thread_cluster import ThreadCluster as ThreadCluster
 from ._virtual import SimulatedCluster as SimulatedCluster

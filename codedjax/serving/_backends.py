@@ -1,9 +1,13 @@
-"""Cluster backends: where the M coded rows of a request are computed.
+"""The backend interface: where the M coded rows of a request are computed.
 
 Every backend has the same small interface (:class:`Backend`): the server calls
 ``start(worker_fn, num_workers)`` once, then ``submit(request_id, rows)``,
 ``next_completed(timeout)`` (one answer, or None when ``timeout`` seconds passed),
 ``cancel(request_id)`` and finally ``close()``; ``now()`` is the backend's clock.
+Four optional members (``warmup``, ``work``, ``advance``, ``wake``) have the
+defaults of :class:`BackendBase`, the base class of the library's clusters
+(``_thread_cluster.py``, ``_virtual.py``, ``_ray.py``); the engine reads any
+backend through :meth:`BackendBase.of`, the one place that looks for them.
 
 ``worker_fn`` is one function for every worker, or a :class:`WorkerFunctions`
 table: the function of each worker in each round (per-worker roles, multi-round
@@ -15,14 +19,7 @@ with request r's delay draws scaled to the round's fraction w of the work
 from __future__ import annotations
 
 import contextlib
-import heapq
-import itertools
 import math
-import os
-import threading
-import time
-import weakref
-from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -30,7 +27,6 @@ import jax
 import numpy as np
 
 from ._checks import integer
-from ._faults import HANG, Injector, apply_fault
 
 
 class WorkerFunctions:
@@ -189,7 +185,25 @@ class Completion(NamedTuple):
 
 @runtime_checkable
 class Backend(Protocol):
-    """The interface a cluster backend implements."""
+    """The interface a cluster backend implements: the six methods below.
+
+    ``start(worker_fn, num_workers)`` once, before anything else; ``now()`` the
+    backend's clock (seconds); ``submit(request_id, rows)`` sends row i of
+    ``rows`` [M, ...] to worker i (a server whose code has several roles or
+    rounds passes ``round=``, ``draw=`` and ``work=``; one with one role and one
+    round calls the plain form); ``next_completed(timeout)`` one answer
+    (:class:`Completion`) or None when ``timeout`` seconds passed (None: no
+    limit; :class:`NoMoreAnswers` when none will ever come); ``cancel(request_id)``
+    frees the request's workers; ``close()`` stops the backend. These six are
+    what ``isinstance(backend, Backend)`` checks.
+
+    Optional members, with their defaults (declared by :class:`BackendBase`):
+    ``warmup(rows, *, round=0)`` compiles ahead of the first request (default:
+    nothing), ``work(request_id)`` counts a request's evaluations (default:
+    ``(-1, nan)``, not counted), ``advance(seconds)`` moves a virtual clock
+    (default: nothing, a real clock) and ``wake()`` interrupts a waiting
+    ``next_completed`` (default: nothing, the streaming frontend polls).
+    """
 
     def start(
         self, worker_fn: Callable | WorkerFunctions, num_workers: int
@@ -214,489 +228,85 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-class _Task(NamedTuple):
-    request_id: int
-    round: int
-    row: np.ndarray
-    sent: float
-    delay: float
-    fault: int
-    cancel: threading.Event
+# the members of the Backend protocol every backend has, and the optional ones
+REQUIRED_MEMBERS = ("start", "now", "submit", "next_completed", "cancel", "close")
+OPTIONAL_MEMBERS = ("warmup", "work", "advance", "wake")
 
 
-_SKIPPED = object()  # a worker thread skipped a task cancelled before it began
-
-
-class ThreadCluster:
-    """M workers computed by threads in this process (the default backend).
-
-    Worker i runs its function (``worker_fn``, or its role's function in a
-    :class:`WorkerFunctions` table; each distinct function jitted once) on row i of
-    each request, one row at a time. The threads take the rows of all workers from
-    one queue ordered by due time (when each answer is due: send time plus
-    injected service time), so the answers a decision waits for are computed
-    first; JAX releases the GIL while it computes, so the threads overlap. A
-    worker's answer is delivered when its injected service time has passed,
-    counted from when the request was sent to it (or from when it finished its
-    previous task, if it was still busy, so queueing shows), and never before its
-    computation has returned. The wait is not spent in the
-    worker's thread: a worker thread computes and deposits its answer, and
-    :meth:`next_completed` (the server's thread) delivers the answers at their
-    times. So one thread wakes per answer, not two, and :meth:`cancel` releases a
-    worker waiting out its service time at once (bookkeeping, nothing has to run); a
-    hung worker is released the same way, a cancelled task still queued is skipped,
-    and a worker whose thread is inside its jitted call when its request is
-    cancelled is free when the call returns. ``submit``, ``next_completed`` and
-    ``cancel`` are called from one thread (the server's); ``close`` may come from
-    any.
-
-    Args:
-        injector: the seeded delay and fault plan (:class:`Injector`); None injects
-            nothing (answers are released as soon as they are computed).
-        jit: jit ``worker_fn`` (default True).
-        threads: how many threads compute the workers' rows. Default None: as
-            many as the cores this process may run on (at most M), and one more
-            for each worker whose call has run for over 20 ms, so a worker
-            function that blocks (a stuck call, I/O that never returns) holds up
-            its own worker and no other: the others answer and the request
-            decodes without it. The extra threads end when the calls return. An
-            int n: n threads and no more; a blocked call then holds one of them.
+class BackendBase(Backend):
+    """A base class for backends: :class:`Backend`'s six required methods (a
+    subclass implements them) and its optional members with their defaults (a
+    subclass overrides those it does better). :class:`ThreadCluster`,
+    :class:`SimulatedCluster` and :class:`RayCluster` are subclasses; the engine
+    reads any other backend through :meth:`of`, which gives it these defaults
+    for the members it lacks. Every member the engine calls is declared here.
 
     Attributes:
-        release_delays: seconds from :meth:`cancel` to the moment each straggler
-            that had begun its task was free (the last 100,000): the bookkeeping of
-            ``cancel`` for a worker waiting out its service time, the rest of the
-            call for one inside its jitted call.
-        release_delays_in_call: the second kind alone (workers whose jitted call
-            was running when their request was cancelled).
+        virtual_clock: ``now()`` is a virtual clock, moved only by
+            ``next_completed`` and :meth:`advance` (a simulation): a
+            ``StreamingServer`` then runs no thread and drives the loop when a
+            result is asked for (default False: a real clock).
+        can_wake: :meth:`wake` makes a waiting ``next_completed`` return at once;
+            without it a ``StreamingServer``'s dispatcher looks for new queries
+            every ``poll`` seconds (default False).
     """
 
-    def __init__(
-        self,
-        *,
-        injector: Injector | None = None,
-        jit: bool = True,
-        threads: int | None = None,
-    ):
-        if injector is not None and not isinstance(injector, Injector):
-            raise TypeError(
-                f"ThreadCluster: injector must be an Injector or None, got "
-                f"{type(injector).__name__}"
-            )
-        if threads is not None:
-            threads = integer("ThreadCluster", "threads", threads, minimum=1)
-        self.injector = injector
-        self.jit = jit
-        self.threads = None if threads is None else int(threads)
-        self.release_delays: deque[float] = deque(maxlen=100_000)
-        self.release_delays_in_call: deque[float] = deque(maxlen=100_000)
-        self._pool: _Pool | None = None  # the computing threads, once started
-        self._seq = itertools.count()
-        self._cv = threading.Condition(threading.Lock())
-        self._deposits: list = []  # (worker, task, value, t_done), under _cv
-        self._lines: list[deque[_Task]] = []  # per worker: tasks not yet delivered
-        self._free_at: list[float] = []  # when each worker finished its last task
-        self._work: dict[int, list] = {}  # request: [evaluations begun, busy seconds]
-        self._woken = False
-        self._values: dict[tuple[int, int], tuple[Any, float]] = {}
-        self._computing: set[tuple[int, int]] = set()  # (request, worker) in a call
-        self._pending: dict[tuple[int, int], float] = {}  # in-call cancels: t_cancel
-        self._events: dict[int, threading.Event] = {}
-        self._lock = threading.Lock()
-        self._closed = False
-        self._fns: list[list[Callable]] = []
-        self._compiled: list[dict[int, tuple]] = []
-        self.functions: WorkerFunctions | None = None
-        self.num_workers = 0
-
-    def start(self, worker_fn: Callable | WorkerFunctions, num_workers: int) -> None:
-        if self._pool is not None:
-            raise RuntimeError("ThreadCluster.start: already started (one server each)")
-        if self._closed:
-            raise RuntimeError("ThreadCluster.start: the cluster is closed")
-        table = WorkerFunctions.of(worker_fn, num_workers, fname="ThreadCluster.start")
-        self.functions = table
-        self._fns = table.compiled(jax.jit if self.jit else (lambda f: f))
-        self._compiled = [{} for _ in range(table.num_rounds)]  # by warmup
-        self._config = captured_config()  # the worker threads compute like this one
-        m = self.num_workers = int(num_workers)
-        self._lines = [deque() for _ in range(m)]
-        self._free_at = [-math.inf] * m
-        # threads=None: as many threads as cores, and one more for each worker
-        # stuck in a call; threads=k: k threads, no more
-        size = _cores() if self.threads is None else self.threads
-        self._pool = _Pool(min(m, size), grow=self.threads is None)
-        # the threads hold the cluster weakly: one that is dropped without close()
-        # is collected, and its finaliser stops them
-        self._pool.spawn(weakref.ref(self), self._config)
-        self._finalizer = weakref.finalize(self, self._pool.stop)
-
-    def now(self) -> float:
-        return time.perf_counter()
+    virtual_clock: bool = False
+    can_wake: bool = False
 
     def warmup(self, rows: np.ndarray, *, round: int = 0) -> None:
-        """Compiles round ``round``'s functions for rows like ``rows`` (outside
-        any timing), without running them: each distinct function is compiled
-        ahead of time (``lower(row).compile()``) and its workers call that
-        executable on rows of this shape and dtype. No worker's function runs in
-        the caller's thread, and no first call of a jitted function (which holds
-        up every other call of it until it returns) happens in a worker thread:
-        a function that blocks or raises on a row holds up or fails its own
-        worker only."""
-        if not self.jit:
-            return  # nothing to compile
-        for _, workers in self.functions.groups(round):
-            i = int(workers[0])
-            row = np.asarray(rows[i])
-            exe = self._fns[round][i].lower(row).compile()
-            for w in workers:
-                self._compiled[round][int(w)] = (row.shape, row.dtype, exe)
-
-    def submit(
-        self,
-        request_id: int,
-        rows: np.ndarray,
-        *,
-        round: int = 0,
-        draw: int | None = None,
-        work: float = 1.0,
-    ) -> None:
-        """Sends row i to worker i, to run with its function of round ``round``;
-        its service time is request ``draw``'s (default ``request_id``) draw at
-        the fraction ``work`` of the work (:meth:`Injector.plan_one`)."""
-        if self._closed:
-            raise RuntimeError("ThreadCluster.submit: the cluster is closed")
-        m = self.num_workers
-        delays, faults = round_draws(self.injector, request_id, draw, work, m)
-        ev = threading.Event()
-        with self._lock:
-            self._events[request_id] = ev
-            self._work[request_id] = [0, 0.0]
-        sent = time.perf_counter()
-        entries = []
-        for i in range(m):
-            task = _Task(
-                request_id, round, rows[i], sent, float(delays[i]), int(faults[i]), ev
-            )
-            self._lines[i].append(task)
-            # the soonest-due answers are computed first
-            entries.append((sent + task.delay, next(self._seq), i, task))
-        self._pool.put(entries)
-
-    def _take_deposits(self) -> None:
-        """Moves the answers the worker threads computed into ``_values`` (under
-        ``_cv``); answers of cancelled requests are dropped."""
-        items, self._deposits = self._deposits, []
-        for i, task, value, t_done in items:
-            key = (task.request_id, i)
-            t0 = self._pending.pop(key, None)
-            if t0 is not None:  # its request was cancelled during the call
-                self.release_delays.append(t_done - t0)
-                self.release_delays_in_call.append(t_done - t0)
-            if not task.cancel.is_set() and value is not _SKIPPED:
-                self._values[key] = (value, t_done)
-
-    def next_completed(self, timeout: float | None) -> Completion | None:
-        end = None if timeout is None else time.perf_counter() + timeout
-        with self._cv:
-            while True:
-                if self._closed:
-                    return None
-                if self._woken:
-                    self._woken = False
-                    return None
-                self._take_deposits()
-                now = time.perf_counter()
-                best, best_t, wait_due = -1, math.inf, math.inf
-                for i, line in enumerate(self._lines):
-                    if not line:
-                        continue
-                    task = line[0]
-                    if task.fault == HANG:
-                        continue
-                    due = max(task.sent, self._free_at[i]) + task.delay
-                    got = self._values.get((task.request_id, i))
-                    if got is None:  # still computing: its thread will notify
-                        wait_due = min(wait_due, due)
-                    elif max(due, got[1]) < best_t:
-                        best, best_t = i, max(due, got[1])
-                if best >= 0 and best_t <= now:
-                    task = self._lines[best].popleft()
-                    value, _ = self._values.pop((task.request_id, best))
-                    self._account(task, best, best_t)
-                    self._free_at[best] = best_t
-                    return Completion(task.request_id, best, value, now)
-                if end is not None and now >= end:
-                    return None
-                if end is None and best < 0 and math.isinf(wait_due):
-                    hung = {ln[0].request_id for ln in self._lines if ln}
-                    if hung:  # every worker with a task is hung: none will answer
-                        raise NoMoreAnswers(
-                            "ThreadCluster.next_completed: every task still out is "
-                            "at a hung worker and no deadline was given",
-                            sorted(hung),
-                        )
-                wake = best_t if wait_due <= now else min(best_t, wait_due)
-                if end is not None:
-                    wake = min(wake, end)
-                if self._pool.waiting():  # tasks wait for a thread: look again soon
-                    self._pool.unstick(now)
-                    wake = min(wake, now + _STUCK)
-                self._cv.wait(None if math.isinf(wake) else wake - now)
-
-    def cancel(self, request_id: int) -> None:
-        with self._lock:
-            ev = self._events.pop(request_id, None)
-        if ev is None:
-            return
-        t0 = time.perf_counter()
-        ev.set()
-        with self._cv:
-            self._take_deposits()
-            for i, line in enumerate(self._lines):
-                if not any(t.request_id == request_id for t in line):
-                    continue
-                if line[0].request_id == request_id:  # worker i was serving it
-                    self._account(line.popleft(), i, t0)
-                    self._free_at[i] = t0
-                    if self._values.pop((request_id, i), None) is not None:
-                        self.release_delays.append(time.perf_counter() - t0)
-                    elif (request_id, i) in self._computing:  # inside its call
-                        self._pending[(request_id, i)] = t0
-                else:  # queued behind another request's task: never begun
-                    kept = [t for t in line if t.request_id != request_id]
-                    line.clear()
-                    line.extend(kept)
-                    self._values.pop((request_id, i), None)
-            self._cv.notify_all()
-
-    def _account(self, task: _Task, worker: int, t_end: float) -> None:
-        """Worker ``worker`` served ``task`` from the later of its send and the
-        end of the worker's previous task, to ``t_end`` (under ``_cv``)."""
-        w = self._work.get(task.request_id)
-        if w is not None:
-            w[0] += 1
-            w[1] += max(0.0, t_end - max(task.sent, self._free_at[worker]))
+        """Compiles round ``round``'s functions for rows like ``rows`` [M, ...]
+        before the first request is timed (a server with one role and one round
+        calls ``warmup(rows)``). Default: nothing; the first request's calls
+        compile."""
 
     def work(self, request_id: int) -> tuple[int, float]:
-        """``(evaluations, busy)`` of a request: how many of its evaluations
-        began service (in the workers' queue discipline: each worker serves one
-        at a time, in submission order) and the worker-seconds they took, to
-        their answer or to the cancellation; queued evaluations that were dropped
-        count for nothing. Final once the request is cancelled (a call still
-        running then finishes on its thread, outside this count); forgotten after
-        this call."""
-        with self._cv:
-            got = self._work.pop(request_id, None)
-        if got is None:
-            return 0, 0.0
-        return int(got[0]), float(got[1])
+        """``(evaluations, busy)`` of a request once it is cancelled: how many
+        of its M evaluations began service and the worker-seconds they took;
+        forgotten after this call. Default ``(-1, nan)``: not counted."""
+        return -1, math.nan
+
+    def advance(self, seconds: float) -> None:
+        """Moves a virtual clock by ``seconds`` of the master's measured work.
+        Default: nothing (a real clock has moved by itself)."""
 
     def wake(self) -> None:
-        """Makes a :meth:`next_completed` that is waiting (or the next one)
-        return None at once: a frontend thread has new work for the server's
-        thread. Callable from any thread."""
-        with self._cv:
-            self._woken = True
-            self._cv.notify_all()
+        """Makes a waiting ``next_completed`` (or the next one) return None at
+        once; callable from any thread (see ``can_wake``). Default: nothing."""
 
-    def _serve(self, i: int, task: _Task) -> None:
-        """Worker ``i`` computes ``task`` (in one of the cluster's threads)."""
-        scale = self.injector.corrupt_scale if self.injector is not None else 0.0
-        key = (task.request_id, i)
-        self._computing.add(key)
-        if task.cancel.is_set():
-            value = _SKIPPED
-        else:
-            fn = self._fns[task.round][i]
-            aot = self._compiled[task.round].get(i)
-            row = task.row
-            if aot is not None and (row.shape, row.dtype) == aot[:2]:
-                fn = aot[2]  # compiled by warmup for rows like this one
-            try:
-                value = np.asarray(fn(row))
-                value = apply_fault(value, task.fault, scale, i)
-            except Exception as exc:  # a failing worker answers its exception
-                value = exc
-        t_done = time.perf_counter()
-        with self._cv:
-            self._computing.discard(key)
-            self._deposits.append((i, task, value, t_done))
-            # wake the server only when this answer may be due already
-            if t_done >= task.sent + task.delay or task.cancel.is_set():
-                self._cv.notify_all()
+    @classmethod
+    def of(cls, backend: Any, fname: str) -> BackendBase:
+        """``backend`` with every member the engine calls: itself when it is a
+        :class:`BackendBase`, else a view of it that has its own members and the
+        defaults of the optional ones it lacks (``virtual_clock``: it has
+        ``advance``; ``can_wake``: it has ``wake``).
 
-    def close(self) -> None:
-        """Stops every worker thread and waits for them, 5 s at most in all: a
-        worker stuck inside its function (a call that never returns) does not
-        hold up ``close``; its thread is a daemon thread, which ends with its
-        call or with the process. A cluster dropped without ``close`` stops its
-        threads when it is garbage-collected (they hold it weakly)."""
-        if self._closed:
-            return
-        with self._cv:
-            self._closed = True
-            self._cv.notify_all()
-        with self._lock:
-            events = list(self._events.values())
-            self._events.clear()
-        for ev in events:
-            ev.set()
-        if self._pool is not None:
-            self._finalizer()  # stops the threads, once
-            deadline = time.perf_counter() + 5.0
-            for t in self._pool.started():
-                t.join(timeout=max(0.0, deadline - time.perf_counter()))
-        with self._cv:
-            self._take_deposits()
-
-    @property
-    def alive_threads(self) -> int:
-        """How many worker threads are still running."""
-        if self._pool is None:
-            return 0
-        return sum(t.is_alive() for t in self._pool.started())
+        Raises:
+            TypeError: ``backend`` lacks a required method (``fname`` names the
+                server that was given it).
+        """
+        if isinstance(backend, BackendBase):
+            return backend
+        missing = [
+            n for n in REQUIRED_MEMBERS if not callable(getattr(backend, n, None))
+        ]
+        if missing:
+            raise TypeError(
+                f"{fname}: backend must implement the Backend interface "
+                f"({', '.join(REQUIRED_MEMBERS)}), got {type(backend).__name__} "
+                f"without {missing[0]!r}"
+            )
+        return _Adopted(backend)
 
 
-_STUCK = 0.02  # seconds in one call after which a worker counts as stuck
+class _Adopted(BackendBase):
+    """A backend that is not a :class:`BackendBase`, seen as one: its own
+    members where it has them (bound once), the defaults elsewhere."""
 
-
-def _cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-class _Pool:
-    """The threads that compute a :class:`ThreadCluster`'s rows: one heap of tasks
-    ordered by due time, a worker's tasks one at a time. A thread takes the
-    soonest-due task whose worker is not computing; a task of a busy worker waits
-    beside the heap until its worker's call returns, so a worker stuck in a call
-    holds one thread and none of the others' tasks. With ``grow``, a worker in a
-    call for longer than ``_STUCK`` seconds stops counting toward ``size``: the
-    pool starts a thread in its place (:meth:`unstick`), and a thread beyond
-    ``size`` ends when its call returns. Tasks of a cancelled request are dropped
-    unrun. The pool holds no reference to its cluster (its threads hold it
-    weakly)."""
-
-    def __init__(self, size: int, *, grow: bool):
-        self.size = int(size)
-        self.grow = bool(grow)
-        self.cv = threading.Condition(threading.Lock())
-        self.heap: list = []  # (due, seq, worker, task)
-        self.held: dict[int, list] = {}  # worker: its entries while it is busy
-        self.busy: dict[int, float] = {}  # worker: when its call began
-        self.live = 0  # threads running
-        self.idle = 0  # threads waiting for a task
-        self.stopped = False
-        self.threads: list[threading.Thread] = []
-        self._spawn_args: tuple = ()
-
-    def spawn(self, ref: weakref.ref, config) -> None:
-        """Starts ``size`` threads serving the cluster ``ref``'s tasks."""
-        self._spawn_args = (ref, config)
-        with self.cv:
-            self._start(self.size)
-
-    def _start(self, n: int) -> None:  # under cv
-        for _ in range(n):
-            t = threading.Thread(
-                target=_pool_loop, args=(self, *self._spawn_args),
-                name=f"codedjax-worker-{len(self.threads)}", daemon=True,
-            )  # fmt: skip
-            self.threads.append(t)
-            self.live += 1
-            t.start()
-
-    def started(self) -> list[threading.Thread]:
-        with self.cv:
-            return list(self.threads)
-
-    def put(self, entries: list) -> None:
-        with self.cv:
-            for e in entries:
-                heapq.heappush(self.heap, e)
-            if self.idle:
-                self.cv.notify(min(self.idle, len(entries)))
-
-    def waiting(self) -> bool:
-        """Tasks wait for a thread (an unlocked read: a hint for the server's
-        loop, which then calls :meth:`unstick`)."""
-        return self.grow and bool(self.heap)
-
-    def unstick(self, now: float) -> None:
-        """Starts a thread for each worker stuck in a call that leaves fewer than
-        ``size`` threads for the others."""
-        with self.cv:
-            if self.stopped or not self.heap:
-                return
-            stuck = sum(now - t0 > _STUCK for t0 in self.busy.values())
-            short = self.size - (self.live - stuck)
-            if short > 0:
-                self._start(short)
-
-    def take(self):
-        """The next task, (worker, task), or None: the thread is to end."""
-        with self.cv:
-            while True:
-                if self.stopped:
-                    self.live -= 1
-                    return None
-                while self.heap:
-                    entry = heapq.heappop(self.heap)
-                    i, task = entry[2], entry[3]
-                    if task.cancel.is_set():
-                        continue  # its request was decided: dropped unrun
-                    if i in self.busy:
-                        self.held.setdefault(i, []).append(entry)
-                        continue
-                    self.busy[i] = time.perf_counter()
-                    return i, task
-                self.idle += 1
-                self.cv.wait()
-                self.idle -= 1
-
-    def done(self, worker: int) -> bool:
-        """Worker ``worker``'s call returned. False: this thread is to end (the
-        pool has more threads than ``size`` besides those in a call)."""
-        with self.cv:
-            del self.busy[worker]
-            back = self.held.pop(worker, ())
-            for e in back:
-                heapq.heappush(self.heap, e)
-            if back and self.idle:
-                self.cv.notify()
-            if self.live - len(self.busy) > self.size:
-                self.live -= 1
-                return False
-            return True
-
-    def stop(self) -> None:
-        with self.cv:
-            self.stopped = True
-            self.heap.clear()
-            self.held.clear()
-            self.cv.notify_all()
-
-
-def _pool_loop(pool: _Pool, ref: weakref.ref, config) -> None:
-    """A thread of a :class:`ThreadCluster`'s pool (its cluster ``ref``, held
-    weakly between tasks)."""
-    with config():
-        while True:
-            job = pool.take()
-            if job is None:
-                return
-            cluster = ref()
-            if cluster is None:  # collected without close()
-                pool.stop()
-                return
-            try:
-                cluster._serve(*job)
-            finally:
-                del cluster
-                keep = pool.done(job[0])
-            if not keep:
-                return
+    def __init__(self, backend: Any):
+        for name in REQUIRED_MEMBERS + OPTIONAL_MEMBERS:
+            own = getattr(backend, name, None)
+            if callable(own):
+                setattr(self, name, own)
+        self.virtual_clock = callable(getattr(backend, "advance", None))
+        self.can_wake = callable(getattr(backend, "wake", None))

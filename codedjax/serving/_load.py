@@ -27,7 +27,12 @@ import numpy as np
 from ._checks import integer, number
 from ._faults import CORRUPT, HANG, NONE, Injector
 from ._policy import ArrivalTimes
+from ._simulate import check_flag, check_simulation, decision_times
 from ._stream import QueueFull, StreamingServer
+
+# what simulate_load needs of a code
+_LOAD_MEMBERS = ("num_inputs", "num_workers", "threshold", "may_decode",
+                 "decodable_from")  # fmt: skip
 
 
 def _rate(fname: str, name: str, value: Any) -> float:
@@ -36,6 +41,40 @@ def _rate(fname: str, name: str, value: Any) -> float:
 
 def _count(fname: str, count: Any) -> int:
     return integer(fname, "count", count)
+
+
+def _times(fname: str, name: str, value: Any, count: int | None = None) -> np.ndarray:
+    """float64 [Q] finite non-decreasing times >= 0 (Q = ``count`` when given), or
+    a clear error naming ``fname``, ``name`` and the first offending entry."""
+    shape = "[Q]" if count is None else f"[Q] = [{count}] (one per query)"
+    what = f"{shape} finite non-decreasing times in seconds >= 0"
+    try:
+        raw = np.asarray(value)
+    except ValueError:  # ragged nesting
+        raise ValueError(
+            f"{fname}: {name} must be {what}, got a ragged {type(value).__name__}"
+        ) from None
+    if raw.dtype.kind not in "iuf":
+        came = "None" if value is None else f"dtype {raw.dtype} {raw.shape}"
+        raise TypeError(f"{fname}: {name} must be {what}, got {came}")
+    t = raw.astype(np.float64)
+    if t.ndim != 1 or (count is not None and t.size != count):
+        raise ValueError(f"{fname}: {name} must be {what}, got shape {t.shape}")
+    bad = np.flatnonzero(~np.isfinite(t) | (t < 0))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"{fname}: {name} must be finite times >= 0 (seconds), got "
+            f"{name}[{i}] = {raw[i].item()!r}"
+        )
+    down = np.flatnonzero(np.diff(t) < 0)
+    if down.size:
+        i = int(down[0])
+        raise ValueError(
+            f"{fname}: {name} must be non-decreasing (arrival order), got "
+            f"{name}[{i}] = {raw[i].item()!r} > {name}[{i + 1}] = {raw[i + 1].item()!r}"
+        )
+    return t
 
 
 def _bound(fname: str, times: np.ndarray, max_time: Any) -> np.ndarray:
@@ -205,25 +244,29 @@ def run_open_loop(
         :class:`LoadRun`.
 
     Raises:
-        ValueError: ``times`` not [Q] non-decreasing finite offsets >= 0; a bad
+        ValueError: ``times`` not [Q] non-decreasing finite offsets >= 0 (the
+            message names the first offending entry and its value); a bad
             max_seconds or timeout.
-        TypeError: frontend not a :class:`StreamingServer`.
+        TypeError: frontend not a :class:`StreamingServer`; queries not a
+            sequence or array of Q queries; times not numbers.
     """
     fname = "run_open_loop"
     if not isinstance(frontend, StreamingServer):
         raise TypeError(
             f"{fname}: frontend must be a StreamingServer, got "
-            f"{type(frontend).__name__}"
+            f"{'None' if frontend is None else type(frontend).__name__}"
         )
-    t = np.asarray(times, np.float64)
+    if (
+        not (hasattr(queries, "__len__") and hasattr(queries, "__getitem__"))
+        or isinstance(queries, (str, bytes, dict))
+        or getattr(queries, "ndim", 1) == 0
+    ):
+        raise TypeError(
+            f"{fname}: queries must be [Q, ...] queries (an array or a sequence "
+            f"of Q queries), got {queries!r:.80}"
+        )
     n = len(queries)
-    if t.shape != (n,) or not np.all(np.isfinite(t)) or (n and t.min() < 0):
-        raise ValueError(
-            f"{fname}: times must be [Q] = [{n}] finite offsets >= 0 (one per "
-            f"query), got shape {t.shape}"
-        )
-    if np.any(np.diff(t) < 0):
-        raise ValueError(f"{fname}: times must be non-decreasing (arrival order)")
+    t = _times(fname, "times", times, n)
     if max_seconds is not None:
         t = t[t <= _rate(fname, "max_seconds", max_seconds)]
     if timeout is not None:
@@ -315,7 +358,8 @@ def _groups(a: np.ndarray, k: int, deadline: float):
         ends.append(e)
         sent.append(a[e - 1] if e - s == k else a[s] + deadline)
         s = e
-    return np.asarray(starts), np.asarray(ends), np.asarray(sent, np.float64)
+    return (np.asarray(starts, np.int64), np.asarray(ends, np.int64),
+            np.asarray(sent, np.float64))  # fmt: skip
 
 
 def simulate_load(
@@ -355,7 +399,9 @@ def simulate_load(
             the decode is taken to succeed) or :class:`Deadline`; its deadline
             counts from the fan-out.
         injector: the delay and fault plan.
-        arrivals: [Q] non-decreasing arrival times (seconds).
+        arrivals: [Q] non-decreasing arrival times (seconds). Q = 0 is an empty
+            load: every array of the result has length 0 (as
+            :func:`simulate_latency` with ``num_requests=0``).
         group_deadline: seconds (> 0).
         queueing: workers serve one evaluation at a time (default True).
         first_group: the request number of the first group.
@@ -378,13 +424,18 @@ def simulate_load(
 
     Raises:
         TypeError: a policy without a ``decision_times`` rule, or one that
-            decodes the answers (``needs_answers``: :class:`Adaptive`).
-        ValueError: a bad group deadline; arrivals not [Q] non-decreasing and
-            finite; a policy without a deadline when workers can hang.
+            decodes the answers (``needs_answers``: :class:`Adaptive`); a rule
+            that returns what is not numbers; a code without the members above;
+            an injector that is not an :class:`Injector`; a policy deadline that
+            is not None or a number; arrivals that are not numbers; queueing or
+            per_query not a bool.
+        ValueError: a bad group deadline; arrivals not [Q] non-decreasing, finite
+            and >= 0 (the first offending entry named); a policy deadline that is
+            NaN, infinite or negative; a rule that returns another shape than
+            [R] or NaN; a policy without a deadline when workers can hang.
     """
     fname = "simulate_load"
-    rule = getattr(policy, "decision_times", None)
-    if not callable(rule) or getattr(policy, "needs_answers", False):
+    if getattr(policy, "needs_answers", False):
         raise TypeError(
             f"{fname}: the policy must state its rule for many requests at once "
             f"without decoding answers (a decision_times(times) method and no "
@@ -392,22 +443,12 @@ def simulate_load(
             f"{type(policy).__name__}; serve on a SimulatedCluster through a "
             f"StreamingServer for others"
         )
-    if callable(getattr(policy, "check", None)):
-        policy.check(code)
+    rule, dl = check_simulation(fname, code, policy, injector, _LOAD_MEMBERS)
     gd = _rate(fname, "group_deadline", group_deadline)
-    a = np.asarray(arrivals, np.float64)
-    if (
-        a.ndim != 1
-        or not np.all(np.isfinite(a))
-        or np.any(np.diff(a) < 0)
-        or (a.size and a.min() < 0)
-    ):
-        raise ValueError(
-            f"{fname}: arrivals must be [Q] finite non-decreasing times >= 0, got "
-            f"shape {a.shape}"
-            + (f", from {a.min()!r} to {a.max()!r}" if a.ndim == 1 and a.size else "")
-        )
+    a = _times(fname, "arrivals", arrivals)
     first_group = integer(fname, "first_group", first_group)
+    queueing = check_flag(fname, "queueing", queueing)
+    per_query = check_flag(fname, "per_query", per_query)
     k, m = int(code.num_inputs), int(code.num_workers)
     task = getattr(code, "task", None)
     if per_query and task is None:
@@ -428,7 +469,6 @@ def simulate_load(
         faults = f.reshape(rounds, m, nsh).transpose(0, 2, 1).reshape(-1, m)[:g]
     success = (faults == NONE) | (faults == CORRUPT)
     hang = faults == HANG
-    dl = math.inf if policy.deadline is None else float(policy.deadline)
     can_hang = "hang" in injector.fault_kinds or any(
         kind == "hang" for _, kind in injector.failed_workers
     )
@@ -459,7 +499,7 @@ def simulate_load(
         t_all = done.max(axis=1)
         # the policy's own rule, on times from the simulation's origin (the
         # deadline is applied below, from each group's fan-out)
-        c = np.asarray(rule(ArrivalTimes(code, t_ok, t_all, None)), np.float64)
+        c = decision_times(fname, policy, rule, ArrivalTimes(code, t_ok, t_all, None))
         c = np.minimum(c, t_all)
         late = c > d[:, 0] + dl
         c = np.where(late, d[:, 0] + dl, c)

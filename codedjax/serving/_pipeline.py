@@ -26,14 +26,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ._arguments import check_in_flight
 from ._backends import Backend
+from ._engine import Engine, Request
 from ._policy import WaitPolicy
-from ._server import (
-    Engine,
-    ServeResult,
-    check_in_flight,
-    make_round,
-)
+from ._roles import make_round
+from ._serve_result import ServeResult
 
 
 class Round(NamedTuple):
@@ -174,7 +172,7 @@ class PipelineResult(NamedTuple):
     request_id: int
 
 
-class PipelineServer(Engine):
+class PipelineServer:
     """Serves requests in rounds (:class:`Pipeline`) on one cluster.
 
     A request x [K, ...] is encoded with round 0's code and sent to the M
@@ -199,6 +197,12 @@ class PipelineServer(Engine):
         charge_master: on a virtual clock, advance it by the master's measured
             work (default True).
 
+    Attributes:
+        pipeline: the :class:`Pipeline`.
+        backend: the backend it serves on (started by the server).
+        engine: its event loop (the :class:`Server`'s engine, in rounds), which
+            a :class:`~codedjax.serving.StreamingServer` drives.
+
     Raises:
         TypeError: pipeline not a :class:`Pipeline`; what :class:`Server` raises
             for a round's code, worker_fn, policy or noise_fn (the message names
@@ -221,8 +225,6 @@ class PipelineServer(Engine):
         >>> bool(r.ok), r.value.shape, len(r.rounds)
         (True, (2, 2), 2)
     """
-
-    _name = "PipelineServer"
 
     def __init__(
         self,
@@ -252,15 +254,31 @@ class PipelineServer(Engine):
             )
         ]
         self.pipeline = pipeline
-        self._setup(stages, backend, charge=charge_master, rounds=True)
+        self.engine = Engine(
+            stages,
+            backend,
+            name="PipelineServer",
+            charge=charge_master,
+            result=self._result,
+        )
+        self.backend = self.engine.backend
+        self.num_inputs = self.engine.num_inputs
+        self.num_workers = self.engine.num_workers
+
+    def close(self) -> None:
+        """Cancels what is in flight and shuts the backend down."""
+        self.engine.close()
 
     def __enter__(self) -> PipelineServer:
         return self
 
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     @property
     def roles(self) -> tuple[tuple[str, ...], ...]:
         """[L][M] the role of each worker in each round."""
-        return tuple(st.roles for st in self._stages)
+        return tuple(st.roles for st in self.engine.stages)
 
     def infer(self, x: Any) -> PipelineResult:
         """Serves one request: x [K, ...] (round 0's input and ``x0``) ->
@@ -272,7 +290,7 @@ class PipelineServer(Engine):
                 worker answered a shape or dtype other than its function's.
             RuntimeError: the server is closed.
         """
-        return self._run([x], max_in_flight=1, fname="PipelineServer.infer")[0]
+        return self.engine.run([x], max_in_flight=1, fname="PipelineServer.infer")[0]
 
     def serve(
         self, xs: Iterable[Any], *, max_in_flight: int = 4
@@ -284,16 +302,19 @@ class PipelineServer(Engine):
             One :class:`PipelineResult` per request, in input order.
         """
         n = check_in_flight("PipelineServer.serve", max_in_flight)
-        return self._run(xs, max_in_flight=n, fname="PipelineServer.serve")
+        return self.engine.run(xs, max_in_flight=n, fname="PipelineServer.serve")
 
-    def _result(self, r, value) -> PipelineResult:
+    def _result(self, r: Request, value) -> PipelineResult:
+        """The engine's ``result``: request ``r``'s :class:`PipelineResult` from
+        its rounds' results and the last master step's output ``value`` (None:
+        a round did not decode)."""
         rounds = tuple(r.results)
         last = rounds[-1]
         ok = value is not None
         if not ok:
-            out = self._final_out
+            out = self.engine.final_out
             value = np.zeros(out.shape, out.dtype)
-        errors = np.full(len(self._stages), np.nan)
+        errors = np.full(len(self.engine.stages), np.nan)
         errors[: len(rounds)] = [res.error for res in rounds]
         return PipelineResult(
             value=np.asarray(value),
@@ -302,7 +323,7 @@ class PipelineServer(Engine):
             failed_round=None if ok else len(rounds) - 1,
             error=float(np.max(errors[: len(rounds)])) if ok else math.inf,
             errors=errors,
-            latency=self.backend.now() - r.t_start,
+            latency=self.engine.cluster.now() - r.t_start,
             sent_at=r.sent_at.copy(),
             encode_time=r.encode_time.copy(),
             decode_time=r.decode_time.copy(),

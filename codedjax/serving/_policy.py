@@ -168,12 +168,45 @@ def responses_needed(code: Any) -> int:
     return int(getattr(code, "correction_threshold", code.threshold))
 
 
+_SECONDS = "a number of seconds (or None: no deadline)"
+
+
 def _check_deadline(fname: str, deadline: Any) -> float | None:
     if deadline is None:
         return None
-    return number(
-        fname, "deadline", deadline, what="a number of seconds (or None: no deadline)"
-    )
+    return number(fname, "deadline", deadline, what=_SECONDS)
+
+
+def policy_deadline(fname: str, policy: Any) -> float | None:
+    """The deadline of any policy (a built-in one or one of a user's), checked by
+    the rule of the built-in policies' ``deadline`` argument: None (no deadline)
+    or a finite number of seconds >= 0 (0: decide at the fan-out with what has
+    arrived, nothing).
+
+    The one check of every entry point that reads a policy's deadline (the
+    :class:`Server`, :func:`simulate_latency`, :func:`simulate_load`).
+
+    Raises:
+        TypeError: a policy without a ``deadline`` attribute, or a deadline that is
+            not a number (a string, a bool), naming ``fname`` and the policy.
+        ValueError: a NaN, infinite or negative deadline (no deadline is None).
+    """
+    kind = type(policy).__name__
+    if not hasattr(policy, "deadline"):
+        raise TypeError(
+            f"{fname}: the policy must have a deadline attribute ({_SECONDS}), got "
+            f"{kind} without one"
+        )
+    deadline = policy.deadline
+    if deadline is None:
+        return None
+    name = f"the policy's deadline ({kind}.deadline)"
+    try:
+        return number(fname, name, deadline, what=_SECONDS)
+    except ValueError as exc:
+        if math.isinf(float(deadline)) and float(deadline) > 0:
+            raise ValueError(f"{exc} (no deadline is None)") from None
+        raise
 
 
 class FixedN:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ._backends import Completion, WorkerFunctions, round_draws
+from ._backends import BackendBase, Completion, WorkerFunctions, round_draws
 from ._checks import integer, number
 from ._faults import HANG, Injector, apply_fault
 
@@ -78,7 +78,7 @@ class _WorkerActor:
         return value
 
 
-class RayCluster:
+class RayCluster(BackendBase):
     """Workers as slots of Ray actors, for clusters of many machines.
 
     Args:
@@ -98,6 +98,8 @@ class RayCluster:
     Raises:
         ImportError: Ray is not installed.
     """
+
+    can_wake = True  # wake() ends a waiting next_completed within poll seconds
 
     def __init__(
         self,

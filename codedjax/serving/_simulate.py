@@ -18,7 +18,10 @@ import numpy as np
 from .._result import Status
 from ._checks import integer
 from ._faults import CORRUPT, HANG, NONE, Injector
-from ._policy import ArrivalTimes
+from ._policy import ArrivalTimes, policy_deadline
+
+# what simulate_latency needs of a code
+_LATENCY_MEMBERS = ("num_workers", "threshold", "may_decode", "decode_batched")
 
 
 class SimulatedLatency(NamedTuple):
@@ -46,6 +49,108 @@ class SimulatedLatency(NamedTuple):
     timed_out: np.ndarray
     masks: np.ndarray
     status: np.ndarray
+
+
+def check_simulation(
+    fname: str, code: Any, policy: Any, injector: Any, members: tuple[str, ...]
+) -> tuple[Any, float]:
+    """The checks the simulators share: ``code`` has ``members``, ``policy`` a
+    ``decision_times`` rule (and its own ``check`` against the code passes),
+    ``injector`` is an :class:`Injector` (or has its ``plan``), the policy's
+    deadline is None or finite and >= 0 (:func:`policy_deadline`). Returns (the
+    rule, the deadline: inf for none)."""
+    for attr in members:
+        if not hasattr(code, attr):
+            raise TypeError(
+                f"{fname}: code must be a codedjax Code (with {', '.join(members)}), "
+                f"got {_kind(code)} without {attr!r}"
+            )
+    rule = getattr(policy, "decision_times", None)
+    if not callable(rule):
+        raise TypeError(
+            f"{fname}: the policy must state its rule for many requests at once "
+            f"(a decision_times(times) method, as FixedN, Deadline, "
+            f"FirstDecodable and Adaptive have), got {_kind(policy)} without one; "
+            f"run a Server on a SimulatedCluster to simulate it request by request"
+        )
+    if not isinstance(injector, Injector) and not callable(
+        getattr(injector, "plan", None)
+    ):
+        raise TypeError(
+            f"{fname}: injector must be a codedjax.serving.Injector, or an object "
+            f"with its plan(request_ids, num_workers) method (the delay and fault "
+            f"plan; Injector() for no delays), got {_kind(injector)}"
+        )
+    if callable(getattr(policy, "check", None)):
+        policy.check(code)
+    dl = policy_deadline(fname, policy)
+    return rule, np.inf if dl is None else dl
+
+
+def decision_times(fname: str, policy: Any, rule: Any, times: Any) -> np.ndarray:
+    """float64 [R] of ``rule(times)``: a user's policy returning something else
+    is a clear error naming the policy, not a numpy broadcast message later."""
+    r = times.num_requests
+    got = rule(times)
+    try:
+        out = np.asarray(got, np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"{fname}: {_kind(policy)}.decision_times must return [R] = [{r}] "
+            f"times in seconds, got {_kind(got)} ({exc})"
+        ) from exc
+    if out.shape != (r,) or np.isnan(out).any():
+        raise ValueError(
+            f"{fname}: {_kind(policy)}.decision_times must return [R] = [{r}] "
+            f"times in seconds (inf for never), got shape {out.shape}"
+            + (" with NaN" if out.shape == (r,) else "")
+        )
+    return out
+
+
+def _kind(value: Any) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+def check_flag(fname: str, name: str, value: Any) -> bool:
+    """``value`` as a bool (Python or numpy bools only, not a truthy string)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{fname}: {name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _check_responses(fname: str, code: Any, responses: Any, m: int) -> np.ndarray:
+    """[M, ...] finite floating representative answers, or a clear error."""
+    what = f"[M, ...] = [{m}, ...] finite floating representative answers"
+    try:
+        y = np.asarray(responses)
+    except (TypeError, ValueError) as exc:  # ragged nesting
+        raise TypeError(f"{fname}: responses must be {what}, got {exc}") from None
+    if y.dtype == object or not jnp.issubdtype(y.dtype, jnp.floating):
+        raise TypeError(
+            f"{fname}: responses must be {what}, got dtype {y.dtype} "
+            f"({type(responses).__name__})"
+        )
+    if y.ndim < 1 or y.shape[0] != m:
+        raise ValueError(
+            f"{fname}: responses must be {what} (one per worker of the code), got "
+            f"shape {y.shape}"
+        )
+    bad = ~np.isfinite(y.astype(np.float32))
+    if bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"{fname}: responses must be {what} (faults come from the injector), "
+            f"got {float(y[at])!r} at {at}"
+        )
+    try:  # the code's own shape rules (an empty batch: checks only, no decode)
+        code.decode_batched(y, np.zeros((0, m), bool), shared_y=True)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(
+            f"{fname}: responses of shape {y.shape} ({y.dtype}) are not answers "
+            f"of this code: {exc}"
+        ) from exc
+    return y
 
 
 def _batched_decode(code, y, masks, chunk=2048, *, status=False):
@@ -99,10 +204,11 @@ def simulate_latency(
             :class:`SimulatedCluster`.
         injector: the delay and fault plan.
         num_requests: R.
-        responses: [M, ...] representative answers, used for ``ok`` and by a
-            policy that decides on their values (``needs_answers``:
-            :class:`Adaptive`, whose predicted error depends on their size; it
-            needs them); default zeros.
+        responses: [M, ...] finite floating representative answers (checked
+            against the code up front, whether or not they are used), used for
+            ``ok`` and by a policy that decides on their values
+            (``needs_answers``: :class:`Adaptive`, whose predicted error depends
+            on their size; it needs them); default zeros.
         first_request: the number of the first request.
         check_ok: decode every final mask (``code.decode_batched``) to report
             ``ok``; otherwise ``ok`` is whether the code's structure allows a
@@ -113,44 +219,45 @@ def simulate_latency(
         :class:`SimulatedLatency`.
 
     Raises:
-        TypeError: a policy without ``decision_times``; a num_requests or
-            first_request that is not an int.
-        ValueError: a policy that asks for more answers than M; a negative
-            num_requests or first_request; a policy with ``needs_answers`` and no
-            ``responses``.
+        TypeError: a policy without ``decision_times``, or whose rule returns
+            what is not numbers; a code without ``num_workers``, ``threshold``,
+            ``may_decode`` and ``decode_batched``; an injector that is not an
+            :class:`Injector`; a policy deadline that is not None or a number; a
+            num_requests or first_request that is not an int; check_ok not a
+            bool; responses that are not floating.
+        ValueError: a policy that asks for more answers than M; a policy
+            deadline that is NaN, infinite or negative; a rule that returns
+            another shape than [R] or NaN; a negative num_requests or
+            first_request; a policy with ``needs_answers`` and no ``responses``;
+            responses not [M, ...], not finite, or not answers of the code (its
+            ``decode_batched`` refuses their shape).
     """
-    rule = getattr(policy, "decision_times", None)
-    if not callable(rule):
-        raise TypeError(
-            f"simulate_latency: the policy must state its rule for many requests "
-            f"at once (a decision_times(times) method, as FixedN, Deadline, "
-            f"FirstDecodable and Adaptive have), got {type(policy).__name__} "
-            f"without one; run a Server on a SimulatedCluster to simulate it "
-            f"request by request"
-        )
     fname = "simulate_latency"
+    rule, dl = check_simulation(fname, code, policy, injector, _LATENCY_MEMBERS)
     if getattr(policy, "needs_answers", False) and responses is None:
         raise ValueError(
             f"{fname}: {policy!r} decides on the answers' values (its predicted "
             f"error scales with them), so it needs responses=[M, ...] "
             f"representative answers; got none"
         )
-    if callable(getattr(policy, "check", None)):
-        policy.check(code)
     num_requests = integer(fname, "num_requests", num_requests)
     first_request = integer(fname, "first_request", first_request)
+    check_ok = check_flag(fname, "check_ok", check_ok)
     m = int(code.num_workers)
+    y = (
+        np.zeros((m, 1), np.float32)
+        if responses is None
+        else _check_responses(fname, code, responses, m)
+    )
     r_ids = np.arange(first_request, first_request + num_requests)
     delays, faults = injector.plan(r_ids, m)
     success = (faults == NONE) | (faults == CORRUPT)
     t_succ = np.where(success, delays, np.inf)
     t_all = np.where(faults == HANG, np.inf, delays).max(axis=1)
-    dl = np.inf if policy.deadline is None else float(policy.deadline)
-    y = np.zeros((m, 1), np.float32) if responses is None else np.asarray(responses)
     times = ArrivalTimes(
-        code, t_succ, t_all, policy.deadline, lambda mk: _batched_decode(code, y, mk)
+        code, t_succ, t_all, dl, lambda mk: _batched_decode(code, y, mk)
     )
-    t_dec = np.asarray(rule(times), np.float64)
+    t_dec = decision_times(fname, policy, rule, times)
     timed_out = t_dec > dl
     t_dec = np.minimum(t_dec, dl)
     decided = np.isfinite(t_dec)

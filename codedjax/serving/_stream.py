@@ -5,7 +5,10 @@
 queries are grouped in arrival order into coding groups of K (the code's
 ``num_inputs``), and a group is sent when it is full or when its first query has
 waited ``group_deadline`` seconds, padded to K with copies of its last query. Each
-query's latency runs from its own arrival to its decoded answer.
+query's latency runs from its own arrival to its decoded answer. The frontend
+drives its server's engine (``server.engine``, ``_engine.py``) through the
+engine's declared members: ``open`` a group's request, ``step`` the loop,
+``abort`` after an error.
 
 On a real clock (thread and Ray clusters) a dispatcher thread runs the server's
 event loop; ``submit`` may be called from any thread. On a virtual clock (the
@@ -13,11 +16,18 @@ simulated cluster) nothing runs in the background: ``submit(query, at=t)`` place
 an arrival on the virtual clock and the loop runs when a result is asked for
 (``future.result()``, :meth:`StreamingServer.drain`), so an open-loop load on the
 simulated cluster is a discrete-event simulation with the real worker functions.
+
+No query is lost: every accepted query's future gets its answer or a
+``RuntimeError`` naming the cause (``docs/serving.md``, "Failures: no query
+lost"). A worker's bad answer is that worker's failure; a group's own error (its
+encode, dispatch, decode, ...) fails that group alone; a failed warm-up or a
+broken backend stops the frontend and ends every waiting query with its error.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import heapq
 import itertools
 import math
@@ -29,7 +39,8 @@ import numpy as np
 
 from ._backends import captured_config
 from ._checks import integer, is_real, number
-from ._server import Engine
+from ._pipeline import PipelineServer
+from ._server import Server
 
 
 class QueueFull(RuntimeError):
@@ -77,10 +88,10 @@ class QueryResult(NamedTuple):
 
 
 class _Query:
-    __slots__ = ("x", "arrival", "future")
+    __slots__ = ("x", "arrival", "future", "seq")
 
-    def __init__(self, x, arrival, future):
-        self.x, self.arrival, self.future = x, arrival, future
+    def __init__(self, x, arrival, future, seq):
+        self.x, self.arrival, self.future, self.seq = x, arrival, future, seq
 
 
 class _VirtualFuture(concurrent.futures.Future):
@@ -150,6 +161,14 @@ class StreamingServer:
             (seconds) the dispatcher looks for new queries while groups are in
             flight.
 
+    Failures (``docs/serving.md``, "Failures: no query lost"): every accepted
+    query's future gets its :class:`QueryResult` or a ``RuntimeError`` naming the
+    cause. A worker's bad answer (an exception, another shape or dtype, NaN) is
+    that worker's failure; an error of one group (its encode, its dispatch, its
+    decode) fails that group alone; a failed warm-up (a model that cannot serve
+    these queries) or a backend whose ``next_completed`` raises stops the
+    frontend: every waiting query ends with the error, later submits raise it.
+
     Raises:
         TypeError: server not a Server or PipelineServer; a non-numeric deadline.
         ValueError: a group deadline or poll that is not finite and > 0, a
@@ -174,7 +193,7 @@ class StreamingServer:
 
     def __init__(
         self,
-        server: Engine,
+        server: Server | PipelineServer,
         *,
         group_deadline: float,
         max_pending: int = 10_000,
@@ -182,14 +201,15 @@ class StreamingServer:
         poll: float = 0.001,
     ):
         fname = "StreamingServer"
-        if not isinstance(server, Engine):
+        if not isinstance(server, (Server, PipelineServer)):
             raise TypeError(
                 f"{fname}: server must be a codedjax.serving Server or "
                 f"PipelineServer, got {type(server).__name__}"
             )
-        if server._closed:
+        engine = server.engine
+        if engine.closed:
             raise RuntimeError(f"{fname}: the server is closed")
-        if getattr(server, "_frontend", None) is not None:
+        if engine.frontend is not None:
             raise RuntimeError(f"{fname}: the server already has a StreamingServer")
         self.group_deadline = _positive(fname, "group_deadline", group_deadline)
         self.poll = _positive(fname, "poll", poll)
@@ -197,8 +217,10 @@ class StreamingServer:
         self.server = server
         self.backend = server.backend
         self.num_inputs = server.num_inputs
-        self.virtual = callable(getattr(self.backend, "advance", None))
-        self._wake = getattr(self.backend, "wake", None)
+        self._engine = engine
+        self._cluster = engine.cluster  # the backend with its optional members
+        self.virtual = self._cluster.virtual_clock
+        self._wake = self._cluster.wake if self._cluster.can_wake else None
         self._lock = threading.Lock()
         self._cv = threading.Condition(self._lock)
         self._inbox: list = []  # virtual: a heap (at, seq, query); real: a list
@@ -206,6 +228,9 @@ class StreamingServer:
         self._open: list[_Query] = []  # the group being filled
         self._ready: deque = deque()  # closed groups not yet sent
         self._groups: dict[int, tuple[list[_Query], float]] = {}  # rid: (group, sent)
+        # every query accepted and not yet answered, wherever it is (inbox, open
+        # group, ready, in flight): an error anywhere resolves all of them
+        self._live: dict[int, _Query] = {}
         self._pending = 0
         self._last_at = -math.inf
         self._shape = None
@@ -213,12 +238,17 @@ class StreamingServer:
         self._closing = False
         self._stop = False
         self._closed = False
+        self._close_on_exit = False
         self._error: BaseException | None = None
         self.rejected = 0
-        server._frontend = self
+        engine.frontend = self
         if example is not None:
-            x = self._check_query("StreamingServer", example)
-            server._warmup(np.stack([x] * self.num_inputs), fname)
+            try:
+                x = self._check_query("StreamingServer", example)
+                engine.warmup(np.stack([x] * self.num_inputs), fname)
+            except BaseException:
+                engine.frontend = None  # the server stays usable on its own
+                raise
         self._thread = None
         self._config = captured_config()
         if not self.virtual:
@@ -237,9 +267,9 @@ class StreamingServer:
                 f"input [K, ...]), got dtype {x.dtype}"
             )
         if self._shape is None:
-            want = self.server._in_shape
-            if want is not None:
-                self._shape, self._dtype = want[1:], np.dtype(self.server._in_dtype)
+            spec = self._engine.input_spec
+            if spec is not None:
+                self._shape, self._dtype = spec[0][1:], np.dtype(spec[1])
             else:
                 self._shape, self._dtype = x.shape, x.dtype
         if x.shape != self._shape or x.dtype != self._dtype:
@@ -279,7 +309,7 @@ class StreamingServer:
             )
         with self._lock:
             self._check_open(fname)
-            now = self.backend.now()
+            now = self._cluster.now()
             t = now if at is None else _clock_time(fname, at)
             if not (t >= max(self._last_at, now if self.virtual else -math.inf)):
                 raise ValueError(
@@ -295,10 +325,11 @@ class StreamingServer:
                 )
             self._last_at = t
             fut = _VirtualFuture(self) if self.virtual else concurrent.futures.Future()
-            q = _Query(x, t, fut)
+            q = _Query(x, t, fut, next(self._seq))
             self._pending += 1
+            self._live[q.seq] = q
             if self.virtual:
-                heapq.heappush(self._inbox, (t, next(self._seq), q))
+                heapq.heappush(self._inbox, (t, q.seq, q))
             else:
                 self._inbox.append(q)
                 self._cv.notify_all()
@@ -346,57 +377,107 @@ class StreamingServer:
             self._open = []
 
     def _send(self, fname: str) -> None:
+        """Sends the closed groups. A group whose request cannot be sent (its
+        encode, its noise levels, the backend's submit raised) fails alone; a
+        failed warm-up (the model cannot serve these queries: a worker_fn that
+        returns no floating array, cannot run on a coded row, ...) stops the
+        frontend, every waiting query ending with its error."""
         while self._ready:
             group = self._ready.popleft()
             rows = [q.x for q in group]
             rows += [rows[-1]] * (self.num_inputs - len(rows))
-            sent = self.backend.now()
-            r = self.server._open(None, np.stack(rows), fname)
+            sent = self._cluster.now()
+            try:
+                r = self._engine.open(None, np.stack(rows), fname)
+            except Exception as exc:
+                if not self._engine.warm:  # every group would fail alike: stop
+                    self._fail(exc, what="the server's warm-up failed")
+                    raise
+                self._reject(group, exc, "its group could not be sent")
+                continue
             self._groups[r.rid] = (group, sent)
 
+    def _answers(self, r, res, group: list, sent: float) -> list:
+        t = self._cluster.now()
+        evals, busy = _outcome(res)
+        n = len(group)
+        value = np.asarray(res.value)
+        return [
+            QueryResult(
+                value=value[slot],
+                ok=bool(res.ok),
+                status=int(res.status),
+                error=float(res.error),
+                latency=t - q.arrival,
+                waited=sent - q.arrival,
+                arrival=q.arrival,
+                group=r.rid,
+                slot=slot,
+                group_size=n,
+                evaluations=evals / n,
+                busy=busy / n,
+                result=res,
+            )
+            for slot, q in enumerate(group)
+        ]
+
     def _resolve(self, done: list) -> None:
+        """Answers the groups that ended; a group that ended with its own error
+        (its decode raised, ...) fails alone."""
         for r, res in done:
             group, sent = self._groups.pop(r.rid)
-            t = self.backend.now()
-            evals, busy = _outcome(res)
-            n = len(group)
-            value = np.asarray(res.value)
-            for slot, q in enumerate(group):
-                qr = QueryResult(
-                    value=value[slot],
-                    ok=bool(res.ok),
-                    status=int(res.status),
-                    error=float(res.error),
-                    latency=t - q.arrival,
-                    waited=sent - q.arrival,
-                    arrival=q.arrival,
-                    group=r.rid,
-                    slot=slot,
-                    group_size=n,
-                    evaluations=evals / n,
-                    busy=busy / n,
-                    result=res,
-                )
-                with self._lock:
-                    self._pending -= 1
-                    self._cv.notify_all()
-                q.future.set_result(qr)
+            if not isinstance(res, BaseException):
+                try:
+                    answers = self._answers(r, res, group, sent)
+                except Exception as exc:
+                    res = exc
+            if isinstance(res, BaseException):
+                self._reject(group, res, f"its group (request {r.rid}) failed")
+                continue
+            for q, qr in zip(group, answers, strict=True):
+                self._settle(q, result=qr)
+
+    def _settle(self, q: _Query, *, result=None, error=None) -> None:
+        """Resolves one query's future (once; a future its caller cancelled
+        stays cancelled)."""
+        with self._lock:
+            if self._live.pop(q.seq, None) is None:
+                return
+            self._pending -= 1
+            self._cv.notify_all()
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            if error is None:
+                q.future.set_result(result)
+            else:
+                q.future.set_exception(error)
+
+    def _reject(self, queries: list, exc: BaseException, what: str) -> None:
+        """Ends ``queries`` with an error naming the cause (one exception each,
+        chained to ``exc``)."""
+        for q in queries:
+            err = RuntimeError(f"StreamingServer: {what}: {exc!r}")
+            err.__cause__ = exc
+            self._settle(q, error=err)
 
     def _idle(self) -> bool:
-        return not (self._inbox or self._open or self._ready or self.server._active)
+        return not (self._inbox or self._open or self._ready or self._engine.in_flight)
 
     def _dispatch(self) -> None:
         """The dispatcher thread (real clock), in the JAX settings of the thread
         that built the frontend."""
         with self._config():
-            self._dispatch_loop()
+            try:
+                self._dispatch_loop()
+            finally:
+                if self._close_on_exit:  # close() came from a future's callback
+                    self._finish_close()
 
     def _dispatch_loop(self) -> None:
         fname = "StreamingServer"
-        server = self.server
+        engine = self._engine
         try:
             while not self._stop:
-                now = self.backend.now()
+                now = self._cluster.now()
                 with self._lock:
                     self._absorb(now)
                     if self._closing and self._idle():
@@ -404,9 +485,9 @@ class StreamingServer:
                     self._close_due(now, flush=self._closing)
                 self._send(fname)
                 due = self._group_due()
-                if server._active:
+                if engine.in_flight:
                     until = due if self._wake is not None else min(due, now + self.poll)
-                    self._resolve(server._step(fname, until=until))
+                    self._resolve(engine.step(fname, until=until))
                 else:
                     with self._cv:
                         if not self._inbox and not self._closing:
@@ -417,12 +498,15 @@ class StreamingServer:
 
     def _drive(self, until=None) -> None:
         """Runs the loop on the virtual clock until ``until`` (a future) is done,
-        or until nothing is left."""
+        or until nothing is left. An error that stops the frontend ends every
+        waiting query with it (their futures raise it), and is not raised here."""
         fname = "StreamingServer"
-        server = self.server
+        engine = self._engine
+        if self._error is not None:
+            return
         try:
             while until is None or not until.done():
-                now = self.backend.now()
+                now = self._cluster.now()
                 with self._lock:
                     self._absorb(now)
                     self._close_due(now, flush=self._closing)
@@ -431,20 +515,23 @@ class StreamingServer:
                     return
                 nxt = self._inbox[0][0] if self._inbox else math.inf
                 target = min(nxt, self._group_due())
-                if server._active:
-                    self._resolve(server._step(fname, until=target))
+                if engine.in_flight:
+                    self._resolve(engine.step(fname, until=target))
                 elif math.isfinite(target):
-                    self.backend.advance(target - now)
+                    self._cluster.advance(target - now)
                 else:  # pragma: no cover - idle is checked above
                     return
         except BaseException as exc:
             self._fail(exc)
-            raise
+            if not isinstance(exc, Exception):
+                raise  # KeyboardInterrupt and the like: after failing the queries
 
     def drain(self) -> None:
         """Virtual clock: runs until every submitted query is answered (groups
         not full by then are sent at their deadline). Real clock: waits until
-        every submitted query is answered."""
+        every submitted query is answered. Answered includes ended with an
+        error: a query's future holds its result or its error, and ``drain``
+        itself does not raise them."""
         if self.virtual:
             self._drive(None)
             return
@@ -452,35 +539,26 @@ class StreamingServer:
             while self._pending > 0 and self._error is None:
                 self._cv.wait()
 
-    def _fail(self, exc: BaseException) -> None:
-        """Ends every query still waiting with an error naming the cause."""
+    def _fail(
+        self,
+        exc: BaseException,
+        *,
+        stop: bool = True,
+        what: str = "the query was not answered",
+    ) -> None:
+        """Ends every query still waiting, wherever it is, with an error naming
+        the cause; ``stop``: the frontend refuses later queries with it."""
         with self._lock:
-            if self._error is None:
+            if stop and self._error is None:
                 self._error = exc
-            queries = (
-                [q for *_, q in self._inbox] if self.virtual else list(self._inbox)
-            )
             self._inbox.clear()
-            queries += self._open
             self._open = []
-            for g in self._ready:
-                queries += g
             self._ready.clear()
-        for group, _ in self._groups.values():
-            queries += group
+            queries = list(self._live.values())
         self._groups.clear()
-        try:
-            self.server._abort()
-        except Exception:  # pragma: no cover - best effort after an error
-            pass
-        err = RuntimeError(f"StreamingServer: the query was not answered: {exc!r}")
-        err.__cause__ = exc
-        for q in queries:
-            if not q.future.done():
-                with self._lock:
-                    self._pending -= 1
-                    self._cv.notify_all()
-                q.future.set_exception(err)
+        with contextlib.suppress(Exception):  # best effort after an error
+            self._engine.abort()
+        self._reject(queries, exc, what)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -489,31 +567,42 @@ class StreamingServer:
 
         Args:
             wait: send the group being filled now and answer every query first
-                (default); False ends the waiting queries with an error.
+                (default); False ends the waiting queries with an error. Called
+                from a future's done-callback (in the dispatcher thread), it
+                returns at once: the dispatcher finishes (or stops), then closes.
         """
         if self._closed:
             return
-        if wait and self._error is None:
-            with self._lock:
-                self._closing = True
-                self._cv.notify_all()
-            if self.virtual:
-                self._drive(None)
-            else:
-                if self._wake is not None:
-                    self._wake()
-                self._thread.join()
-        else:
-            with self._lock:
-                self._closing = self._stop = True
-                self._cv.notify_all()
+        stop = not wait or self._error is not None
+        with self._lock:
+            self._closing = True
+            self._stop = self._stop or stop
+            self._cv.notify_all()
+        if self._thread is not None and threading.current_thread() is self._thread:
+            # called in the dispatcher itself (a future's done-callback): it
+            # finishes (or stops) its loop, then closes
+            self._close_on_exit = True
+            if self._wake is not None:
+                self._wake()
+            return
+        try:
             if self._thread is not None:
                 if self._wake is not None:
                     self._wake()
                 self._thread.join()
-            self._fail(RuntimeError("StreamingServer.close: closed before its answer"))
+            elif not stop:
+                self._drive(None)
+        finally:
+            self._finish_close()
+
+    def _finish_close(self) -> None:
+        """Ends what is still waiting (close(wait=False), an interrupted drain)
+        with an error, and closes the server."""
+        if self._live:
+            err = RuntimeError("StreamingServer.close: closed before its answer")
+            self._fail(err, stop=False)
         self._closed = True
-        self.server._frontend = None
+        self._engine.frontend = None
         self.server.close()
 
     def __enter__(self) -> StreamingServer:

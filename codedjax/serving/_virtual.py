@@ -17,7 +17,13 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from ._backends import Completion, NoMoreAnswers, WorkerFunctions, round_draws
+from ._backends import (
+    BackendBase,
+    Completion,
+    NoMoreAnswers,
+    WorkerFunctions,
+    round_draws,
+)
 from ._checks import number
 from ._faults import HANG, Injector, apply_fault
 
@@ -34,12 +40,14 @@ class _Eval:
         self.live = True
 
 
-class SimulatedCluster:
+class SimulatedCluster(BackendBase):
     """A deterministic cluster on a virtual clock (tests and Monte Carlo).
 
     The M rows of a request are computed when it is submitted: each distinct
     worker function (one per role, :class:`WorkerFunctions`) ``jax.vmap``-ped over
     the rows of the workers that run it (or row by row with ``vectorize=False``).
+    A function that raises on one row fails that worker alone, in both modes
+    (a vmapped call that raises is computed again row by row).
     Each worker is a machine: it serves one evaluation at a time, in the order the
     requests were submitted, each for ``compute_time`` plus its injected delay, so
     a request sent while a worker is busy waits in that worker's queue.
@@ -63,6 +71,8 @@ class SimulatedCluster:
         busy_time: float [M] seconds each worker has spent serving evaluations
             (completed or abandoned).
     """
+
+    virtual_clock = True  # now() moves in next_completed and advance only
 
     def __init__(
         self,
@@ -124,20 +134,26 @@ class SimulatedCluster:
 
     def _compute(self, rows: np.ndarray, round: int) -> list:
         """Every worker's answer to ``rows`` in round ``round`` (an exception for
-        the workers whose function raised)."""
+        the workers whose function raised on their own row). A fault is its
+        worker's alone: when the vmapped call of a role group raises, the
+        group's rows are computed again one by one, so only the rows that
+        raise fail."""
         values: list = [None] * self.num_workers
         for f, workers in self.functions.groups(round):
-            try:
-                if self.vectorize:
-                    part = rows if len(workers) == len(rows) else rows[workers]
+            if self.vectorize:
+                part = rows if len(workers) == len(rows) else rows[workers]
+                try:
                     outs = np.asarray(self._vmapped[id(f)](part))
+                except Exception:  # some row raised: find which, row by row
+                    pass
+                else:
                     for k, i in enumerate(workers):
                         values[i] = outs[k]
-                else:
-                    for i in workers:
-                        values[i] = np.asarray(self._row_fns[round][i](rows[i]))
-            except Exception as exc:
-                for i in workers:
+                    continue
+            for i in workers:
+                try:
+                    values[i] = np.asarray(self._row_fns[round][i](rows[i]))
+                except Exception as exc:
                     values[i] = exc
         return values
 
@@ -192,7 +208,10 @@ class SimulatedCluster:
         for i in range(m):
             v = values[i]
             if not isinstance(v, BaseException):
-                v = apply_fault(v, int(faults[i]), scale, i)
+                try:  # worker i's fault is its own, whatever its answer
+                    v = apply_fault(v, int(faults[i]), scale, i)
+                except Exception as exc:
+                    v = exc
             e = _Eval(request_id, i, v, self.compute_time + float(delays[i]),
                       faults[i] == HANG)  # fmt: skip
             evals.append(e)

@@ -1,0 +1,460 @@
+"""The engine of the servers: encode, fan out, wait, decode, cancel.
+
+:class:`Engine` is the event loop of :class:`~codedjax.serving.Server` (one
+round per request) and :class:`~codedjax.serving.PipelineServer` (several, a
+master step between them). A server owns one (``server.engine``) and runs its
+``infer`` and ``serve`` on it with :meth:`Engine.run`; a
+:class:`~codedjax.serving.StreamingServer` drives its server's engine request
+by request with :meth:`Engine.open`, :meth:`Engine.step` and
+:meth:`Engine.abort`. The engine calls its backend only through the members
+:class:`~codedjax.serving.Backend` and ``BackendBase`` declare
+(``_backends.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._arguments import check_answer, check_request, noise_levels
+from ._backends import BackendBase, Completion, NoMoreAnswers, WorkerFunctions
+from ._policy import ArrivalState
+from ._roles import Stage
+from ._serve_result import ServeResult, round_result
+from ._thread_cluster import ThreadCluster
+from ._warmup import warm_up
+
+
+class Request:
+    """One request in flight: its number ``rid`` on the server (the injector's
+    draw), the caller's ``index``, its round (``stage``) and that round's
+    answers so far; ``results`` the :class:`ServeResult` of each round ended."""
+
+    __slots__ = ("rid", "index", "t_start", "x0", "x", "stage", "task", "t_round",
+                 "t_sub", "deadline_at", "y", "mask", "failed", "times", "order",
+                 "num_failed", "failures", "cached", "noise", "results", "sent_at",
+                 "encode_time", "decode_time", "step_time")  # fmt: skip
+
+    def __init__(self, rid, index, t_start, x0, num_rounds):
+        self.rid, self.index, self.t_start = rid, index, t_start
+        self.x0 = self.x = x0
+        self.stage = 0
+        self.task: int | None = None  # the backend's task id, once sent
+        self.results: list[ServeResult] = []
+        nan = np.full(num_rounds, np.nan)
+        self.sent_at = nan.copy()
+        self.encode_time, self.decode_time = nan.copy(), nan.copy()
+        self.step_time = nan.copy()
+
+    def new_round(self, m, t_round, t_sub, deadline_at):
+        self.t_round, self.t_sub, self.deadline_at = t_round, t_sub, deadline_at
+        self.y = None
+        self.mask = np.zeros(m, bool)
+        self.failed = np.zeros(m, bool)
+        self.times = np.full(m, np.inf)
+        self.order: list[int] = []
+        self.num_failed = 0
+        self.failures: list[tuple[int, str]] = []
+        self.cached = None
+        self.noise = None
+
+
+class Engine:
+    """The event loop of a server (see the module): encode, fan out, wait,
+    decode, cancel; between rounds the master's step and the next encode.
+
+    Every call comes from one thread (the server's caller, or a
+    ``StreamingServer``'s dispatcher), except :meth:`close`, which may come
+    from any.
+
+    Args:
+        stages: the checked rounds (``make_round``, ``_roles.py``), in order;
+            every round has the same K and M.
+        backend: a :class:`~codedjax.serving.Backend`, or None (a new
+            ``ThreadCluster``); started here with the stages' functions.
+        name: the server's name, for messages.
+        charge: advance a virtual clock by the master's measured work (encode,
+            decode, master steps).
+        result: ``result(request, value)`` -> the result of a request served
+            in rounds, from its :class:`Request` (its rounds' results) and the
+            last master step's output (None: a round did not decode); the
+            backend gets ``submit(..., round=, draw=, work=)``. None: one round
+            per request, whose :class:`ServeResult` is its result, sent with the
+            plain ``submit(request_id, rows)``.
+
+    Attributes:
+        stages: the rounds.
+        backend: the backend as given (or the new ThreadCluster).
+        cluster: the same backend with every member the engine calls
+            (``BackendBase.of``: the defaults of the optional ones it lacks).
+        num_inputs: K.
+        num_workers: M.
+        frontend: the ``StreamingServer`` that owns the engine, or None (then
+            :meth:`run` may serve).
+        input_spec: ``(shape, dtype)`` of the first request (None before it);
+            every request must match it.
+        warm: the warm-up has run.
+        final_out: what a request's answer is (shape, dtype), once warm.
+        closed: :meth:`close` was called.
+    """
+
+    def __init__(
+        self,
+        stages: list[Stage],
+        backend: Any,
+        *,
+        name: str,
+        charge: bool,
+        result: Callable[[Request, Any], Any] | None = None,
+    ):
+        self.stages = stages
+        self._result = result
+        first = stages[0].code
+        self.num_inputs = int(first.num_inputs)
+        self.num_workers = m = int(first.num_workers)
+        self._charge_master = bool(charge)
+        self._next_id = 0
+        self._active: dict[int, Request] = {}  # by the backend's task id
+        self.frontend: Any = None
+        self.closed = False
+        self.input_spec: tuple | None = None
+        self.warm = False
+        self.final_out: jax.ShapeDtypeStruct | None = None
+        self.backend = ThreadCluster() if backend is None else backend
+        self.cluster = BackendBase.of(self.backend, name)
+        fns = [[st.fns[role] for role in st.roles] for st in stages]
+        if result is None and len({id(f) for f in fns[0]}) == 1:
+            self.cluster.start(fns[0][0], m)  # one function: any backend takes it
+        else:
+            self.cluster.start(
+                WorkerFunctions(fns, roles=[st.roles for st in stages]), m
+            )
+
+    def close(self) -> None:
+        """Shuts the backend (its threads) down; a request in flight ends with
+        an error. Callable from any thread."""
+        if not self.closed:
+            self.closed = True
+            self.cluster.close()
+
+    @property
+    def in_flight(self) -> int:
+        """How many requests are in flight."""
+        return len(self._active)
+
+    def check_input(self, fname: str, x: Any) -> jax.Array:
+        """A request x [K, ...] checked (floating, K rows, shaped like the first
+        request, whose shape and dtype become :attr:`input_spec`).
+
+        Raises:
+            TypeError: x not floating.
+            ValueError: x not [K, ...], or shaped unlike the first request.
+        """
+        x, self.input_spec = check_request(fname, x, self.num_inputs, self.input_spec)
+        return x
+
+    def warmup(self, x: Any, fname: str) -> None:
+        """Compiles everything a request like ``x`` [K, ...] (checked) runs,
+        outside any timing (:func:`warm_up`); the first :meth:`open` calls it."""
+        self.final_out = warm_up(
+            self.stages, self.cluster, x, fname, rounds=self._result is not None
+        )
+        self.warm = True
+
+    def _charge(self, seconds: float) -> None:
+        """The master's measured work, on a virtual clock (a real clock has
+        already moved)."""
+        if self._charge_master:
+            self.cluster.advance(seconds)
+
+    def run(self, xs: Iterable[Any], *, max_in_flight: int, fname: str) -> list:
+        """Serves the requests ``xs`` (each [K, ...]), at most ``max_in_flight``
+        at a time: the results in input order (what ``infer`` and ``serve``
+        return). An error of a request, or the backend's, cancels every
+        request in flight and is raised.
+
+        Raises:
+            RuntimeError: the engine is closed (or closes meanwhile), or a
+                :class:`~codedjax.serving.StreamingServer` owns it.
+        """
+        if self.closed:
+            raise RuntimeError(f"{fname}: the server is closed")
+        if self.frontend is not None or self._active:
+            raise RuntimeError(
+                f"{fname}: a StreamingServer owns this server; submit through it"
+            )
+        pending = deque(enumerate(xs))
+        results: dict[int, Any] = {}
+        try:
+            while pending or self._active:
+                if self.closed:
+                    raise RuntimeError(f"{fname}: the server was closed mid-request")
+                while pending and len(self._active) < max_in_flight:
+                    index, x = pending.popleft()
+                    self.open(index, x, fname)
+                for r, res in self.step(fname):
+                    if isinstance(res, BaseException):
+                        raise res  # that request's own error (decode, policy, ...)
+                    results[r.index] = res
+        except BaseException:
+            self.abort()
+            raise
+        return [results[i] for i in range(len(results))]
+
+    def abort(self) -> None:
+        """Cancels every request in flight (after an error): they are
+        forgotten, their workers freed (best effort)."""
+        for task in list(self._active):
+            self._release(task)
+        self._active.clear()
+
+    def _release(self, task: int | None) -> None:
+        """Cancels a task at the backend and forgets its work count (best
+        effort: this runs after an error)."""
+        if task is None:
+            return
+        with contextlib.suppress(Exception):
+            self.cluster.cancel(task)
+            self.cluster.work(task)
+
+    def _drop(self, r: Request, exc: Exception, done: list) -> None:
+        """Ends request ``r`` with its own error ``exc`` (a decode, a policy, a
+        master step or a next round's encode that raised): it leaves the
+        requests in flight, its workers are released, and ``done`` gets
+        ``(r, exc)``; the other requests go on."""
+        if self._active.get(r.task) is r:
+            del self._active[r.task]
+        self._release(r.task)
+        done.append((r, exc))
+
+    def _end(self, r: Request, timed_out, done: list, fname, *, stalled=False):
+        try:
+            self._end_round(r, timed_out, done, fname, stalled=stalled)
+        except Exception as exc:
+            self._drop(r, exc, done)
+
+    def open(self, index: Any, x: Any, fname: str) -> Request:
+        """Checks the request x [K, ...], compiles on the first request
+        (:meth:`warmup`), and sends its first round.
+
+        Returns:
+            The request's state (``rid`` its number, ``index`` what the caller
+            passed).
+
+        Raises:
+            What :meth:`check_input` and the warm-up raise; the request's own
+            error (its encode, its noise levels, the backend's submit), after
+            freeing the workers its rows reached.
+        """
+        x = self.check_input(fname, x)
+        if not self.warm:
+            self.warmup(x, fname)
+        rid = self._next_id
+        self._next_id += 1
+        r = Request(rid, index, self.cluster.now(), x, len(self.stages))
+        try:
+            self._start_round(r, 0, x, fname)
+        except BaseException:
+            self._release(r.task)  # rows already sent: the workers are freed
+            raise
+        self._active[r.task] = r
+        return r
+
+    def step(self, fname: str, until: float | None = None) -> list:
+        """Ends the requests whose deadline has passed, else waits for one answer
+        (until the earliest deadline, or ``until`` on the backend's clock, or a
+        backend's ``wake``) and handles it.
+
+        An error of one request (its decode, its policy, its master step, its
+        next round's encode) ends that request alone, with ``(request,
+        exception)`` in the list; a worker's bad answer is that worker's
+        failure. Only the backend's own errors (``next_completed``) propagate.
+
+        Returns:
+            ``[(request, result or exception)]`` for the requests that ended
+            (:class:`Request`; a request's result is what :meth:`run` returns
+            for it).
+        """
+        backend = self.cluster
+        done: list = []
+        now = backend.now()
+        for r in [r for r in self._active.values() if r.deadline_at <= now]:
+            self._end(r, True, done, fname)
+        if done:
+            return done
+        due = min((r.deadline_at for r in self._active.values()), default=math.inf)
+        if until is not None:
+            due = min(due, until)
+        if math.isinf(due) and not self._active:
+            return done
+        timeout = None if math.isinf(due) else max(0.0, due - now)
+        try:
+            c = backend.next_completed(timeout)
+        except NoMoreAnswers as exc:
+            if timeout is not None:
+                raise
+            # no answer will ever come (hung workers) and no deadline: the
+            # requests that hold the hung workers are never decided, which is
+            # data, not a hang (ending them frees the workers for the others)
+            stuck = [self._active[t] for t in exc.request_ids if t in self._active]
+            for r in stuck or list(self._active.values()):
+                self._end(r, False, done, fname, stalled=True)
+            return done
+        if c is None or c.request_id not in self._active:
+            return done
+        r = self._active[c.request_id]
+        try:
+            self._take(r, c, done, fname)
+        except Exception as exc:
+            self._drop(r, exc, done)
+        return done
+
+    def _take(self, r: Request, c: Completion, done: list, fname: str) -> None:
+        """Handles worker ``c.worker``'s answer to request ``r``: a failure or an
+        answer for the mask; asks the policy; ends the round when it says so or
+        when nothing more will come."""
+        m = self.num_workers
+        if r.times[c.worker] < math.inf:  # a duplicate answer
+            return
+        st = self.stages[r.stage]
+        v, why = check_answer(c, st.out)
+        r.times[c.worker] = c.time - r.t_sub
+        if v is None:
+            r.failed[c.worker] = True
+            r.num_failed += 1
+            r.failures.append((int(c.worker), why))
+        else:
+            if r.y is None:
+                r.y = np.zeros((m,) + v.shape, v.dtype)
+            r.y[c.worker] = v
+            r.mask[c.worker] = True
+            r.order.append(c.worker)
+            r.cached = None
+            if self._ask(r, st):
+                self._end_round(r, False, done, fname)
+                return
+        if len(r.order) + r.num_failed == m:  # nothing more will come
+            self._end_round(r, False, done, fname)
+
+    def _start_round(self, r: Request, j: int, x, fname: str, t_round=None) -> None:
+        """Encodes round j's input (timed), sends it, and resets the request's
+        answers for the round."""
+        st, backend = self.stages[j], self.cluster
+        t_round = backend.now() if t_round is None else t_round
+        t0 = time.perf_counter()
+        rows = np.asarray(st.code.encode(x))
+        dt = time.perf_counter() - t0
+        self._charge(dt)
+        r.encode_time[j] = dt
+        r.stage, r.x = j, x
+        single = self._result is None
+        r.task = r.rid if single else r.rid * len(self.stages) + j
+        t_sub = backend.now()
+        dl = st.policy.deadline
+        r.new_round(self.num_workers, t_round, t_sub,
+                    math.inf if dl is None else t_sub + dl)  # fmt: skip
+        r.sent_at[j] = t_sub - r.t_start
+        if single:
+            backend.submit(r.task, rows)
+        else:
+            backend.submit(r.task, rows, round=j, draw=r.rid, work=st.work)
+        # the master's share, while the workers compute
+        r.noise = noise_levels(fname, st.noise_fn, rows, self.num_workers)
+
+    def _end_round(
+        self, r: Request, timed_out, done: list, fname, *, stalled=False
+    ) -> None:
+        del self._active[r.task]
+        st = self.stages[r.stage]
+        res = self._finish(r, st, timed_out=timed_out, stalled=stalled)
+        if self._result is None:
+            done.append((r, res))
+            return
+        r.results.append(res)
+        j = r.stage
+        last = j == len(self.stages) - 1
+        if not res.ok:
+            done.append((r, self._result(r, None)))
+            return
+        t_round = self.cluster.now()
+        t0 = time.perf_counter()
+        value = jnp.asarray(res.value)
+        out = value if st.master is None else st.master(value, r.x, r.x0)
+        out = jax.block_until_ready(out)
+        dt = time.perf_counter() - t0
+        self._charge(dt)
+        r.step_time[j] = dt
+        if last:
+            done.append((r, self._result(r, np.asarray(out))))
+            return
+        self._start_round(r, j + 1, out, fname, t_round=t_round)
+        self._active[r.task] = r
+
+    def _decode(self, r: Request, st: Stage) -> Any:
+        """The decode of request ``r``'s answers so far (kept until the next
+        answer), timed: charged to the master and added to the round's
+        ``decode_time``."""
+        if r.cached is None:
+            t0 = time.perf_counter()
+            r.cached = jax.block_until_ready(st.decode(*self._inputs(r, st)))
+            dt = time.perf_counter() - t0
+            self._charge(dt)
+            r.decode_time[r.stage] = np.nan_to_num(r.decode_time[r.stage]) + dt
+        return r.cached
+
+    def _arrivals(self, r: Request, st: Stage) -> ArrivalState:
+        dt = None if r.y is None else r.y.dtype
+        elapsed = self.cluster.now() - r.t_sub
+        order = np.asarray(r.order, np.int32)
+        return ArrivalState(st.code, r.mask.copy(), order, elapsed, r.num_failed,
+                            dt, lambda: self._decode(r, st))  # fmt: skip
+
+    def _ask(self, r: Request, st: Stage) -> bool:
+        return bool(st.policy.decide(self._arrivals(r, st)))
+
+    def _inputs(self, r: Request, st: Stage):
+        m = self.num_workers
+        if r.y is None:
+            r.y = np.zeros((m,) + tuple(st.out.shape), st.out.dtype)
+        rest = [i for i in range(m) if not r.mask[i]]
+        order = np.asarray(r.order + rest, np.int32)
+        return r.y, r.mask.copy(), order, r.noise
+
+    def _finish(
+        self, r: Request, st: Stage, *, timed_out: bool, stalled: bool = False
+    ) -> ServeResult:
+        """The round's result; ``stalled``: the policy's answers will never come
+        (hung workers, no deadline), so the round is never decided: ``ok``
+        False, ``TOO_FEW_RESPONSES``, latency inf."""
+        t_dec = self.cluster.now()
+        y, mask, order, _ = self._inputs(r, st)
+        res = jax.device_get(self._decode(r, st))
+        t_end = self.cluster.now()
+        # cancel after decoding, outside the latency: a backend's cancel may take time
+        # (Ray sends one cancellation per straggler; ThreadCluster's is bookkeeping)
+        self.cluster.cancel(r.task)
+        evaluations, busy = self.cluster.work(r.task)
+        return round_result(
+            res,
+            y,
+            mask,
+            order,
+            times=r.times,
+            failed=r.failed,
+            failures=r.failures,
+            timed_out=timed_out,
+            stalled=stalled,
+            latency=t_end - r.t_round,
+            decided_at=t_dec - r.t_sub,
+            request_id=r.rid,
+            evaluations=evaluations,
+            busy=busy,
+        )
