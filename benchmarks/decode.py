@@ -28,7 +28,7 @@ import runkit
 
 from .cases import _chebyls, _equilibrated, _name
 from .harness import Built, Case
-from .run import BenchConfig, run
+from .run import BenchConfig, run, select
 
 EPS32 = float(np.finfo(np.float32).eps)
 HEADLINE = dict(M=40, N=30, D=22, K=8, F=64, B=4096)
@@ -156,11 +156,13 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--only", default=None, help="a case name or substring")
     parser.add_argument("--repeats", type=int, default=BenchConfig.repeats)
     args = parser.parse_args(argv)
-    runkit.at_least(parser, args, {"--repeats": 1})
-    return run(
-        BenchConfig(only=args.only, out=args.out, repeats=args.repeats),
-        case_list=cases(args.dtype),
+    flags = {"only": "--only", "repeats": "--repeats"}
+    config = runkit.make_config(
+        parser, flags, BenchConfig, only=args.only, out=args.out, repeats=args.repeats
     )
+    case_list = cases(args.dtype)
+    runkit.make_config(parser, flags, select, case_list, config.only)
+    return run(config, case_list=case_list)
 
 
 if __name__ == "__main__":

@@ -159,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     runkit.at_least(
         p, a, {"--workers": 1, "--coeffs": 1, "--trials": 1, "--repeats": 1}
     )
+    if a.coeffs > a.workers:
+        p.error(
+            f"--coeffs: D must be at most --workers M = {a.workers}, got {a.coeffs}"
+        )
     rec = cond_trials_per_second(
         num_workers=a.workers,
         num_coeffs=a.coeffs,

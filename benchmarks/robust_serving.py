@@ -87,6 +87,19 @@ class RobustServingConfig:
     slow_factor: float = 10.0
     seed: int = 0
 
+    def __post_init__(self):
+        name = "RobustServingConfig"
+        for field in ("num_inputs", "num_workers", "num_features", "degree",
+                      "num_requests", "decode_repeats"):  # fmt: skip
+            if getattr(self, field) < 1:
+                raise ValueError(
+                    f"{name}: {field} must be >= 1, got {getattr(self, field)}"
+                )
+        if not self.factors or not all(0 < f < float("inf") for f in self.factors):
+            raise ValueError(
+                f"{name}: factors must list finite sizes > 0, got {self.factors}"
+            )
+
 
 def schemes(cfg: RobustServingConfig, gamma: float):
     """(name, code, policy, noise_fn) of every scheme; ``gamma`` the worker's noise
@@ -327,10 +340,11 @@ def main(argv: list[str] | None = None) -> RobustServingSummary:
         "what it costs.",
     )
     runkit.add_run_arguments(p, out="results/robust_serving", quick=False)
-    runkit.add_config_arguments(p, RobustServingConfig, {"num_requests": "--requests"})
+    flags = {"num_requests": "--requests"}
+    runkit.add_config_arguments(p, RobustServingConfig, flags)
     a = p.parse_args(argv)
-    runkit.at_least(p, a, {"--requests": 1})
-    cfg = RobustServingConfig(**runkit.config_overrides(a, RobustServingConfig))
+    over = runkit.config_overrides(a, RobustServingConfig)
+    cfg = runkit.make_config(p, flags, RobustServingConfig, **over)
     summary = run(cfg, show_progress=not a.no_progress)
     path = runkit.write_summary(Path(a.out) / "summary.json", summary)
     print(format_table(summary))

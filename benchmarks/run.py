@@ -28,28 +28,44 @@ class BenchConfig:
     min_seconds: float = 0.5
     out: str = "results/benchmarks"
 
+    def __post_init__(self):
+        if self.repeats < 1:
+            raise ValueError(f"BenchConfig: repeats must be >= 1, got {self.repeats}")
+        if not 0 <= self.min_seconds < float("inf"):
+            raise ValueError(
+                f"BenchConfig: min_seconds must be finite and >= 0, got "
+                f"{self.min_seconds}"
+            )
+
     @classmethod
     def quick(cls, **overrides) -> BenchConfig:
         """``--quick``: fewer, smaller cases, shorter timing loops."""
         return cls(**{"quick_cases": True, "min_seconds": 0.2, **overrides})
 
 
+def select(case_list: list, only: str | None) -> list:
+    """The cases ``--only`` names: the one of that name, else those whose name
+    holds it, else those its glob matches; every case when it is None.
+
+    Raises:
+      ValueError: naming ``--only``, when it matches no case.
+    """
+    if not only:
+        return list(case_list)
+    for keep in (lambda c: c.name == only, lambda c: only in c.name):
+        if any(map(keep, case_list)):
+            return [c for c in case_list if keep(c)]
+    pattern = only if any(c in only for c in "*?[") else f"*{only}*"
+    selected = [c for c in case_list if fnmatch.fnmatch(c.name, pattern)]
+    if not selected:
+        raise ValueError(f"--only: {only!r} matches no case")
+    return selected
+
+
 def run(config: BenchConfig, *, case_list=None) -> list[dict]:
     """Run the selected cases; write ``results.jsonl`` and ``report.md``."""
     selected = case_list if case_list is not None else cases(config.quick_cases)
-    if config.only and any(c.name == config.only for c in selected):
-        selected = [c for c in selected if c.name == config.only]
-    elif config.only and any(config.only in c.name for c in selected):
-        selected = [c for c in selected if config.only in c.name]
-    elif config.only:
-        pattern = (
-            config.only
-            if any(c in config.only for c in "*?[")
-            else (f"*{config.only}*")
-        )
-        selected = [c for c in selected if fnmatch.fnmatch(c.name, pattern)]
-        if not selected:
-            raise ValueError(f"benchmarks.run: --only {config.only!r} matches no case")
+    selected = select(selected, config.only)
     env = environment()
     rate = matmul_rate()
     records = []
@@ -73,6 +89,9 @@ def run(config: BenchConfig, *, case_list=None) -> list[dict]:
     return records
 
 
+FLAGS = {"only": "--only", "repeats": "--repeats"}
+
+
 def main(argv=None) -> dict[str, list[dict]]:
     """Command-line entry point; returns the summary (``records``: one per case)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -86,9 +105,10 @@ def main(argv=None) -> dict[str, list[dict]]:
     )
     parser.add_argument("--repeats", type=int, default=BenchConfig.repeats)
     args = parser.parse_args(argv)
-    runkit.at_least(parser, args, {"--repeats": 1})
     over = dict(only=args.only, repeats=args.repeats, out=args.out)
-    config = BenchConfig.quick(**over) if args.quick else BenchConfig(**over)
+    make = BenchConfig.quick if args.quick else BenchConfig
+    config = runkit.make_config(parser, FLAGS, make, **over)
+    runkit.make_config(parser, FLAGS, select, cases(config.quick_cases), config.only)
     return {"records": run(config)}
 
 

@@ -8,9 +8,15 @@ shares, at the bottom of the application layer.
   :func:`config_overrides` map the fields of a frozen config dataclass to flags;
   the parser reports a bad option in one line naming it, and its ``int`` and
   ``float`` options take integers >= 0 (:func:`count`) and finite numbers >= 0
-  (:func:`nonneg_float`);
+  (:func:`nonneg_float`), its other options a non-empty value (:func:`text`), a
+  comma list at least one item, ``--out`` a folder it can write (:func:`out_folder`);
+  :func:`make_config` builds the config right after parsing and :func:`refuse`
+  reports its errors under the flags of the fields they name; :func:`only_with`
+  and :func:`not_with` refuse an option another one makes pointless;
 - :func:`write_summary`: strict JSON (``summary.json``): NaN, inf and -inf are
   written as ``null``, never as the non-standard ``NaN``/``Infinity`` tokens;
+- :func:`percentile`, :func:`max_rel_err`, :func:`l2_rel_err`: the statistics of every
+  report, with one treatment of empty, infinite and NaN samples (``runkit.stats``);
 - :func:`environment`: the record of where a run ran (jax version, backend, devices,
   git revision, thread settings).
 
@@ -24,15 +30,24 @@ from .arguments import add_run_arguments as add_run_arguments
 from .arguments import at_least as at_least
 from .arguments import config_overrides as config_overrides
 from .arguments import count as count
+from .arguments import input_file as input_file
+from .arguments import make_config as make_config
 from .arguments import nonneg_float as nonneg_float
+from .arguments import not_with as not_with
 from .arguments import one_line_errors as one_line_errors
+from .arguments import only_with as only_with
+from .arguments import out_folder as out_folder
 from .arguments import refuse as refuse
+from .arguments import text as text
 from .cache import CachedFn as CachedFn
 from .environment import environment as environment
 from .progress import NO_PROGRESS_ENV as NO_PROGRESS_ENV
 from .progress import disable_progress as disable_progress
 from .progress import progress as progress
 from .progress import progress_disabled as progress_disabled
+from .stats import l2_rel_err as l2_rel_err
+from .stats import max_rel_err as max_rel_err
+from .stats import percentile as percentile
 from .summary import fmt as fmt
 from .summary import json_clean as json_clean
 from .summary import write_summary as write_summary

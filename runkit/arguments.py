@@ -8,9 +8,13 @@ leaves the config's own default (or its ``quick()`` preset) alone.
 
 A parser that has the run arguments reports a bad option as one line on stderr,
 ``prog: error: --option: what was expected, got what came``, and exits with
-status 2, never with a traceback; every ``int`` option takes an integer >= 0
-and every ``float`` option a finite number >= 0 (a command checks its own
-ranges beyond that, with ``parser.error``, before it starts any work).
+status 2, never with a traceback; every ``int`` option takes an integer >= 0,
+every ``float`` option a finite number >= 0, every other option a non-empty
+value, and a comma list at least one item, none of them empty. ``--out`` is a
+folder that exists or can be created (never a file). A command then builds its
+config at once with :func:`make_config`: the config's own checks (ranges, names,
+one field against another) run before any work, and their errors are reported
+by :func:`refuse` under the flags of the fields they name.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .progress import NO_PROGRESS_ENV, disable_progress
@@ -32,9 +37,15 @@ __all__ = [
     "at_least",
     "config_overrides",
     "count",
+    "input_file",
+    "make_config",
     "nonneg_float",
+    "not_with",
     "one_line_errors",
+    "only_with",
+    "out_folder",
     "refuse",
+    "text",
 ]
 
 
@@ -54,9 +65,7 @@ def count(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected an integer >= 0, got {text!r}"
-        ) from None
+        v = -1
     if v < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
     return v
@@ -67,15 +76,53 @@ def nonneg_float(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a finite number >= 0, got {text!r}"
-        ) from None
+        v = math.nan
     if not (math.isfinite(v) and v >= 0):
         raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
     return v
 
 
-_CHECKED = {int: count, float: nonneg_float}
+def text(value: str) -> str:
+    """A ``str`` option: a non-empty value (an empty one names nothing)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError(f"expected a non-empty value, got {value!r}")
+    return value
+
+
+def out_folder(value: str) -> str:
+    """``--out`` (and any folder a run writes into): a folder that exists, or one
+    that can be created (its nearest existing parent is a folder this process may
+    write into); never an existing file. Nothing is created here."""
+    text(value)
+    path = os.path.abspath(value)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"expected a folder, got {value!r} (a file)")
+    parent = path
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise argparse.ArgumentTypeError(
+            f"cannot create the folder {value!r}: {parent!r} is a file"
+        )
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(
+            f"cannot write into {value!r}: no write permission in {parent!r}"
+        )
+    return value
+
+
+def input_file(value: str) -> str:
+    """An option that names a file to read: an existing, readable file."""
+    text(value)
+    if not os.path.isfile(value):
+        what = "a folder" if os.path.isdir(value) else "no such file"
+        raise argparse.ArgumentTypeError(f"expected a file, got {value!r} ({what})")
+    if not os.access(value, os.R_OK):
+        raise argparse.ArgumentTypeError(f"cannot read {value!r}")
+    return value
+
+
+_CHECKED = {int: count, float: nonneg_float, str: text, None: text}
 
 
 def _one_line_error(parser: argparse.ArgumentParser):
@@ -95,7 +142,8 @@ def _checked_parse(parser: argparse.ArgumentParser):
 
     def parse_known_args(args=None, namespace=None):
         for action in parser._actions:
-            if action.type in _CHECKED:
+            # every option that takes a value (nargs 0: a switch takes none)
+            if action.option_strings and action.nargs != 0 and action.type in _CHECKED:
                 action.type = _CHECKED[action.type]
         return parse(args, namespace)
 
@@ -112,24 +160,66 @@ def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
+_OWNER = re.compile(r"(?:argument\s+)?([A-Za-z_][\w.]*):\s+")
+
+
 def refuse(
     parser: argparse.ArgumentParser, err: BaseException, flags: Mapping[str, Any]
 ) -> None:
-    """Exits through ``parser.error`` with ``err``'s message, led by the flag of
-    the first config field the message names (``flags``: field name -> flag, or
-    the ``(flag, keywords)`` of :func:`add_config_arguments`), so
-    a config's own check (``SomeConfig: schemes must be ...``) names the option
-    the user typed."""
-    msg = str(err)
-    named = [
-        (m.start(), flag if isinstance(flag, str) else flag[0])
-        for field, flag in flags.items()
-        for m in [re.search(rf"\b{re.escape(field)}\b", msg)]
-        if m is not None
-    ]
-    if named and not msg.startswith("--"):
-        msg = f"{min(named)[1]}: {msg}"
-    parser.error(msg)
+    """Exits through ``parser.error`` with ``err``'s message said in flags.
+
+    ``flags`` maps a config field to its flag (or the ``(flag, keywords)`` of
+    :func:`add_config_arguments`; or any label, such as ``"--config run.toml:
+    key"`` for a value that came from a file). Every field the message names is
+    replaced by its flag, and the line is led by the first of them, so a
+    config's own check (``SomeConfig: error_requests must be at most
+    num_requests = 20, got 50``) reads ``--error-requests: must be at most
+    --requests = 20, got 50``: the option the user typed, and the other option of
+    a constraint between two. The name of the class or function that raised is
+    dropped once a flag leads. A message that names no field is passed on
+    whole."""
+    msg = " ".join(str(err).split())
+    if msg.startswith("argument --"):
+        msg = msg[len("argument ") :]
+    labels = {f: s if isinstance(s, str) else s[0] for f, s in flags.items()}
+    rest = msg
+    while (m := _OWNER.match(rest)) and m.group(1) not in labels:
+        rest = rest[m.end() :]  # "SomeConfig: ", "theory.plan: "
+    if rest.startswith("--"):  # led by its flag already
+        parser.error(rest)
+    first: list[tuple[int, str]] = []
+
+    def swap(m: re.Match) -> str:
+        first.append((m.start(), labels[m.group(0)]))
+        return labels[m.group(0)]
+
+    names = "|".join(sorted(map(re.escape, labels), key=len, reverse=True))
+    if names:
+        rest = re.sub(rf"(?<![\w.'\"-])(?:{names})(?![\w'\"-])", swap, rest)
+    if not first:  # no field named: the whole message
+        parser.error(msg)
+    lead = min(first)[1]
+    if rest.startswith(lead):
+        rest = rest[len(lead) :].lstrip(": ")
+    parser.error(f"{lead}: {rest}")
+
+
+def make_config(
+    parser: argparse.ArgumentParser,
+    flags: Mapping[str, Any],
+    factory: Any,
+    /,
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    """``factory(*args, **kwargs)`` (a config class, its ``quick``, a preset),
+    built right after parsing so the config's own checks run before any work; a
+    ``ValueError`` or ``TypeError`` it raises exits through :func:`refuse` under
+    the flags (``flags``: field name -> flag) of the fields it names."""
+    try:
+        return factory(*args, **kwargs)
+    except (TypeError, ValueError) as err:
+        refuse(parser, err, flags)
 
 
 def at_least(
@@ -151,6 +241,57 @@ def at_least(
             parser.error(f"{flag}: must be >= {low}, got {value!r}")
 
 
+def _given(parser: argparse.ArgumentParser, args: argparse.Namespace, flag: str):
+    """Whether ``flag`` was given: its value is neither None nor False (its
+    default must be one of them)."""
+    dest = next(a.dest for a in parser._actions if flag in a.option_strings)
+    value = getattr(args, dest, None)
+    return value is not None and value is not False
+
+
+def only_with(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    needed: str,
+    options: Sequence[str],
+    *,
+    given: bool | None = None,
+) -> None:
+    """Refuses (``parser.error``, one line naming both) every flag of ``options``
+    given on the command line when ``needed`` was not: an option that would be
+    ignored is an error, never a silent no-op. An option counts as given when its
+    value is neither None nor False (its default must be one of them); ``given``
+    says it for ``needed`` instead (a condition on a value: ``needed`` is then
+    only the text of the message, such as ``"--payload series"``)."""
+    if given if given is not None else _given(parser, args, needed):
+        return
+    for flag in options:
+        if _given(parser, args, flag):
+            parser.error(f"{flag}: applies only with {needed}")
+
+
+def not_with(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    other: str,
+    options: Sequence[str],
+    *,
+    given: bool | None = None,
+    why: str = "",
+) -> None:
+    """Refuses every flag of ``options`` given together with ``other`` (which
+    ignores them, or runs instead of them): ``--flag: does not apply with
+    --other (why)``. ``given`` says whether ``other`` was given, as in
+    :func:`only_with`."""
+    if not (given if given is not None else _given(parser, args, other)):
+        return
+    for flag in options:
+        if _given(parser, args, flag):
+            parser.error(
+                f"{flag}: does not apply with {other}" + (f" ({why})" if why else "")
+            )
+
+
 def add_run_arguments(
     parser: argparse.ArgumentParser,
     *,
@@ -161,7 +302,8 @@ def add_run_arguments(
     """Adds the arguments every experiment shares.
 
     - ``--out DIR``: the output folder, required when ``out`` is None, else its
-      default;
+      default; an existing file, or a folder that cannot be created, is refused
+      (:func:`out_folder`) before any work;
     - ``--quick``: the small configuration (help text ``quick``; ``False``: the
       command has no quick mode and no flag);
     - ``--seed N``: the run's seed, default ``seed`` (``None``: the flag's default
@@ -178,6 +320,7 @@ def add_run_arguments(
     one_line_errors(parser)
     parser.add_argument(
         "--out",
+        type=out_folder,
         required=out is None,
         default=out,
         help="output folder" + ("" if out is None else f" (default {out})"),
@@ -198,18 +341,27 @@ def add_run_arguments(
     return parser
 
 
+_ITEMS = {count: "integers >= 0", nonneg_float: "finite numbers >= 0", text: "names"}
+
+
 def _parse_tuple(item: type):
     item = _CHECKED.get(item, item)
+    name = getattr(item, "__name__", item)
+    what = _ITEMS.get(item, f"{name} values")
 
-    def parse(text: str):
-        try:
-            return tuple(item(v) for v in text.split(",") if v.strip())
-        except (ValueError, argparse.ArgumentTypeError) as err:
+    def parse(value: str):
+        items = [v.strip() for v in value.split(",")]
+        if not all(items):
             raise argparse.ArgumentTypeError(
-                f"a comma list of {getattr(item, '__name__', item)} values: {err}"
-            ) from None
+                f"expected a comma list of {what}, at least one and none empty, "
+                f"got {value!r}"
+            )
+        try:
+            return tuple(item(v) for v in items)
+        except (ValueError, argparse.ArgumentTypeError) as err:
+            raise argparse.ArgumentTypeError(f"a comma list of {what}: {err}") from None
 
-    parse.__name__ = f"list of {getattr(item, '__name__', item)}"
+    parse.__name__ = f"list of {name}"
     return parse
 
 

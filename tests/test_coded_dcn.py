@@ -338,4 +338,5 @@ def test_run_rejects_bad_models_and_data():
 def test_main_rejects_bad_arguments(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--out", str(tmp_path), "--quick", "--repetitions", "0"])
-    assert "num_repetitions" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--repetitions" in err and "got 0" in err

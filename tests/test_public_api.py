@@ -326,6 +326,129 @@ def test_nothing_outside_a_code_dispatches_on_its_type():
             )
 
 
+SERVING = ROOT / "codedjax" / "serving"
+# private members a serving module may reach that are no serving module's own:
+# the namedtuple API, and the latency models' sampling hook (codedjax/_latency.py)
+NOT_SERVINGS = {"_replace", "_asdict", "_fields", "_make", "_columns"}
+# the serving modules that implement backends; the others are the engine's side
+BACKEND_MODULES = {"_backends", "_thread_cluster", "_pool", "_virtual", "_ray"}
+
+
+def _private(name):
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_members(tree):
+    """The private names a module defines: its functions and classes, what it
+    assigns (``self._x = ...``, class attributes) and its ``__slots__``."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Assign) and any(
+            getattr(t, "id", None) == "__slots__" for t in node.targets
+        ):
+            names |= {e.value for e in ast.walk(node.value)
+                      if isinstance(e, ast.Constant)}  # fmt: skip
+    return {n for n in names if isinstance(n, str) and _private(n)}
+
+
+def _members_reached(tree):
+    """(line, name) of every member the module reaches on an object:
+    ``obj.name``, and ``getattr`` / ``hasattr`` / ``setattr`` with a constant."""
+    probes = ("getattr", "hasattr", "setattr", "delattr")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            yield node.lineno, node.attr
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", None) in probes
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+        ):
+            yield node.lineno, node.args[1].value
+
+
+def test_no_serving_module_reaches_a_private_member_of_another():
+    """The serving modules talk through declared members (docs/serving.md,
+    "Architecture"): a private name a module reaches is one it defines itself.
+    Name-based: a private name defined in both modules passes."""
+    for path in sorted(SERVING.glob("*.py")):
+        tree = _tree(path)
+        own = _private_members(tree) | NOT_SERVINGS
+        for line, name in _members_reached(tree):
+            if isinstance(name, str) and _private(name):
+                assert name in own, (
+                    f"{path.name}:{line} reaches {name}, a private member of "
+                    f"another module's object"
+                )
+
+
+def _backend_receiver(node):
+    """The expression is a backend: ``backend``, ``cluster``, ``x.backend``,
+    ``self.cluster``, ``self._cluster``, ..."""
+    name = getattr(node, "id", None) or getattr(node, "attr", None)
+    return name in ("backend", "cluster", "_cluster")
+
+
+def _declared_backend_members():
+    """What ``Backend`` and ``BackendBase`` declare: methods and attributes."""
+    declared = {}
+    for node in _tree(SERVING / "_backends.py").body:
+        if isinstance(node, ast.ClassDef) and node.name in ("Backend", "BackendBase"):
+            names = set()
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef):
+                    names.add(item.name)
+                elif isinstance(item, ast.AnnAssign):
+                    names.add(item.target.id)
+            declared[node.name] = names
+    return declared
+
+
+def test_the_engine_calls_only_members_the_backend_protocol_declares():
+    """Every member the engine's side (the servers, the frontend, the warm-up,
+    the load runner) uses on a backend is declared by the Backend protocol or,
+    for the optional ones, with its default by BackendBase; none is probed with
+    getattr/hasattr (BackendBase.of is the one place that looks)."""
+    declared = _declared_backend_members()
+    required = {"start", "now", "submit", "next_completed", "cancel", "close"}
+    assert declared["Backend"] == required
+    optional = {"warmup", "work", "advance", "wake", "virtual_clock", "can_wake"}
+    assert optional <= declared["BackendBase"]
+    members = declared["Backend"] | declared["BackendBase"]
+    for path in sorted(SERVING.glob("*.py")):
+        if path.stem in BACKEND_MODULES:
+            continue
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Attribute) and _backend_receiver(node.value):
+                assert node.attr in members, (
+                    f"{path.name}:{node.lineno} uses backend.{node.attr}, which "
+                    f"the Backend protocol does not declare"
+                )
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) in ("getattr", "hasattr")
+                and node.args
+                and _backend_receiver(node.args[0])
+            ):
+                raise AssertionError(
+                    f"{path.name}:{node.lineno} probes the backend with "
+                    f"{node.func.id}: declare the member in BackendBase"
+                )
+    # the library's clusters have the declared defaults
+    clusters = {"_thread_cluster": "ThreadCluster", "_virtual": "SimulatedCluster",
+                "_ray": "RayCluster"}  # fmt: skip
+    for stem, cls in clusters.items():
+        (node,) = [n for n in _tree(SERVING / f"{stem}.py").body
+                   if isinstance(n, ast.ClassDef) and n.name == cls]  # fmt: skip
+        assert [getattr(b, "id", None) for b in node.bases] == ["BackendBase"], cls
+
+
 def test_every_command_line_uses_the_run_kit():
     """One way to add --out/--quick/--seed/--no-progress: every ``main`` that
     builds a parser calls runkit.add_run_arguments, and no file defines the flag
@@ -363,3 +486,59 @@ def test_importing_starts_no_backend():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False", "an import started jax's backend"
+
+
+def _module_graph():
+    """Every module of the library, the run kit and the applications, with the
+    modules it imports (at the top or inside a function: both run)."""
+    mods = {}
+    for pkg in ("codedjax", "runkit", "theory", "models", "benchmarks"):
+        for path in (ROOT / pkg).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            mods[".".join(parts)] = path
+    graph = {}
+    for name, path in mods.items():
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        deps = set()
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = here[: len(here) - (node.level - 1)]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            deps.update(t for t in targets if t in mods and t != name)
+        # a package and its own modules import each other by design (re-exports)
+        graph[name] = {
+            d
+            for d in deps
+            if not (d.startswith(name + ".") or name.startswith(d + "."))
+        }
+    return graph
+
+
+def test_no_import_circle_anywhere():
+    """No two modules import each other, directly or through others, counting the
+    imports inside functions (a circle hidden behind a late import is still one)."""
+    graph = _module_graph()
+    state, circles = {}, []
+
+    def visit(v, path):
+        state[v] = "open"
+        for w in sorted(graph[v]):
+            if state.get(w) == "open":
+                circles.append(path[path.index(w) :] + [w])
+            elif w not in state:
+                visit(w, path + [w])
+        state[v] = "done"
+
+    for v in sorted(graph):
+        if v not in state:
+            visit(v, [v])
+    assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles)

@@ -149,3 +149,135 @@ def test_cached_fn_runs_each_distinct_input_once():
     np.testing.assert_array_equal(f(x.copy()), 2 * x)  # equal bytes: served
     f(x.astype(np.float32))  # another dtype: run again
     assert calls == [3, 3] and f.images_run == 6
+
+
+def _error(p, argv, capsys) -> str:
+    with pytest.raises(SystemExit) as e:
+        p.parse_args(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+def test_every_option_takes_a_value_that_names_something(tmp_path, capsys):
+    p = argparse.ArgumentParser(prog="cmd")
+    runkit.add_run_arguments(p, out=str(tmp_path / "new" / "deeper"))
+    runkit.add_config_arguments(
+        p, _Cfg, {"sizes": "--sizes", "name": "--name", "scale": "--scale"}
+    )
+    p.add_argument("--free")
+    # a new folder below an existing one is fine (nothing is created at parse)
+    a = p.parse_args(["--sizes", " 8, 16", "--free", "x"])
+    assert a.sizes == (8, 16) and not (tmp_path / "new").exists()
+    for argv, says in [
+        (["--sizes", ""], "--sizes: expected a comma list of integers >= 0"),
+        (["--sizes", "8,,16"], "none empty, got '8,,16'"),
+        (["--sizes", "8,"], "--sizes: expected a comma list"),
+        (["--sizes", "8,-1"], "--sizes: a comma list of integers >= 0"),
+        (["--name", ""], "--name: expected a non-empty value, got ''"),
+        (["--free", " "], "--free: expected a non-empty value"),
+        (["--scale=-inf"], "expected a finite number >= 0, got '-inf'"),
+        (["--out", ""], "--out: expected a non-empty value"),
+    ]:
+        msg = _error(p, argv, capsys)
+        flag = argv[0].split("=")[0]
+        assert msg.startswith(f"cmd: error: {flag}: ") and says in msg, msg
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    msg = _error(p, ["--out", str(afile)], capsys)
+    assert msg == f"cmd: error: --out: expected a folder, got {str(afile)!r} (a file)"
+    msg = _error(p, ["--out", str(afile / "x" / "y")], capsys)
+    assert (
+        "--out: cannot create the folder" in msg and f"{str(afile)!r} is a file" in msg
+    )
+    # the default is checked too: a run never starts towards an impossible folder
+    q = runkit.add_run_arguments(argparse.ArgumentParser(prog="q"), out=str(afile))
+    assert "--out: expected a folder" in _error(q, [], capsys)
+    assert runkit.input_file(str(afile)) == str(afile)
+    for bad, why in ((tmp_path, "a folder"), (tmp_path / "nope", "no such file")):
+        with pytest.raises(argparse.ArgumentTypeError, match=why):
+            runkit.input_file(str(bad))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Checked:
+    num_requests: int = 10
+    error_requests: int = 5
+    names: tuple[str, ...] = ("a",)
+
+    def __post_init__(self):
+        if self.error_requests > self.num_requests:
+            raise ValueError(
+                f"_Checked: error_requests must be at most num_requests = "
+                f"{self.num_requests}, got {self.error_requests}"
+            )
+        if not set(self.names) <= {"a", "b"}:
+            raise ValueError(f"_Checked: names must be among a, b, got {self.names}")
+
+
+def test_a_config_error_is_said_in_flags(capsys):
+    flags = {"num_requests": "--requests", "error_requests": "--error-requests",
+             "names": ("--names", {})}  # fmt: skip
+    p = runkit.add_config_arguments(
+        runkit.add_run_arguments(argparse.ArgumentParser(prog="cmd"), out="o"),
+        _Checked,
+        flags,
+    )
+
+    def make(argv):
+        a = p.parse_args(argv)
+        return runkit.make_config(
+            p, flags, _Checked, **runkit.config_overrides(a, _Checked)
+        )
+
+    assert make(["--names", "b,a"]) == _Checked(names=("b", "a"))
+    # one option against another: led by the one, naming the other
+    assert _error_of(make, ["--error-requests", "50", "--requests", "20"], capsys) == (
+        "cmd: error: --error-requests: must be at most --requests = 20, got 50"
+    )
+    assert _error_of(make, ["--names", "a,c"], capsys) == (
+        "cmd: error: --names: must be among a, b, got ('a', 'c')"
+    )
+    # a message led by a flag already, or naming no field, is passed on whole
+    for err, says in [
+        (ValueError("theory.plan: --latency: bad"), "--latency: bad"),
+        (ValueError("argument --eta: must lie in (0, 1)"), "--eta: must lie in (0, 1)"),
+        (ValueError("f: nothing known"), "f: nothing known"),
+        # a label of a value from a file: the file and the key
+        (ValueError("Cfg: names: rows of 3"), "--config r.toml: names: rows of 3"),
+    ]:
+        labels = {**flags, "names": "--config r.toml: names"}
+        with pytest.raises(SystemExit):
+            runkit.refuse(p, err, labels)
+        assert capsys.readouterr().err == f"cmd: error: {says}\n"
+
+
+def _error_of(make, argv, capsys) -> str:
+    with pytest.raises(SystemExit) as e:
+        make(argv)
+    assert e.value.code == 2
+    return capsys.readouterr().err.strip()
+
+
+def test_an_option_that_would_be_ignored_is_refused(capsys):
+    p = runkit.add_run_arguments(argparse.ArgumentParser(prog="cmd"), out="o")
+    p.add_argument("--distributed", action="store_true")
+    p.add_argument("--coordinator")
+    p.add_argument("--merge", nargs="+")
+    p.add_argument("--requests", type=int)
+
+    def check(argv):
+        a = p.parse_args(argv)
+        runkit.only_with(p, a, "--distributed", ["--coordinator"])
+        runkit.not_with(p, a, "--merge", ["--requests"], why="it runs nothing")
+        return a
+
+    check(["--distributed", "--coordinator", "h:1"])
+    check(["--merge", "d", "--seed", "3"])
+    assert _error_of(check, ["--coordinator", "h:1"], capsys) == (
+        "cmd: error: --coordinator: applies only with --distributed"
+    )
+    assert _error_of(check, ["--merge", "d", "--requests", "0"], capsys) == (
+        "cmd: error: --requests: does not apply with --merge (it runs nothing)"
+    )

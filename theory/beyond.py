@@ -57,6 +57,20 @@ class BeyondConfig:
     trials: int = 4000
     seed: int = 0
 
+    def __post_init__(self):
+        for name in ("workers", "coeffs", "trials"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"BeyondConfig: {name} must be >= 1, got {getattr(self, name)}"
+                )
+        if self.coeffs > self.workers:
+            raise ValueError(
+                f"BeyondConfig: coeffs must be at most workers = {self.workers} "
+                f"(D <= M), got {self.coeffs}"
+            )
+        if not 0.0 < self.eta < 1.0:
+            raise ValueError(f"BeyondConfig: eta must lie in (0, 1), got {self.eta}")
+
     @classmethod
     def quick(cls, **overrides: Any) -> BeyondConfig:
         """The ``--quick`` configuration: 500 trials."""
@@ -236,9 +250,9 @@ def main(argv: Sequence[str] | None = None) -> BeyondSummary:
     )
     runkit.add_config_arguments(p, BeyondConfig, FLAGS)
     a = p.parse_args(argv)
-    runkit.at_least(p, a, {"--workers": 1, "--coeffs": 1, "--trials": 1})
     over = runkit.config_overrides(a, BeyondConfig)
-    cfg = BeyondConfig.quick(**over) if a.quick else BeyondConfig(**over)
+    make = BeyondConfig.quick if a.quick else BeyondConfig
+    cfg = runkit.make_config(p, FLAGS, make, **over)
     summary = run(cfg)
     text = table(summary["rows"])
     runkit.write_summary(os.path.join(a.out, "summary.json"), summary)

@@ -35,6 +35,31 @@ class DemoConfig:
     responses: tuple[int, ...] = (22, 24, 26, 30, 35, 40)
     seed: int = 0
 
+    def __post_init__(self):
+        object.__setattr__(self, "responses", tuple(self.responses))
+        for name in ("num_inputs", "num_workers", "features", "num_masks"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"DemoConfig: {name} must be >= 1, got {getattr(self, name)}"
+                )
+        if self.cross_layers < 0:
+            raise ValueError(
+                f"DemoConfig: cross_layers must be >= 0, got {self.cross_layers}"
+            )
+        d = cj.recovery_threshold(self.num_inputs, self.cross_layers + 1)
+        if d > self.num_workers:
+            raise ValueError(
+                f"DemoConfig: num_workers must be at least D = {d} (num_inputs = "
+                f"{self.num_inputs}, cross_layers = {self.cross_layers}), got "
+                f"{self.num_workers}"
+            )
+        bad = [n for n in self.responses if not d <= n <= self.num_workers]
+        if bad or not self.responses:
+            raise ValueError(
+                f"DemoConfig: responses must each lie in [D, num_workers] = "
+                f"[{d}, {self.num_workers}], got {list(self.responses)}"
+            )
+
     @classmethod
     def quick(cls, **overrides) -> DemoConfig:
         """The demo is small already: ``quick()`` is the default configuration."""
@@ -197,11 +222,9 @@ def main(argv=None) -> DemoSummary:
     runkit.add_run_arguments(parser, out="results/demo")
     runkit.add_config_arguments(parser, DemoConfig, FLAGS)
     args = parser.parse_args(argv)
-    runkit.at_least(
-        parser, args, {"--inputs": 1, "--workers": 1, "--masks": 1, "--responses": 1}
-    )
     over = runkit.config_overrides(args, DemoConfig)
-    cfg = DemoConfig.quick(**over) if args.quick else DemoConfig(**over)
+    make = DemoConfig.quick if args.quick else DemoConfig
+    cfg = runkit.make_config(parser, FLAGS, make, **over)
     t0 = time.perf_counter()
     summary = run_demo(cfg)
     summary["seconds"] = time.perf_counter() - t0

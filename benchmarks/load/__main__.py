@@ -39,25 +39,10 @@ def main(argv: list[str] | None = None) -> dict:
                              "point, one delay model")  # fmt: skip
     runkit.add_config_arguments(p, LoadConfig, FLAGS)
     a = p.parse_args(argv)
-    runkit.at_least(p, a, {"--check-workers": 1})
     over = runkit.config_overrides(a, LoadConfig)
     over["seed"] = a.seed
-    named = [("--delays", n) for n in over.get("delays", ())]
-    named += [("--check-delay", over["check_delay"])] if "check_delay" in over else []
-    for flag, name in named:
-        if name not in DELAY_MODELS:
-            p.error(f"{flag}: {name!r} is not one of {', '.join(DELAY_MODELS)}")
-    if any(m <= over.get("num_inputs", 8) for m in over.get("workers", ())):
-        p.error("--workers: every M must exceed K = 8")
-    if over.get("p99_target", 1.0) <= 0:
-        p.error("--p99-target: must be > 0 seconds")
-    for flag, key in (
-        ("--queries", "num_queries"),
-        ("--noloss-queries", "noloss_queries"),
-    ):
-        if over.get(key, 1) < 1:
-            p.error(f"{flag}: must be >= 1")
-    cfg = LoadConfig.quick(**over) if a.quick else LoadConfig(**over)
+    make = LoadConfig.quick if a.quick else LoadConfig
+    cfg = runkit.make_config(p, FLAGS, make, **over)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     summary = run_load(

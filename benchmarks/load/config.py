@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import codedjax as cj
 
@@ -86,6 +87,72 @@ class LoadConfig:
     check_workers: int = 16
     thread_timeout: float = 60.0
     seed: int = 0
+
+    def __post_init__(self):
+        name = "LoadConfig"
+        k = self.num_inputs
+        counts = {"num_inputs": 1, "num_features": 1, "num_queries": 1,
+                  "num_rates": 1, "bisection": 0, "accuracy_groups": 1,
+                  "thread_queries": 1, "noloss_queries": 1, "seed": 0}  # fmt: skip
+        for field, low in counts.items():
+            if getattr(self, field) < low:
+                raise ValueError(
+                    f"{name}: {field} must be >= {low}, got {getattr(self, field)}"
+                )
+        lists = {
+            "workers": lambda m: m > k,
+            "delays": lambda d: d in DELAY_MODELS,
+            "group_deadlines": lambda t: 0 < t < math.inf,
+            "replication": lambda c: c >= 1,
+            "thread_rates": lambda f: 0 < f <= 1,
+        }
+        wants = {
+            "workers": f"M > K = {k} each",
+            "delays": f"names of {', '.join(DELAY_MODELS)}",
+            "group_deadlines": "seconds > 0 each",
+            "replication": "factors c >= 1 each",
+            "thread_rates": "fractions in (0, 1] of a scheme's sustained rate",
+        }
+        for field, ok in lists.items():
+            v = tuple(getattr(self, field))
+            if not v or not all(map(ok, v)):
+                raise ValueError(
+                    f"{name}: {field} must list {wants[field]}, got {list(v)}"
+                )
+        if self.check_delay not in DELAY_MODELS:
+            raise ValueError(
+                f"{name}: check_delay must be one of {', '.join(DELAY_MODELS)}, "
+                f"got {self.check_delay!r}"
+            )
+        if self.check_workers <= k:
+            raise ValueError(
+                f"{name}: check_workers must exceed K = {k} (as every workers M "
+                f"does), got {self.check_workers}"
+            )
+        ranges = {
+            "p99_target": (0, math.inf, "seconds > 0"),
+            "error_factor": (0, math.inf, "> 0"),
+            "noloss_deadline": (0, math.inf, "seconds > 0"),
+            "thread_timeout": (0, math.inf, "seconds > 0"),
+            "grid_top": (0, math.inf, "> 0"),
+        }
+        for field, (lo, hi, want) in ranges.items():
+            if not lo < getattr(self, field) < hi:
+                raise ValueError(
+                    f"{name}: {field} must be finite {want}, got {getattr(self, field)}"
+                )
+        if not 0 < self.noloss_fraction <= 1:
+            raise ValueError(
+                f"{name}: noloss_fraction must lie in (0, 1], got "
+                f"{self.noloss_fraction}"
+            )
+        if not 0 <= self.warmup < 1:
+            raise ValueError(f"{name}: warmup must lie in [0, 1), got {self.warmup}")
+        if not (1 < self.saturated < math.inf and 1 <= self.grid_span < math.inf):
+            raise ValueError(
+                f"{name}: need finite saturated > 1 and grid_span >= 1, got "
+                f"{self.saturated} and {self.grid_span}"
+            )
 
     @classmethod
     def quick(cls, **overrides) -> LoadConfig:

@@ -23,6 +23,7 @@ import numpy as np
 
 import codedjax as cj
 from codedjax.serving import FirstDecodable, FixedN, Injector
+from runkit import max_rel_err
 
 from .config import LoadConfig
 
@@ -61,9 +62,7 @@ def queries(cfg: LoadConfig, count: int, *, seed: int = 0) -> np.ndarray:
 
 
 def _rel_err(value: np.ndarray, x: np.ndarray, cfg: LoadConfig) -> np.ndarray:
-    t = truth(cfg, x)
-    err = np.abs(np.asarray(value, np.float64) - t).max(axis=(1, 2))
-    return err / np.abs(t).max(axis=(1, 2))
+    return max_rel_err(value, truth(cfg, x))
 
 
 def baseline_error(cfg: LoadConfig) -> float:

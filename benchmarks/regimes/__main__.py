@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import runkit
@@ -32,6 +33,17 @@ FLAGS = {
 }
 
 
+def _run_dir(value: str) -> str:
+    """``--merge DIR``: the folder of an earlier run (it holds summary.json)."""
+    runkit.text(value)
+    if not os.path.isfile(os.path.join(value, "summary.json")):
+        raise argparse.ArgumentTypeError(
+            f"expected the folder of an earlier run (with its summary.json), got "
+            f"{value!r}"
+        )
+    return value
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Command-line entry point; returns the summary."""
     p = argparse.ArgumentParser(
@@ -47,29 +59,31 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument(
         "--merge",
         nargs="+",
+        type=_run_dir,
         metavar="DIR",
         help="merge the summaries of earlier runs (each DIR/summary.json: pieces "
         "of one grid, the same settings) into one report and map in --out; runs "
         "nothing",
     )
     a = p.parse_args(argv)
+    runkit.not_with(
+        p, a, "--merge", [f for f, _ in FLAGS.values()], why="it runs nothing"
+    )
+    over = runkit.config_overrides(a, RegimesConfig)
     if a.merge is not None:
         try:
             summary = merge_dirs(a.merge, a.out)
         except ValueError as e:
-            p.error(str(e))
+            text = str(e)
+            p.error(text if text.startswith("--merge") else f"--merge: {text}")
         print(summary["headline"])
         print(
             f"wrote {a.out}/summary.json, report.md and the winner maps",
             file=sys.stderr,
         )
         return summary
-    runkit.at_least(p, a, {"--requests": 1})
-    over = runkit.config_overrides(a, RegimesConfig)
-    try:
-        cfg = RegimesConfig.quick(**over) if a.quick else RegimesConfig(**over)
-    except ValueError as e:
-        p.error(str(e))
+    make = RegimesConfig.quick if a.quick else RegimesConfig
+    cfg = runkit.make_config(p, FLAGS, make, **over)
     summary = run_regimes(cfg, out=a.out, show_progress=not a.no_progress)
     print(summary["headline"])
     print(

@@ -104,38 +104,45 @@ class RegimesConfig:
         return cls(**{**base, **overrides})
 
     def __post_init__(self):
-        for w in self.workloads:
-            if w not in WORKLOADS:
+        name = "RegimesConfig"
+        lists = {
+            "num_inputs": (lambda k: k >= 2, "K >= 2 each"),
+            "ratios": (lambda r: 1 <= r < math.inf, "M/K >= 1 each"),
+            "workloads": (lambda w: w in WORKLOADS, f"names of {WORKLOADS}"),
+            "stragglers": (lambda s: s in STRAGGLERS, f"names of {STRAGGLERS}"),
+            "n_fractions": (lambda f: 0 <= f <= 1, "fractions in [0, 1]"),
+        }
+        for field, (ok, want) in lists.items():
+            v = tuple(getattr(self, field))
+            if not v or not all(map(ok, v)):
+                raise ValueError(f"{name}: {field} must list {want}, got {list(v)}")
+        lows = {"num_requests": 1, "error_requests": 1, "width": 1, "nercc_groups": 1,
+                "master_requests": 0, "spot_requests": 0, "seed": 0}  # fmt: skip
+        for field, low in lows.items():
+            if getattr(self, field) < low:
                 raise ValueError(
-                    f"RegimesConfig: workloads must be among {WORKLOADS}, got {w!r}"
+                    f"{name}: {field} must be >= {low}, got {getattr(self, field)}"
                 )
-        for s in self.stragglers:
-            if s not in STRAGGLERS:
-                raise ValueError(
-                    f"RegimesConfig: stragglers must be among {STRAGGLERS}, got {s!r}"
-                )
-        if not self.num_inputs or any(k < 2 for k in self.num_inputs):
+        if not 0 < self.target_factor < math.inf:
             raise ValueError(
-                f"RegimesConfig: num_inputs (--k) must be K >= 2 each, got "
-                f"{self.num_inputs}"
+                f"{name}: target_factor must be finite and > 0, got "
+                f"{self.target_factor}"
             )
-        for name in ("num_requests", "error_requests", "width"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"RegimesConfig: {name} must be >= 1, got {getattr(self, name)}"
-                )
-        if not self.target_factor > 0:
+        if not 0 < self.nercc_responses <= 1:
             raise ValueError(
-                f"RegimesConfig: target_factor must be > 0, got {self.target_factor}"
+                f"{name}: nercc_responses must lie in (0, 1], got "
+                f"{self.nercc_responses}"
             )
-        if any(r < 1 for r in self.ratios):
+        sm = self.nercc_smoothing
+        if sm is not None and not (len(sm) == 2 and all(0 <= v < math.inf for v in sm)):
             raise ValueError(
-                f"RegimesConfig: ratios (--ratios) must be M/K >= 1, got {self.ratios}"
+                f"{name}: nercc_smoothing must be None or (encoder, decoder) "
+                f"values >= 0, got {sm}"
             )
         if self.error_requests > self.num_requests:
             raise ValueError(
-                f"RegimesConfig: error_requests ({self.error_requests}) must be at "
-                f"most num_requests ({self.num_requests})"
+                f"{name}: error_requests must be at most num_requests = "
+                f"{self.num_requests}, got {self.error_requests}"
             )
 
     def grid(self) -> list[tuple[int, int]]:

@@ -20,6 +20,7 @@ from codedjax.serving import (
     simulate_latency,
 )
 from models.layerwise import CachedPlan, pipeline_values
+from runkit import percentile
 
 from .config import RegimesConfig, latency_model
 from .schemes import schemes
@@ -31,15 +32,6 @@ _CHUNK = 256
 #: payloads are widened to this many columns by repeating their own, so one decode
 #: program per code serves every workload (the error is read on the first F)
 _WIDTH = 32
-
-
-def _pct(a, q) -> float:
-    a = np.asarray(a, np.float64)
-    if not a.size:
-        return math.nan
-    # no interpolation next to an infinite value (a decode that failed)
-    method = "linear" if np.isfinite(a).all() else "higher"
-    return float(np.percentile(a, q, method=method))
 
 
 def _chunks(n):
@@ -211,26 +203,26 @@ def run_block(cfg: RegimesConfig, k: int, m: int, straggler: str, progress=None)
                     err = errors(sch.code, n, masks, name)
                 tries.append((n, lat, err, okf))
                 if target is None and sch.name == "uncoded":
-                    target = cfg.target_factor * _pct(err, 50)
-                if target is not None and _pct(err, 50) <= target:
+                    target = cfg.target_factor * percentile(err, 50)
+                if target is not None and percentile(err, 50) <= target:
                     break  # the smallest N of the grid that meets the target
             n, lat, err, okf = tries[-1]
-            med = _pct(err, 50)
+            med = percentile(err, 50)
             row.update(
                 {
                     "applies": True,
                     "n": int(n) if sch.policy != "first" else None,
                     "rounds": sch.rounds,
-                    "latency_ms": {q: 1e3 * _pct(lat, q) for q in (50, 99, 99.9)},
+                    "latency_ms": {q: 1e3 * percentile(lat, q) for q in (50, 99, 99.9)},
                     "ok_fraction": okf,
                     "error_median": med,
-                    "error_p99": _pct(err, 99),
+                    "error_p99": percentile(err, 99),
                     "meets_target": bool(med <= target),
                     "tried": [
                         {
                             "n": int(t[0]),
-                            "p99_ms": 1e3 * _pct(t[1], 99),
-                            "error_median": _pct(t[2], 50),
+                            "p99_ms": 1e3 * percentile(t[1], 99),
+                            "error_median": percentile(t[2], 50),
                         }
                         for t in tries
                     ],

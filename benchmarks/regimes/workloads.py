@@ -23,6 +23,7 @@ import numpy as np
 from flax import nnx
 
 from models.dcn import DCNConfig, DCNv2
+from runkit import max_rel_err
 
 __all__ = ["WORKLOADS", "Workload", "batched_worker", "inputs", "rel_err", "workload"]
 
@@ -130,16 +131,11 @@ def inputs(seed: int, count: int, num_inputs: int, width: int) -> np.ndarray:
     return rng.uniform(-1, 1, (count, num_inputs, width)).astype(np.float32)
 
 
-def rel_err(value: np.ndarray, truth: np.ndarray) -> np.ndarray:
-    """max |value - truth| / max |truth| per request (float64)."""
-    t = np.asarray(truth, np.float64)
-    ax = tuple(range(1, t.ndim))
-    err = np.abs(np.asarray(value, np.float64) - t).max(axis=ax)
-    return err / np.abs(t).max(axis=ax)
-
-
 @cache
 def batched_worker(wl: Workload, dtype=jnp.bfloat16):
     """jit(vmap(vmap(worker))): [B, M, F_in] -> [B, M, F_out]; one per (workload,
     dtype), so that every cell and code of a run reuses its compiled programs."""
     return jax.jit(jax.vmap(jax.vmap(lambda v: wl.worker(v, dtype))))
+
+
+rel_err = max_rel_err

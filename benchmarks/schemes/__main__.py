@@ -28,12 +28,13 @@ def _check_mnist_options(p: argparse.ArgumentParser, cfg: SchemesConfig) -> None
     bad = [n for n in cfg.mnist_responses if not 1 <= n <= cfg.num_workers]
     if bad:
         p.error(
-            f"--mnist-responses: every N must satisfy 1 <= N <= M = "
+            f"--mnist-responses: every N must satisfy 1 <= N <= --workers M = "
             f"{cfg.num_workers}; got {bad}"
         )
     if cfg.mnist_queries < 0 or 0 < cfg.mnist_queries < k:
         p.error(
-            f"--mnist-queries: 0 (all) or at least K = {k}; got {cfg.mnist_queries}"
+            f"--mnist-queries: 0 (all) or at least --inputs K = {k}; got "
+            f"{cfg.mnist_queries}"
         )
     names: set[str] = set()
     for m in (k + k // grp, cfg.num_workers):
@@ -47,11 +48,6 @@ def _check_mnist_options(p: argparse.ArgumentParser, cfg: SchemesConfig) -> None
 def _check_model_options(p: argparse.ArgumentParser, cfg: SchemesConfig) -> None:
     import codedjax as cj
 
-    bad = [n for n in cfg.model_panels if n not in ("adult", "mnist")]
-    if bad or not cfg.model_panels:
-        p.error(
-            f"--model-panels: choose from adult, mnist; got {list(cfg.model_panels)}"
-        )
     if "mnist" in cfg.model_panels:
         _check_mnist_options(p, cfg)
     if "adult" not in cfg.model_panels:
@@ -62,15 +58,14 @@ def _check_model_options(p: argparse.ArgumentParser, cfg: SchemesConfig) -> None
     bad = [n for n in cfg.model_responses if not d <= n <= cfg.num_workers]
     if bad or not cfg.model_responses:
         p.error(
-            f"--model-responses: every N must satisfy D = {d} <= N <= M = "
-            f"{cfg.num_workers}; got {list(cfg.model_responses)}"
+            f"--model-responses: every N must satisfy D = {d} <= N <= --workers M "
+            f"= {cfg.num_workers}; got {list(cfg.model_responses)}"
         )
-    if cfg.model_dtype not in ("bfloat16", "float16", "float32"):
-        p.error(f"--model-dtype: bfloat16, float16 or float32; got {cfg.model_dtype}")
-    if cfg.model_repetitions < 1 or cfg.model_queries < 0:
-        p.error("--model-repetitions: must be >= 1 (and --model-queries >= 0)")
     if cfg.num_workers < 2 * cfg.num_inputs:
-        p.error("--workers: the model panel's RepApprox needs M >= 2 K")
+        p.error(
+            f"--workers: the model panel's RepApprox needs M >= 2 K = "
+            f"{2 * cfg.num_inputs} (--inputs {cfg.num_inputs}), got {cfg.num_workers}"
+        )
     from .models import model_rows
 
     deg = 1 + QUICK_TRAIN.num_cross_layers
@@ -78,6 +73,72 @@ def _check_model_options(p: argparse.ArgumentParser, cfg: SchemesConfig) -> None
     unknown = sorted(set(cfg.model_rows) - set(names))
     if unknown:
         p.error(f"--model-rows: choose from {', '.join(names)}; got {unknown}")
+
+
+def _check_schemes(p: argparse.ArgumentParser, cfg: SchemesConfig) -> None:
+    """``--schemes``: every name runs in some panel, and every panel of the run
+    (each workload and worker dtype, at M and at ParM's M = K + K/k for degree 1,
+    as :func:`benchmarks.schemes.pipeline.run` lays them out) has one of them."""
+    if not cfg.only:
+        return
+    from .config import schemes
+    from .workloads import workloads
+
+    k = cfg.num_inputs
+    parm_m = k + k // cfg.parm_group
+    known: set[str] = set()
+    for wl in workloads(cfg):
+        if wl.name not in cfg.workloads:
+            continue
+        ms = [cfg.num_workers] + ([parm_m] if wl.degree == 1 else [])
+        for m in dict.fromkeys(ms):
+            for dtype in cfg.dtypes:
+                names = {s.name for s in schemes(k, m, wl.degree, dtype)}
+                known |= names
+                if not names & set(cfg.only):
+                    p.error(
+                        f"--schemes: none of {', '.join(cfg.only)} fits the "
+                        f"{wl.name} panel at K = {k}, M = {m} (--inputs, --workers); "
+                        f"it has {', '.join(sorted(names))}"
+                    )
+    unknown = [s for s in cfg.only if s not in known]
+    if unknown:
+        p.error(
+            f"--schemes: {', '.join(unknown)} runs in no panel of this run; "
+            f"choose from {', '.join(sorted(known))}"
+        )
+
+
+# the model panels' options (--models): both panels', the Adult panel's, MNIST's
+MODEL_FLAGS = ["--model-panels", "--model-repetitions", "--ckpt-dir"]
+ADULT_FLAGS = ["--model-responses", "--model-queries", "--model-dtype", "--model-rows"]
+MNIST_FLAGS = ["--mnist-model", "--mnist-responses", "--mnist-queries", "--mnist-rows"]
+
+FLAGS = {
+    "trials": "--trials",
+    "n_step": "--n-step",
+    "num_workers": "--workers",
+    "dtypes": "--dtypes",
+    "exhaustive": "--no-exhaustive",
+    "num_inputs": "--inputs",
+    "only": "--schemes",
+    "workloads": "--workloads",
+    "models": (
+        "--models",
+        {"help": "add the model panels (Adult DCNv2, MNIST; --model-panels)"},
+    ),
+    "model_responses": "--model-responses",
+    "model_repetitions": "--model-repetitions",
+    "model_queries": "--model-queries",
+    "model_dtype": "--model-dtype",
+    "model_rows": "--model-rows",
+    "ckpt_dir": ("--ckpt-dir", {"type": runkit.out_folder}),
+    "model_panels": "--model-panels",
+    "mnist_model": "--mnist-model",
+    "mnist_responses": "--mnist-responses",
+    "mnist_queries": "--mnist-queries",
+    "mnist_rows": "--mnist-rows",
+}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -88,55 +149,20 @@ def main(argv: list[str] | None = None) -> dict:
         "masks: cond and decoded error against N, bf16 and float32 workers.",
     )
     runkit.add_run_arguments(p, out=None, seed=None)
-    runkit.add_config_arguments(
-        p,
-        SchemesConfig,
-        {
-            "trials": "--trials",
-            "n_step": "--n-step",
-            "num_workers": "--workers",
-            "dtypes": "--dtypes",
-            "exhaustive": "--no-exhaustive",
-            "num_inputs": "--inputs",
-            "only": "--schemes",
-            "workloads": "--workloads",
-            "models": (
-                "--models",
-                {"help": "add the model panels (Adult DCNv2, MNIST; --model-panels)"},
-            ),
-            "model_responses": "--model-responses",
-            "model_repetitions": "--model-repetitions",
-            "model_queries": "--model-queries",
-            "model_dtype": "--model-dtype",
-            "model_rows": "--model-rows",
-            "ckpt_dir": "--ckpt-dir",
-            "model_panels": "--model-panels",
-            "mnist_model": "--mnist-model",
-            "mnist_responses": "--mnist-responses",
-            "mnist_queries": "--mnist-queries",
-            "mnist_rows": "--mnist-rows",
-        },
-    )
+    runkit.add_config_arguments(p, SchemesConfig, FLAGS)
     a = p.parse_args(argv)
-    runkit.at_least(p, a, {"--trials": 1, "--n-step": 1, "--workers": 1, "--inputs": 1})
+    runkit.only_with(p, a, "--models", MODEL_FLAGS + ADULT_FLAGS + MNIST_FLAGS)
     base = SchemesConfig.quick() if a.quick else SchemesConfig()
     over = runkit.config_overrides(a, SchemesConfig)
-    cfg = dataclasses.replace(base, **over)
-    bad = [d for d in cfg.dtypes if d not in ("bfloat16", "float16", "float32")]
-    if bad:
-        p.error(f"--dtypes: worker dtypes are bfloat16, float16, float32; got {bad}")
-    bad = [w for w in cfg.workloads if w not in ("linear", "cross3", "none")]
-    if bad or not cfg.workloads or (cfg.workloads == ("none",) and not cfg.models):
-        p.error(
-            "--workloads: choose from linear, cross3 (none: the model panel only, "
-            f"with --models); got {list(cfg.workloads)}"
-        )
+    cfg = runkit.make_config(p, FLAGS, dataclasses.replace, base, **over)
     if cfg.models:
+        for panel, flags in (("adult", ADULT_FLAGS), ("mnist", MNIST_FLAGS)):
+            runkit.only_with(
+                p, a, f"--model-panels {panel}", flags, given=panel in cfg.model_panels
+            )
         _check_model_options(p, cfg)
-    try:
-        summary = run(cfg, show_progress=not a.no_progress)
-    except ValueError as exc:  # a --schemes/--inputs choice that fits no panel
-        p.error(f"--schemes: {exc}")
+    _check_schemes(p, cfg)
+    summary = run(cfg, show_progress=not a.no_progress)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     summary["plots"] = plot_panels(summary, out)

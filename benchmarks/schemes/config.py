@@ -7,6 +7,11 @@ import dataclasses
 
 import codedjax as cj
 
+#: the workers' dtypes, the workloads and the model panels the benchmark knows
+DTYPES = ("bfloat16", "float16", "float32")
+WORKLOADS = ("linear", "cross3")
+MODEL_PANELS = ("adult", "mnist")
+
 
 @dataclasses.dataclass(frozen=True)
 class SchemesConfig:
@@ -39,6 +44,47 @@ class SchemesConfig:
     mnist_responses: tuple[int, ...] = ()  # N of the MNIST panel (empty: a grid)
     mnist_queries: int = 0  # the first this many test digits (0: all 1,000)
     mnist_rows: tuple[str, ...] = ()  # rows of the MNIST panel (empty: every row)
+
+    def __post_init__(self):
+        name = "SchemesConfig"
+        lows = {"num_inputs": 1, "num_workers": 1, "features": 1, "cross_layers": 0,
+                "trials": 1, "n_step": 1, "parm_group": 2, "model_repetitions": 1,
+                "model_queries": 0, "mnist_queries": 0, "seed": 0}  # fmt: skip
+        for field, low in lows.items():
+            if getattr(self, field) < low:
+                raise ValueError(
+                    f"{name}: {field} must be >= {low}, got {getattr(self, field)}"
+                )
+        if self.num_inputs > self.num_workers:
+            raise ValueError(
+                f"{name}: num_inputs must be at most num_workers = "
+                f"{self.num_workers} (K <= M), got {self.num_inputs}"
+            )
+        names = {
+            "dtypes": DTYPES,
+            "workloads": WORKLOADS + ("none",),
+            "model_panels": MODEL_PANELS,
+        }
+        for field, allowed in names.items():
+            v = tuple(getattr(self, field))
+            if not v or not set(v) <= set(allowed):
+                raise ValueError(
+                    f"{name}: {field} must list names of {', '.join(allowed)}, got "
+                    f"{list(v)}"
+                )
+        if self.workloads == ("none",) and not self.models:
+            raise ValueError(
+                f"{name}: workloads none (the model panels only) needs models"
+            )
+        if self.model_dtype not in DTYPES:
+            raise ValueError(
+                f"{name}: model_dtype must be one of {', '.join(DTYPES)}, got "
+                f"{self.model_dtype!r}"
+            )
+        for field in ("model_responses", "mnist_responses"):
+            bad = [n for n in getattr(self, field) if n < 1]
+            if bad:
+                raise ValueError(f"{name}: {field} must each be >= 1, got {bad}")
 
     @classmethod
     def quick(cls) -> SchemesConfig:

@@ -16,7 +16,7 @@ import numpy as np
 
 import codedjax as cj
 import codedjax.bounds as cb
-from runkit import environment, progress
+from runkit import environment, percentile, progress
 
 from .config import Scheme, SchemesConfig, schemes
 from .report import verdict
@@ -74,11 +74,6 @@ def _rel_err(value, truth, ok):
     return np.where(np.asarray(ok), e, np.inf)
 
 
-def _q(e, p):
-    """An order statistic (no interpolation: an inf stays inf)."""
-    return float(np.quantile(e, p, method="higher")) if len(e) else math.nan
-
-
 def run_panel(
     cfg: SchemesConfig,
     wl: Workload,
@@ -122,11 +117,11 @@ def run_panel(
             e = _rel_err(value, truth, ok)
             cond = np.asarray(cond, np.float64)
             row[s.name] = {
-                "err_median": _q(e, 0.5),
-                "err_p95": _q(e, 0.95),
+                "err_median": percentile(e, 50, order_statistic=True),
+                "err_p95": percentile(e, 95, order_statistic=True),
                 "ok": float(np.mean(np.asarray(ok))),
-                "cond_median": _q(cond, 0.5),
-                "cond_p95": _q(cond, 0.95),
+                "cond_median": percentile(cond, 50, order_statistic=True),
+                "cond_p95": percentile(cond, 95, order_statistic=True),
                 "cond_worst": float(np.max(cond)),
             }
         rows.append(row)
@@ -155,7 +150,7 @@ def run_panel(
             }
             for s in sch
         },
-        "uncoded_err_median": _q(floor, 0.5),
+        "uncoded_err_median": percentile(floor, 50, order_statistic=True),
         "rows": rows,
     }
 

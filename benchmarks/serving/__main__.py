@@ -30,9 +30,9 @@ def main(argv: list[str] | None = None) -> ServingSummary:
         "--ray", action="store_true", help="also time the Ray backend (codedjax[ray])"
     )
     a = p.parse_args(argv)
-    runkit.at_least(p, a, {"--requests": 1, "--sim-requests": 1})
     over = runkit.config_overrides(a, ServingConfig)
-    cfg = ServingConfig.quick(**over) if a.quick else ServingConfig(**over)
+    make = ServingConfig.quick if a.quick else ServingConfig
+    cfg = runkit.make_config(p, FLAGS, make, **over)
     summary = run_serving(cfg, out=a.out, show_progress=not a.no_progress, ray=a.ray)
     print(format_tables(summary))
     print(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import jax
@@ -61,6 +62,43 @@ class ServingConfig:
     budget_factor: float = 4.0
     deadline: float = 0.25
     seed: int = 0
+
+    def __post_init__(self):
+        name = "ServingConfig"
+        for field in ("num_inputs", "num_workers", "num_features", "degree",
+                      "rack_size", "num_requests", "sim_requests",
+                      "adaptive_requests", "error_requests"):  # fmt: skip
+            if getattr(self, field) < 1:
+                raise ValueError(
+                    f"{name}: {field} must be >= 1, got {getattr(self, field)}"
+                )
+        d, m = self.num_coeffs, self.num_workers
+        if d > m or not all(d <= n <= m for n in self.responses):
+            raise ValueError(
+                f"{name}: responses must each lie in [D, M] = [{d}, {m}], got "
+                f"{list(self.responses)}"
+            )
+        if self.sim_requests < self.error_requests:
+            raise ValueError(
+                f"{name}: sim_requests must be at least error_requests = "
+                f"{self.error_requests} (the simulated requests whose decoded error "
+                f"is reported), got {self.sim_requests}"
+            )
+        ok = (
+            0 <= self.shift < math.inf
+            and 0 < self.mean < math.inf
+            and 0 <= self.slow_prob <= 1
+            and 1 <= self.slow_factor < math.inf
+            and 0 < self.budget_factor < math.inf
+            and 0 < self.deadline < math.inf
+        )
+        if not ok:
+            raise ValueError(
+                f"{name}: need shift >= 0, mean > 0, slow_prob in [0, 1], "
+                f"slow_factor >= 1, budget_factor > 0 and deadline > 0 (finite), got "
+                f"{self.shift}, {self.mean}, {self.slow_prob}, {self.slow_factor}, "
+                f"{self.budget_factor}, {self.deadline}"
+            )
 
     @classmethod
     def quick(cls, **overrides) -> ServingConfig:

@@ -4,10 +4,10 @@ request stream, the decoded error against the float64 truth, percentiles."""
 
 from __future__ import annotations
 
-import math
-
 import jax.numpy as jnp
 import numpy as np
+
+from runkit import max_rel_err, percentile
 
 __all__ = [
     "inputs",
@@ -53,13 +53,7 @@ def linear_truth(x: np.ndarray) -> np.ndarray:
 
 def rel_err(value: np.ndarray, x: np.ndarray, truth=truth) -> np.ndarray:
     """max |value - f(x)| / max |f(x)| per request (float64)."""
-    t = truth(x)
-    ax = tuple(range(1, t.ndim))
-    err = np.abs(np.asarray(value, np.float64) - t).max(axis=ax)
-    return err / np.abs(t).max(axis=ax)
+    return max_rel_err(value, truth(x))
 
 
-def pct(a, q) -> float:
-    """The q-th percentile of ``a`` (float64), NaN for an empty ``a``."""
-    a = np.asarray(a, np.float64)
-    return float(np.percentile(a, q)) if a.size else math.nan
+pct = percentile

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Any
 
 import runkit
 
@@ -14,9 +13,17 @@ from .pipeline import CodedDCNSummary, run_coded_dcn
 from .report import format_table, target_lines
 from .schemes import SCHEMES
 
-# the config fields the flags set, for messages
-FLAGS = {"schemes": "--schemes", "num_repetitions": "--repetitions",
-         "ckpt_dir": "--ckpt-dir", "seed": "--seed"}  # fmt: skip
+FLAGS = {
+    "schemes": ("--schemes", {"help": f"default {','.join(SCHEMES)}"}),
+    "num_repetitions": (
+        "--repetitions",
+        {"help": "straggler patterns per group (default 2 quick, 8 full)"},
+    ),
+    "ckpt_dir": (
+        "--ckpt-dir",
+        {"type": runkit.out_folder, "help": "default checkpoints"},
+    ),
+}
 
 
 def main(argv: list[str] | None = None) -> CodedDCNSummary:
@@ -27,26 +34,11 @@ def main(argv: list[str] | None = None) -> CodedDCNSummary:
         "the baselines.",
     )
     runkit.add_run_arguments(p)
-    p.add_argument("--ckpt-dir", default="checkpoints")
-    p.add_argument(
-        "--repetitions",
-        type=int,
-        default=None,
-        help="straggler patterns per group (default 2 quick, 8 full)",
-    )
-    p.add_argument("--schemes", default=",".join(SCHEMES))
+    runkit.add_config_arguments(p, CodedDCNConfig, FLAGS)
     a = p.parse_args(argv)
-    over: dict[str, Any] = {
-        "ckpt_dir": a.ckpt_dir,
-        "seed": a.seed,
-        "schemes": tuple(s for s in a.schemes.split(",") if s),
-    }
-    if a.repetitions is not None:
-        over["num_repetitions"] = a.repetitions
-    try:
-        config = CodedDCNConfig.quick(**over) if a.quick else CodedDCNConfig(**over)
-    except (ValueError, TypeError) as err:
-        runkit.refuse(p, err, FLAGS)
+    over = runkit.config_overrides(a, CodedDCNConfig)
+    make = CodedDCNConfig.quick if a.quick else CodedDCNConfig
+    config = runkit.make_config(p, FLAGS, make, **over)
     t0 = time.perf_counter()
     summary = run_coded_dcn(config, out=a.out)
     u, ub = summary["uncoded"], summary["uncoded_bf16"]

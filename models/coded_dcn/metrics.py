@@ -10,6 +10,7 @@ import numpy as np
 
 import codedjax as cj
 import codedjax.bounds as cb
+from runkit import l2_rel_err
 
 from ..metrics import binary_auc, binary_logloss
 from .schemes import exact_tasks
@@ -20,13 +21,6 @@ def group_indices(num_queries: int, k: int) -> np.ndarray:
     """[G, K] query indices; the last group wraps around to the first queries."""
     g = -(-num_queries // k)
     return (np.arange(g * k) % num_queries).reshape(g, k)
-
-
-def rel_err(z: np.ndarray, ref: np.ndarray) -> np.ndarray:
-    """Relative L2 error over the last axis (float64): ||z - ref|| / ||ref||."""
-    z = np.asarray(z, np.float64)
-    ref = np.asarray(ref, np.float64)
-    return np.linalg.norm(z - ref, axis=-1) / np.linalg.norm(ref, axis=-1)
 
 
 def uncoded_metrics(served: ServedDCN, x0, labels, gidx, dtype: str) -> dict[str, Any]:
@@ -122,3 +116,6 @@ def task_exact_probability(k: int, c: int, m: int, n: int) -> float:
     """P(a given task has a responding replica) = 1 - C(M - c, N) / C(M, N)."""
     del k
     return 1.0 - math.comb(m - c, n) / math.comb(m, n)
+
+
+rel_err = l2_rel_err

@@ -11,8 +11,11 @@ import sys
 import runkit
 
 from ..train_mnist import MODEL_NAMES
-from .config import ExperimentConfig
+from .config import ExperimentConfig, LayerwiseConfig
 from .pipeline import NerccSummary, run_experiment
+
+FLAGS = {"replication": "--replication", "models": "--models",
+         "ckpt_dir": "--ckpt-dir", "seed": "--seed"}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> NerccSummary:
@@ -26,10 +29,11 @@ def main(argv: list[str] | None = None) -> NerccSummary:
     p.add_argument("--models", nargs="+", choices=MODEL_NAMES, default=None)
     p.add_argument(
         "--ckpt-dir",
+        type=runkit.out_folder,
         default="checkpoints",
         help="checkpoint directory (trained models are reused)",
     )
-    p.add_argument("--replication", type=int, default=2, help="RepApprox c")
+    p.add_argument("--replication", type=int, help="RepApprox c (default 2)")
     p.add_argument(
         "--layerwise",
         action="store_true",
@@ -40,31 +44,29 @@ def main(argv: list[str] | None = None) -> NerccSummary:
     args = p.parse_args(argv)
     if args.layerwise:
         if args.models and tuple(args.models) != ("mlp",):
-            p.error(f"--layerwise: serves the MLP only, got --models {args.models}")
-        return _layerwise(args)
-    over = dict(ckpt_dir=args.ckpt_dir, replication=args.replication, seed=args.seed)
+            p.error(f"--models: --layerwise serves the MLP only, got {args.models}")
+        runkit.not_with(p, args, "--layerwise", ["--replication"])
+        over = dict(ckpt_dir=args.ckpt_dir, seed=args.seed)
+        make = LayerwiseConfig.quick if args.quick else LayerwiseConfig
+        return _layerwise(args, runkit.make_config(p, FLAGS, make, **over))
+    over = dict(ckpt_dir=args.ckpt_dir, seed=args.seed)
+    if args.replication is not None:
+        over["replication"] = args.replication
     if args.models:
         over["models"] = tuple(args.models)
-    try:
-        config = (
-            ExperimentConfig.quick(**over) if args.quick else ExperimentConfig(**over)
-        )
-    except (TypeError, ValueError) as err:
-        runkit.refuse(p, err, {"replication": "--replication", "models": "--models",
-                               "ckpt_dir": "--ckpt-dir", "seed": "--seed"})  # fmt: skip
+    make = ExperimentConfig.quick if args.quick else ExperimentConfig
+    config = runkit.make_config(p, FLAGS, make, **over)
     command = "python -m models.nercc_experiment " + " ".join(
         sys.argv[1:] if argv is None else argv
     )
     return run_experiment(config, args.out, command=command)
 
 
-def _layerwise(args) -> dict:
+def _layerwise(args, cfg) -> dict:
     from pathlib import Path
 
-    from .layerwise import LayerwiseConfig, format_layerwise, run_layerwise
+    from .layerwise import format_layerwise, run_layerwise
 
-    over = dict(ckpt_dir=args.ckpt_dir, seed=args.seed)
-    cfg = LayerwiseConfig.quick(**over) if args.quick else LayerwiseConfig(**over)
     res = run_layerwise(cfg)
     res["environment"] = runkit.environment()
     table = format_layerwise(res)

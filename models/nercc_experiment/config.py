@@ -54,8 +54,11 @@ class ExperimentConfig:
     def __post_init__(self):
         fname = "ExperimentConfig"
         bad = [m for m in self.models if m not in MODEL_NAMES]
-        if bad:
-            raise ValueError(f"{fname}: models must be in {MODEL_NAMES}, got {bad}")
+        if bad or not self.models:
+            raise ValueError(
+                f"{fname}: models must be in {MODEL_NAMES} (one at least), got "
+                f"{list(self.models)}"
+            )
         if not self.num_inputs or min(self.num_inputs) < 2:
             raise ValueError(
                 f"{fname}: num_inputs (K) must be >= 2, got {self.num_inputs}"

@@ -54,6 +54,7 @@ from codedjax.serving import (
     latency_shift,
     simulate_latency,
 )
+from runkit import percentile
 
 from ..layerwise import (
     CachedPlan,
@@ -71,12 +72,6 @@ from .config import LayerwiseConfig
 __all__ = ["LayerwiseConfig", "format_layerwise", "run_layerwise"]
 
 _CHUNK = 256
-
-
-def _pct(a, q) -> float:
-    a = np.asarray(a, np.float64)
-    method = "linear" if np.isfinite(a).all() else "higher"
-    return float(np.percentile(a, q, method=method))
 
 
 def _decode_logits(code, y, masks) -> np.ndarray:
@@ -105,11 +100,11 @@ def _row(name, n, lat, top1, agree, tried, note, target, master) -> dict:
         "top1": top1,
         "agreement": agree,
         "meets_target": bool(top1 >= target),
-        "p50_ms": 1e3 * _pct(lat, 50),
-        "p99_ms": 1e3 * _pct(lat, 99),
-        "p999_ms": 1e3 * _pct(lat, 99.9),
+        "p50_ms": 1e3 * percentile(lat, 50),
+        "p99_ms": 1e3 * percentile(lat, 99),
+        "p999_ms": 1e3 * percentile(lat, 99.9),
         "master_ms": master_ms,
-        "p99_master_ms": 1e3 * _pct(lat, 99) + master_ms,
+        "p99_master_ms": 1e3 * percentile(lat, 99) + master_ms,
         "tried": tried,
         "note": note,
     }
@@ -231,7 +226,7 @@ def run_layerwise(
                 z = pipeline_values(lin, rounds, groups[idx], s.masks[:e])
                 t1, ag = _scores(np.asarray(z, np.float64), lab, p32)
                 lat = s.latency + (nrounds - 1) * shift
-                tried.append({"n": n, "top1": t1, "p99_ms": 1e3 * _pct(lat, 99)})
+                tried.append({"n": n, "top1": t1, "p99_ms": 1e3 * percentile(lat, 99)})
                 if t1 >= target:
                     break
             cell.append(
@@ -254,7 +249,7 @@ def run_layerwise(
                     logits = _decode_logits(code, payload[name], s.masks[:e])
                     t1, ag = _scores(logits, lab, p32)
                     tried.append(
-                        {"n": n, "top1": t1, "p99_ms": 1e3 * _pct(s.latency, 99)}
+                        {"n": n, "top1": t1, "p99_ms": 1e3 * percentile(s.latency, 99)}
                     )
                     if t1 >= target:
                         break

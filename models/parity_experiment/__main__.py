@@ -34,13 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.groups:
         over["groups"] = tuple(args.groups)
     if args.steps is not None:
-        if args.steps < 1:
-            p.error(f"--steps must be >= 1, got {args.steps}")
         over["steps"] = args.steps
-    try:
-        config = ExperimentConfig.preset(quick=args.quick, **over)
-    except ValueError as err:
-        p.error(f"--groups: {err}")
+    flags = {"models": "--models", "groups": "--groups", "steps": "--steps",
+             "seed": "--seed"}  # fmt: skip
+    config = runkit.make_config(
+        p, flags, ExperimentConfig.preset, quick=args.quick, **over
+    )
     command = "python -m models.parity_experiment " + " ".join(
         sys.argv[1:] if argv is None else argv
     )

@@ -50,9 +50,11 @@ class ExperimentConfig:
         odd = [k for k in self.groups if self.num_inputs % k]
         if odd:
             raise ValueError(
-                f"{fname}: num_inputs={self.num_inputs} must be a multiple of every "
-                f"group, not of {odd}"
+                f"{fname}: groups must each divide num_inputs K = {self.num_inputs} "
+                f"(a multiple of every group k: M = K + K/k workers), got {odd}"
             )
+        if self.steps is not None and self.steps < 1:
+            raise ValueError(f"{fname}: steps must be None or >= 1, got {self.steps}")
         for name in ("test_masks", "val_masks", "num_val"):
             if getattr(self, name) < 1:
                 raise ValueError(

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> ServeDCNSummary:
         quick="the small model of models.coded_dcn --quick, 100 groups",
     )
     p.add_argument("--max-groups", type=int, default=None)
-    p.add_argument("--ckpt-dir", default="checkpoints")
+    p.add_argument("--ckpt-dir", type=runkit.out_folder, default="checkpoints")
     p.add_argument(
         "--layerwise",
         action="store_true",
@@ -46,23 +46,27 @@ def main(argv: list[str] | None = None) -> ServeDCNSummary:
     p.add_argument(
         "--group-deadline",
         type=float,
-        default=0.005,
         help="with --http: seconds a coding group waits to fill (default 0.005)",
     )
     a = p.parse_args(argv)
     runkit.at_least(p, a, {"--max-groups": 1})
+    runkit.only_with(p, a, "--http", ["--group-deadline"])
+    runkit.not_with(p, a, "--layerwise", ["--http"], why="each is a run of its own")
     if a.http is not None and not 0 < a.http < 65536:
         p.error(f"--http: a port in 1..65535, got {a.http}")
-    if not (a.group_deadline > 0 and a.group_deadline < float("inf")):
-        p.error(f"--group-deadline: seconds > 0, got {a.group_deadline}")
+    deadline = 0.005 if a.group_deadline is None else a.group_deadline
+    if not (deadline > 0 and deadline < float("inf")):
+        p.error(f"--group-deadline: seconds > 0, got {deadline}")
     over: dict[str, Any] = {"ckpt_dir": a.ckpt_dir, "seed": a.seed}
     if a.max_groups is not None:
         over["max_groups"] = a.max_groups
-    cfg = ServeDCNConfig.quick(**over) if a.quick else ServeDCNConfig(**over)
+    flags = {"max_groups": "--max-groups", "ckpt_dir": "--ckpt-dir", "seed": "--seed"}
+    make = ServeDCNConfig.quick if a.quick else ServeDCNConfig
+    cfg = runkit.make_config(p, flags, make, **over)
     if a.layerwise:
         return _layerwise(cfg, a.out)
     if a.http is not None:
-        serve_http(cfg, a.http, group_deadline=a.group_deadline)
+        serve_http(cfg, a.http, group_deadline=deadline)
         return None
     summary = run_serve_dcn(
         cfg, out=a.out, show_progress=False if a.no_progress else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import codedjax as cj
 
@@ -45,6 +46,48 @@ class ServeDCNConfig:
     deadline: float = 0.25
     seed: int = 0
     ckpt_dir: str = "checkpoints"
+
+    def __post_init__(self):
+        name = "ServeDCNConfig"
+        object.__setattr__(self, "responses", tuple(self.responses))
+        for field in ("num_inputs", "num_workers", "replication",
+                      "calibration_groups"):  # fmt: skip
+            if getattr(self, field) < 1:
+                raise ValueError(
+                    f"{name}: {field} must be >= 1, got {getattr(self, field)}"
+                )
+        k, m, c = self.num_inputs, self.num_workers, self.replication
+        if k * c > m:
+            raise ValueError(
+                f"{name}: RepApprox needs num_workers >= num_inputs * replication = "
+                f"{k * c}, got {m}"
+            )
+        d = self.num_coeffs
+        bad = [n for n in self.responses + (self.calibration_responses,)
+               if not d <= n <= m]  # fmt: skip
+        if bad or not self.responses:
+            raise ValueError(
+                f"{name}: responses and calibration_responses must each lie in "
+                f"[D, M] = [{d}, {m}], got {list(self.responses)} and "
+                f"{self.calibration_responses}"
+            )
+        if self.max_groups is not None and self.max_groups < 1:
+            raise ValueError(
+                f"{name}: max_groups must be None or >= 1, got {self.max_groups}"
+            )
+        ok = (
+            0 <= self.shift < math.inf
+            and 0 < self.mean < math.inf
+            and 0 <= self.slow_prob <= 1
+            and 1 <= self.slow_factor < math.inf
+            and 0 < self.deadline < math.inf
+        )
+        if not ok:
+            raise ValueError(
+                f"{name}: need shift >= 0, mean > 0, slow_prob in [0, 1], "
+                f"slow_factor >= 1 and deadline > 0 (finite), got {self.shift}, "
+                f"{self.mean}, {self.slow_prob}, {self.slow_factor}, {self.deadline}"
+            )
 
     @classmethod
     def quick(cls, **overrides) -> ServeDCNConfig:

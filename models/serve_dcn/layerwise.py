@@ -26,6 +26,7 @@ from codedjax.serving import (
     latency_shift,
     simulate_latency,
 )
+from runkit import percentile
 
 from ..layerwise import CachedPlan, dcn_rounds, pipeline_values
 from ..metrics import binary_auc
@@ -53,10 +54,6 @@ def latency_text(name: str, m: int, seed: int) -> str:
     rng = np.random.default_rng([seed, 24, m])
     slow = sorted(int(w) for w in rng.choice(m, 2, replace=False))
     return LATENCIES[name].format(",".join(map(str, slow)))
-
-
-def _pct(a, q):
-    return float(np.percentile(np.asarray(a, np.float64), q))
 
 
 def run_layerwise(
@@ -103,7 +100,7 @@ def run_layerwise(
             model_l = cj.parse_latency(text)
             inj = CachedPlan(Injector(latency=model_l, seed=cfg.seed))
             r = max(requests, g)
-            rep_p99 = 1e3 * _pct(
+            rep_p99 = 1e3 * percentile(
                 simulate_latency(rep, FirstDecodable(), inj, r).latency, 99
             )
             extra = (len(rounds) - 1) * latency_shift(model_l)
@@ -115,8 +112,8 @@ def run_layerwise(
                 best = {
                     "n": n,
                     "auc": auc,
-                    "p99_ms": 1e3 * _pct(sim.latency + extra, 99),
-                    "p50_ms": 1e3 * _pct(sim.latency + extra, 50),
+                    "p99_ms": 1e3 * percentile(sim.latency + extra, 99),
+                    "p50_ms": 1e3 * percentile(sim.latency + extra, 50),
                 }
                 if abs(auc - auc32) <= auc_tol:
                     break

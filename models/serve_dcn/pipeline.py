@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import time
 from typing import Any, TypedDict
@@ -20,7 +19,7 @@ from codedjax.serving import (
     SimulatedCluster,
     ThreadCluster,
 )
-from runkit import environment, progress
+from runkit import environment, percentile, progress
 
 from ..metrics import binary_auc, binary_logloss
 from ..tabular import load_dataset
@@ -66,11 +65,6 @@ def _calibrate(cfg: ServeDCNConfig, data, model, worker) -> float:
         # one group at a time, on idle workers: the calibration is of errors
         res = server.serve(x0.reshape(-1, k, x0.shape[-1]), max_in_flight=1)
     return float(np.median([r.error for r in res if r.ok]))
-
-
-def _pct(a, q) -> float:
-    a = np.asarray(a, np.float64)
-    return float(np.percentile(a, q)) if a.size else math.nan
 
 
 def run_serve_dcn(
@@ -124,9 +118,9 @@ def run_serve_dcn(
             "ok_fraction": float(ok.mean()),
             "auc": binary_auc(labels, z),
             "logloss": binary_logloss(labels, z),
-            "logit_rel_err_median": _pct(rel, 50),
-            "logit_rel_err_p95": _pct(rel, 95),
-            "latency_ms": {q: 1e3 * _pct(lat, q) for q in (50, 99, 99.9)},
+            "logit_rel_err_median": percentile(rel, 50),
+            "logit_rel_err_p95": percentile(rel, 95),
+            "latency_ms": {q: 1e3 * percentile(lat, q) for q in (50, 99, 99.9)},
             "num_used_median": float(np.median([r.mask.sum() for r in res])),
             "loadavg": load,
         }

@@ -21,16 +21,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "stopping.",
     )
     runkit.add_run_arguments(p, quick="the quick model (TrainConfig.quick())")
-    p.add_argument("--ckpt-dir", default="checkpoints")
+    p.add_argument("--ckpt-dir", type=runkit.out_folder, default="checkpoints")
     runkit.add_config_arguments(p, TrainConfig, FLAGS)
     a = p.parse_args(argv)
     over = runkit.config_overrides(a, TrainConfig)
     if over.get("data") == "criteo" and over.get("path") is None:
-        p.error("--data criteo needs --path FILE")
-    try:
-        config = TrainConfig.quick(**over) if a.quick else TrainConfig(**over)
-    except (TypeError, ValueError) as err:
-        runkit.refuse(p, err, FLAGS)
+        p.error("--data: criteo needs --path FILE (the Criteo file)")
+    runkit.only_with(
+        p, a, "--data criteo", ["--min-count", "--max-lines"], given=a.data == "criteo"
+    )
+    make = TrainConfig.quick if a.quick else TrainConfig
+    config = runkit.make_config(p, FLAGS, make, **over)
+    runkit.only_with(
+        p,
+        a,
+        "--optimizer adamw",
+        ["--weight-decay"],
+        given=config.optimizer == "adamw",
+    )
     show = False if a.no_progress else None
     data = load_dataset(config, show_progress=show)
     ckpt = checkpoint_path(config, a.ckpt_dir)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from runkit import input_file
+
 __all__ = ["DATASETS", "FLAGS", "OPTIMIZERS", "TrainConfig"]
 
 DATASETS = ("adult", "criteo")
@@ -103,7 +105,7 @@ class TrainConfig:
 # The command line's flag of every field (python -m models.train_dcn --help).
 FLAGS = {
     "data": ("--data", {"choices": DATASETS}),
-    "path": ("--path", {"help": "data file (required for criteo)"}),
+    "path": ("--path", {"type": input_file, "help": "data file (required for criteo)"}),
     "embed_dim": "--embed-dim",
     "numeric_mode": ("--numeric-mode", {"choices": ("normalised", "embedded")}),
     "num_cross_layers": "--cross-layers",

@@ -27,20 +27,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retrain", action="store_true", help="ignore existing checkpoints")
     p.add_argument("--epochs", type=int, default=None, help="override the preset")
     args = p.parse_args(argv)
-    runkit.at_least(p, args, {"--epochs": 1})
+    over = {"seed": args.seed}
+    if args.epochs is not None:
+        over["epochs"] = args.epochs
+    flags = {"epochs": "--epochs", "seed": "--seed", "model": "--model"}
+    configs = {
+        name: runkit.make_config(
+            p, flags, TrainConfig.preset, name, quick=args.quick, **over
+        )
+        for name in dict.fromkeys(args.model)
+    }
     split = load_mnist()
     command = "python -m models.train_mnist " + " ".join(
         sys.argv[1:] if argv is None else argv
     )
     rows = {}
-    for name in args.model:
-        over = {"seed": args.seed}
-        if args.epochs is not None:
-            over["epochs"] = args.epochs
-        try:
-            config = TrainConfig.preset(name, quick=args.quick, **over)
-        except ValueError as err:
-            runkit.refuse(p, err, {"epochs": "--epochs", "seed": "--seed"})
+    for name, config in configs.items():
         model, meta = load_or_train(
             name,
             args.out,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import runkit
 
-from .config import BASE_MODELS, ParityConfig
+from .config import BASE_MODELS, DEGRADED_INPUTS, ParityConfig
 from .loop import load_or_train, load_task
 from .metrics import degraded_predictions, task_metrics
 
@@ -26,7 +26,7 @@ def report(summary: dict) -> str:
         "# Parity models",
         "",
         "Degraded mode: every test query rebuilt once from its group's parity "
-        "(codedjax.parity_code, K = 12).",
+        f"(codedjax.parity_code, K = {DEGRADED_INPUTS}).",
         "",
         "| run | base model (test) | degraded mode (test) | validation MSE | steps | "
         "train seconds |",
@@ -57,20 +57,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=None, help="override the preset")
     p.add_argument("--retrain", action="store_true", help="ignore existing checkpoints")
     args = p.parse_args(argv)
+    bad = [k for k in args.group if k < 2 or DEGRADED_INPUTS % k]
+    if bad:
+        p.error(
+            f"--group: every group must be >= 2 and divide K = {DEGRADED_INPUTS}, "
+            f"the queries the degraded mode serves together (M = K + K/k), got {bad}"
+        )
     show = False if args.no_progress else None
     command = "python -m models.train_parity " + " ".join(
         sys.argv[1:] if argv is None else argv
     )
-    configs = []
-    for name in args.model:
-        for k in args.group:
-            over = {"seed": args.seed}
-            if args.steps is not None:
-                over["steps"] = args.steps
-            try:
-                configs.append(ParityConfig.preset(name, k, quick=args.quick, **over))
-            except (TypeError, ValueError) as err:
-                p.error(f"--group/--steps: {err}")
+    flags = {"model": "--model", "group": "--group", "steps": "--steps",
+             "seed": "--seed"}  # fmt: skip
+    over = {"seed": args.seed}
+    if args.steps is not None:
+        over["steps"] = args.steps
+    configs = [
+        runkit.make_config(
+            p, flags, ParityConfig.preset, name, k, quick=args.quick, **over
+        )  # fmt: skip
+        for name in dict.fromkeys(args.model)
+        for k in dict.fromkeys(args.group)
+    ]
     rows, tasks = {}, {}
     for cfg in configs:
         if cfg.model not in tasks:
@@ -81,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         model, meta, _ = load_or_train(
             cfg, args.out, task=task, retrain=args.retrain, show_progress=show
         )
-        rebuilt, labels, _info = degraded_predictions(task, model, cfg.group)
+        rebuilt, labels, _info = degraded_predictions(
+            task, model, cfg.group, num_inputs=DEGRADED_INPUTS
+        )
         n = labels.shape[0]
         rows[f"{cfg.model}-k{cfg.group}{'-quick' if args.quick else ''}"] = {
             "model": cfg.model,

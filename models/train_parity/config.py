@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["BASE_MODELS", "ParityConfig"]
+__all__ = ["BASE_MODELS", "DEGRADED_INPUTS", "ParityConfig"]
 
 #: the base models a parity model can be trained for: the Adult DCNv2 and two of the
 #: MNIST registry (models.train_mnist.MODELS)
 BASE_MODELS = ("dcn", "lenet5", "mlp")
+
+#: K, the queries ``python -m models.train_parity`` serves together in its degraded
+#: mode report (:func:`models.train_parity.metrics.degraded_predictions`): a group k
+#: it reports must divide it (12 serves k = 2, 3, 4, 6 and 12)
+DEGRADED_INPUTS = 12
 
 
 @dataclasses.dataclass(frozen=True)

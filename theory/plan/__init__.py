@@ -78,12 +78,12 @@ from .errors import request_answers as request_answers
 from .latency import latency_percentiles as latency_percentiles
 from .latency import parse_latency as parse_latency
 from .pipeline import PlanSummary as PlanSummary
-from .pipeline import chebyls_table as chebyls_table
 from .pipeline import plan as plan
-from .pipeline import repapprox_table as repapprox_table
-from .pipeline import worst_case_table as worst_case_table
 from .report import report as report
 from .report import write_outputs as write_outputs
 from .schemes import SCHEMES as SCHEMES
 from .schemes import scheme_table as scheme_table
 from .search import workers_search as workers_search
+from .tables import chebyls_table as chebyls_table
+from .tables import repapprox_table as repapprox_table
+from .tables import worst_case_table as worst_case_table

@@ -74,6 +74,13 @@ FLAGS = {
 }
 
 
+def _config(quick: bool, **over) -> PlanConfig:
+    """The config of the flags, checked (:func:`theory.plan.config.validate`)."""
+    cfg = PlanConfig.quick(**over) if quick else PlanConfig(**over)
+    validate(cfg)
+    return cfg
+
+
 def main(argv: Sequence[str] | None = None) -> PlanSummary:
     """Command-line entry point; returns the summary."""
     p = argparse.ArgumentParser(
@@ -86,15 +93,12 @@ def main(argv: Sequence[str] | None = None) -> PlanSummary:
     )
     runkit.add_config_arguments(p, PlanConfig, FLAGS)
     a = p.parse_args(argv)
+    runkit.only_with(p, a, "--schemes", ["--workload", "--scheme-requests"])
     over = runkit.config_overrides(a, PlanConfig)
     if isinstance(over["workers"], tuple):
         over["workers"], over["max_workers"] = over["workers"]
     over["progress"] = not a.no_progress
-    cfg = PlanConfig.quick(**over) if a.quick else PlanConfig(**over)
-    try:
-        validate(cfg)
-    except ValueError as err:
-        p.error(str(err))
+    cfg = runkit.make_config(p, FLAGS, _config, a.quick, **over)
     if cfg.max_workers is None:
         print(f"D = d (K - 1) + 1 = {cfg.num_coeffs}", flush=True)
     summary = plan(cfg)

@@ -11,8 +11,6 @@ import jax.numpy as jnp
 
 import codedjax as cj
 
-from .latency import parse_latency
-
 DTYPES = ("bfloat16", "float16", "float32", "float64")
 ERROR_MODELS = ("decoder", "cond", "rowsum")
 WORKLOADS = ("polynomial", "deep")
@@ -140,6 +138,8 @@ def validate(cfg: PlanConfig) -> None:
         )
     if cfg.trials < 1:
         _fail("--trials", f"must be >= 1, got {cfg.trials}")
+    if cfg.scheme_requests < 100:
+        _fail("--scheme-requests", f"must be >= 100, got {cfg.scheme_requests}")
     if cfg.max_workers is not None:
         _validate_search(cfg)
     else:
@@ -150,7 +150,7 @@ def validate(cfg: PlanConfig) -> None:
             _fail("--replication", f"need 1 <= c and K c <= M, got c = {c}")
     if cfg.latency is not None:
         try:
-            parse_latency(cfg.latency)
+            cj.parse_latency(cfg.latency)
         except (TypeError, ValueError) as err:
             _fail("--latency", str(err))
     if cfg.workload not in WORKLOADS:
@@ -204,14 +204,39 @@ def seconds_arg(text: str) -> float:
     return v
 
 
-def _validate_schemes(cfg: PlanConfig) -> None:
-    from .schemes import selected
+SCHEMES = (
+    "uncoded",
+    "replication",
+    "chebyls",
+    "threshold",
+    "graceful",
+    "bacc",
+    "nercc",
+    "repapprox",
+    "circle",
+    "random",
+    "parity",
+)
 
+
+def selected(spec: str) -> tuple[str, ...]:
+    """The schemes named by ``--schemes`` ("all" or a comma-separated list)."""
+    if spec.strip() == "all":
+        return SCHEMES
+    names = tuple(s.strip() for s in spec.split(","))
+    bad = [s for s in names if s not in SCHEMES]
+    if bad:
+        raise ValueError(
+            f"theory.plan: --schemes: expected 'all' or names from {SCHEMES}, "
+            f"got {spec!r}"
+        )
+    return names
+
+
+def _validate_schemes(cfg: PlanConfig) -> None:
     selected(cfg.schemes)
     if cfg.latency is None:
         _fail("--schemes", "needs a --latency model to rank the schemes by")
-    if cfg.scheme_requests < 100:
-        _fail("--scheme-requests", f"must be >= 100, got {cfg.scheme_requests}")
 
 
 def replication(cfg: PlanConfig) -> int:

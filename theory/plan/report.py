@@ -8,6 +8,8 @@ from typing import Any
 
 import runkit
 
+from .search import search_lines
+
 
 def write_outputs(out: str, summary: dict[str, Any], text: str) -> None:
     """``summary.json`` (strict JSON: non-finite numbers as null) and ``report.md``."""
@@ -33,8 +35,6 @@ def report(summary: dict[str, Any]) -> str:
     """The markdown report of a plan summary (also printed)."""
     cfg = summary["config"]
     if "search" in summary:  # --workers LO..HI: the search over M alone
-        from .search import search_lines
-
         return "\n".join(["# Choosing M", ""] + search_lines(summary)) + "\n"
     lines = [
         "# Choosing N",

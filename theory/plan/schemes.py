@@ -31,38 +31,12 @@ import codedjax as cj
 import codedjax.bounds as cb
 from codedjax import serving
 
+from .config import SCHEMES as SCHEMES
 from .config import WORKLOADS as WORKLOADS
-from .config import PlanConfig, replication, unit_roundoff
+from .config import PlanConfig, replication, selected, unit_roundoff
 
-SCHEMES = (
-    "uncoded",
-    "replication",
-    "chebyls",
-    "threshold",
-    "graceful",
-    "bacc",
-    "nercc",
-    "repapprox",
-    "circle",
-    "random",
-    "parity",
-)
 _P = 4  # payload width
 _H = 16  # hidden width of the deep workload
-
-
-def selected(spec: str) -> tuple[str, ...]:
-    """The schemes named by ``--schemes`` ("all" or a comma-separated list)."""
-    if spec.strip() == "all":
-        return SCHEMES
-    names = tuple(s.strip() for s in spec.split(",") if s.strip())
-    bad = [s for s in names if s not in SCHEMES]
-    if bad or not names:
-        raise ValueError(
-            f"theory.plan: --schemes: expected 'all' or names from {SCHEMES}, "
-            f"got {spec!r}"
-        )
-    return names
 
 
 class Workload:

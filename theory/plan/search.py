@@ -23,8 +23,8 @@ import codedjax as cj
 from codedjax import serving
 
 from .config import PlanConfig
-from .pipeline import chebyls_table
 from .schemes import Workload, scheme_row, selected
+from .tables import chebyls_table
 
 __all__ = ["search_lines", "workers_search"]
 

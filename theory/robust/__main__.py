@@ -37,10 +37,10 @@ def main(argv: list[str] | None = None) -> RobustSummary:
     )
     runkit.add_config_arguments(parser, RobustConfig, FLAGS)
     args = parser.parse_args(argv)
-    runkit.at_least(parser, args, {"--requests": 1})
     over = runkit.config_overrides(args, RobustConfig)
     over["progress"] = not args.no_progress
-    cfg = RobustConfig.quick(**over) if args.quick else RobustConfig(**over)
+    make = RobustConfig.quick if args.quick else RobustConfig
+    cfg = runkit.make_config(parser, FLAGS, make, **over)
     t0 = time.perf_counter()
     summary = run_robust(cfg)
     summary["seconds"] = time.perf_counter() - t0

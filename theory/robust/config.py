@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+
+import codedjax as cj
 
 __all__ = ["RobustConfig"]
 
@@ -29,6 +32,38 @@ class RobustConfig:
     dtype_model: bool = True  # also run the decoder with the dtype-only noise model
     leverage_cut: float = 0.9  # locate rate also among corrupted workers below it
     oracle: bool = True  # the maximum-likelihood locator told the count (reference)
+
+    def __post_init__(self):
+        name = "RobustConfig"
+        for field in ("num_inputs", "num_workers", "features", "num_requests"):
+            if getattr(self, field) < 1:
+                raise ValueError(
+                    f"{name}: {field} must be >= 1, got {getattr(self, field)}"
+                )
+        d = cj.recovery_threshold(self.num_inputs, self.cross_layers + 1)
+        if not d <= self.num_responses <= self.num_workers:
+            raise ValueError(
+                f"{name}: num_responses must lie in [D, num_workers] = "
+                f"[{d}, {self.num_workers}], got {self.num_responses}"
+            )
+        if self.max_corrupted < 0:
+            raise ValueError(
+                f"{name}: max_corrupted must be >= 0, got {self.max_corrupted}"
+            )
+        if not all(1 <= c <= self.num_responses for c in self.counts):
+            raise ValueError(
+                f"{name}: counts must each lie in [1, num_responses], got {self.counts}"
+            )
+        if not all(math.isfinite(v) and v > 0 for v in self.sizes):
+            raise ValueError(f"{name}: sizes must be finite and > 0, got {self.sizes}")
+        if not 0 < self.false_alarm < 1:
+            raise ValueError(
+                f"{name}: false_alarm must lie in (0, 1), got {self.false_alarm}"
+            )
+        if not 0 < self.leverage_cut <= 1:
+            raise ValueError(
+                f"{name}: leverage_cut must lie in (0, 1], got {self.leverage_cut}"
+            )
 
     @classmethod
     def quick(cls, **overrides) -> RobustConfig:

@@ -15,7 +15,10 @@ kind), ``--eta`` the failure probability of the probabilistic bounds (default
 condition-number bounds only (add ``recovery_grid`` etc. in a config file for the
 other sections). A config file holds the same keys (``workers``, ``inputs``,
 ``degree``, ``points``, ``eta``, ``trials``, ``seed``) and any field of
-:class:`VerifyConfig`; flags given on the command line override it. For example::
+:class:`VerifyConfig` but ``plots`` and ``progress`` (the flags ``--no-plots`` and
+``--no-progress``); flags given on the command line override it. Every setting is
+checked before any work (``theory.verify.settings``); a bad one is one line naming
+the flag, or the file and the key. For example::
 
     # grid.toml
     workers = [40, 100]
@@ -93,10 +96,8 @@ from .conditions import key as key
 from .conditions import orthogonality_checks as orthogonality_checks
 from .conditions import stats as stats
 from .config import VerifyConfig as VerifyConfig
-from .config import build_config as build_config
 from .config import coefficients as coefficients
 from .config import cond_blocks as cond_blocks
-from .config import load_config_file as load_config_file
 from .config import recovery_rows as recovery_rows
 from .config import response_grid as response_grid
 from .config import validate as validate
@@ -106,4 +107,6 @@ from .points import basis_matrices as basis_matrices
 from .points import points_comparison as points_comparison
 from .recovery import enumerate_recovery as enumerate_recovery
 from .recovery import recovery_section as recovery_section
+from .settings import build_config as build_config
+from .settings import load_config_file as load_config_file
 from .worst_case import exhaustive_worst_case as exhaustive_worst_case

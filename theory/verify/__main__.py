@@ -15,9 +15,19 @@ import runkit
 
 from .. import montecarlo as mc
 from . import __doc__ as _DOC
-from .config import build_config
 from .pipeline import VerifySummary, run
 from .report import print_table
+from .settings import build_config, setting_labels
+
+
+def _host_port(value: str) -> str:
+    """``--coordinator``: ``host:port``, the port in 1..65535."""
+    host, sep, port = value.rpartition(":")
+    if not (sep and host and port.isdigit() and 0 < int(port) < 65536):
+        raise argparse.ArgumentTypeError(
+            f"expected host:port with a port in 1..65535, got {value!r}"
+        )
+    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -57,7 +67,12 @@ def parser() -> argparse.ArgumentParser:
         help="random straggler sets per (M, D, N) (default 100,000; --quick "
         "2,000; with --workers 10,000)",
     )
-    p.add_argument("--config", metavar="FILE", help="TOML or JSON run settings")
+    p.add_argument(
+        "--config",
+        type=runkit.input_file,
+        metavar="FILE",
+        help="TOML or JSON run settings",
+    )
     p.add_argument("--no-plots", action="store_true")
     p.add_argument(
         "--distributed",
@@ -66,7 +81,7 @@ def parser() -> argparse.ArgumentParser:
         "this command; Slurm, Open MPI and Cloud TPU are detected; elsewhere give "
         "the three options below)",
     )
-    p.add_argument("--coordinator", help="host:port of process 0")
+    p.add_argument("--coordinator", type=_host_port, help="host:port of process 0")
     p.add_argument("--num-processes", type=int)
     p.add_argument("--process-id", type=int)
     p.add_argument(
@@ -83,21 +98,20 @@ def main(argv: list[str] | None = None) -> VerifySummary:
     """Command-line entry point; returns the summary (``all_hold``: the verdict)."""
     p = parser()
     a = p.parse_args(argv)
-    runkit.at_least(
-        p,
-        a,
-        {
-            "--workers": 1,
-            "--inputs": 1,
-            "--degree": 1,
-            "--num-processes": 1,
-            "--cpu-devices": 1,
-        },
+    runkit.at_least(p, a, {"--num-processes": 1, "--cpu-devices": 1})
+    runkit.only_with(
+        p, a, "--distributed", ["--coordinator", "--num-processes", "--process-id"]
     )
+    if a.process_id is not None and a.num_processes is not None:
+        if a.process_id >= a.num_processes:
+            p.error(
+                f"--process-id: must be below --num-processes = {a.num_processes}, "
+                f"got {a.process_id}"
+            )
     try:
         cfg, lines = build_config(a)
     except (TypeError, ValueError) as err:
-        p.error(str(err))
+        runkit.refuse(p, err, setting_labels(a))
     if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
         # must precede backend initialisation; affects the CPU platform only
         jax.config.update("jax_num_cpu_devices", a.cpu_devices or os.cpu_count() or 1)

@@ -1,19 +1,19 @@
-"""What a verification run depends on: :class:`VerifyConfig` and where it comes from.
+"""What a verification run depends on: :class:`VerifyConfig` and its checks.
 
 :class:`VerifyConfig` is a frozen dataclass (the full run by default,
 :meth:`VerifyConfig.quick` for ``--quick``, :meth:`VerifyConfig.user` for your own
-(M, K, d)); :func:`build_config` makes one from the parsed flags and ``--config``;
-:func:`response_grid` and :func:`recovery_rows` are the N values the sections report.
+(M, K, d)), checked when it is built (:func:`validate`);
+:func:`theory.verify.settings.build_config` makes one from the parsed flags and
+``--config``; :func:`response_grid` and :func:`recovery_rows` are the N values the
+sections report.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
-import math
-import typing
 from typing import Any
+
+import numpy as np
 
 from .. import _common as C
 
@@ -71,6 +71,9 @@ class VerifyConfig:
     plots: bool = True
     progress: bool = True
 
+    def __post_init__(self):
+        validate(self)
+
     @classmethod
     def quick(cls, **overrides: Any) -> VerifyConfig:
         """The ``--quick`` configuration: 2,000 trials per configuration."""
@@ -123,18 +126,15 @@ class VerifyConfig:
 
 
 def _check_sizes(workers, inputs, degree, points) -> None:
-    for flag, vals in (("--workers", workers), ("--inputs", inputs)):
+    for name, vals in (("workers", workers), ("inputs", inputs), ("degree", degree)):
         for v in vals:
             if int(v) < 1:
-                raise ValueError(f"argument {flag}: must be >= 1, got {v}")
-    for v in degree:
-        if int(v) < 1:
-            raise ValueError(f"argument --degree: must be >= 1, got {v}")
+                raise ValueError(f"VerifyConfig.user: {name} must be >= 1, got {v}")
     for p in points:
         if p not in C.POINT_KINDS:
             raise ValueError(
-                f"argument --points: must be one of {', '.join(C.POINT_KINDS)}, "
-                f"got {p!r}"
+                f"VerifyConfig.user: points must be one of "
+                f"{', '.join(C.POINT_KINDS)}, got {p!r}"
             )
 
 
@@ -142,11 +142,13 @@ def _checked_coefficients(p: str, m: int, k: int, d: int) -> int:
     dd = coefficients(k, d)
     if dd > m:
         raise ValueError(
-            f"argument --workers: D = d(K-1)+1 = {dd} for --inputs "
-            f"{k} --degree {d} exceeds --workers {m} (need D <= M)"
+            f"VerifyConfig.user: workers must be at least D = d(K-1)+1 = {dd} "
+            f"(inputs {k}, degree {d}), got {m}"
         )
     if p == "second" and m < 2:
-        raise ValueError("argument --workers: second-kind points need M >= 2")
+        raise ValueError(
+            f"VerifyConfig.user: workers must be >= 2 for second-kind points, got {m}"
+        )
     return dd
 
 
@@ -165,25 +167,96 @@ def cond_blocks(cfg: VerifyConfig) -> list[tuple[str, int, int]]:
     return out
 
 
-def validate(cfg: VerifyConfig) -> None:
-    """Raise ValueError for a configuration the run cannot do."""
-    if not 0.0 < cfg.eta < 1.0:
-        raise ValueError(f"argument --eta: must lie in (0, 1), got {cfg.eta}")
-    if not 0.0 < cfg.family_confidence < 1.0:
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int | np.integer) and not isinstance(v, bool)
+
+
+def _row(field: str, row: Any, what: str, size: int) -> tuple[int, ...]:
+    """A grid row of ``size`` ints >= 1, else a ValueError naming the field."""
+    if (
+        not isinstance(row, list | tuple)
+        or len(row) != size
+        or not all(_is_int(v) and v >= 1 for v in row)
+    ):
         raise ValueError(
-            f"family_confidence must lie in (0, 1), got {cfg.family_confidence}"
+            f"VerifyConfig: {field}: every row must be {size} ints >= 1 {what}, "
+            f"got {row!r}"
         )
-    for name in ("trials", "points_trials", "recovery_trials"):
-        if int(getattr(cfg, name)) < 1:
-            raise ValueError(
-                f"argument --trials: {name} must be >= 1, got {getattr(cfg, name)}"
-            )
-    for _p, m, d in cond_blocks(cfg):
-        if not 1 <= d <= m:
-            raise ValueError(f"cond_grid: need 1 <= D <= M, got M={m}, D={d}")
-    for k, c, m in cfg.recovery_grid:
-        if k * c > m:
-            raise ValueError(f"recovery_grid: need K c <= M, got K={k} c={c} M={m}")
+    return tuple(int(v) for v in row)
+
+
+def _cond_entry(entry: Any) -> None:
+    ok = isinstance(entry, list | tuple) and len(entry) in (2, 3)
+    ok = ok and _is_int(entry[0]) and entry[0] >= 1
+    ok = ok and isinstance(entry[1], list | tuple) and all(map(_is_int, entry[1]))
+    ok = ok and (len(entry) == 2 or entry[2] in C.POINT_KINDS)
+    if not ok:
+        raise ValueError(
+            f"VerifyConfig: cond_grid: every entry must be [M, [D, ...]] or [M, "
+            f"[D, ...], points] with points one of {', '.join(C.POINT_KINDS)}, got "
+            f"{entry!r}"
+        )
+    m, ds = entry[0], entry[1]
+    if not all(1 <= d <= m for d in ds):
+        raise ValueError(
+            f"VerifyConfig: cond_grid: need 1 <= D <= M, got M = {m}, D = {list(ds)}"
+        )
+    if len(entry) == 3 and entry[2] == "second" and m < 2:
+        raise ValueError(
+            f"VerifyConfig: cond_grid: second-kind points need M >= 2, got {entry!r}"
+        )
+
+
+def validate(cfg: VerifyConfig) -> None:
+    """Raise ValueError, naming the field, for a configuration the run cannot do
+    (a field set from a file or a flag: the command names which)."""
+    name = "VerifyConfig"
+    for field in ("eta", "family_confidence"):
+        v = getattr(cfg, field)
+        if not (isinstance(v, int | float) and 0.0 < v < 1.0):
+            raise ValueError(f"{name}: {field} must lie in (0, 1), got {v!r}")
+    for field, low in (
+        ("trials", 1), ("points_trials", 1), ("recovery_trials", 1),
+        ("identity_trials", 0), ("exhaustive_missing", 1),
+        ("exhaustive_max_candidates", 1), ("points_workers", 1),
+        ("memory_bytes", 1), ("seed", 0),
+    ):  # fmt: skip
+        v = getattr(cfg, field)
+        if not _is_int(v) or v < low:
+            raise ValueError(f"{name}: {field} must be an int >= {low}, got {v!r}")
+    if cfg.chunk is not None and not (_is_int(cfg.chunk) and cfg.chunk >= 1):
+        raise ValueError(f"{name}: chunk must be an int >= 1, got {cfg.chunk!r}")
+    for entry in cfg.cond_grid:
+        _cond_entry(entry)
+    for field in ("exhaustive_workers", "decoder_check_workers", "points_coeffs"):
+        v = getattr(cfg, field)
+        if v is None and field == "decoder_check_workers":
+            continue
+        if not isinstance(v, tuple) or not all(_is_int(x) and x >= 1 for x in v):
+            raise ValueError(f"{name}: {field} must be a list of ints >= 1, got {v!r}")
+    bad = [m for m in cfg.exhaustive_workers if m - cfg.exhaustive_missing < 1]
+    if bad:
+        raise ValueError(
+            f"{name}: exhaustive_workers must each exceed exhaustive_missing = "
+            f"{cfg.exhaustive_missing}, got {bad}"
+        )
+    bad = [d for d in cfg.points_coeffs if d > cfg.points_workers]
+    if bad:
+        raise ValueError(
+            f"{name}: points_coeffs must each be at most points_workers = "
+            f"{cfg.points_workers}, got {bad}"
+        )
+    for field in ("recovery_grid", "enumeration_grid"):
+        for row in getattr(cfg, field):
+            k, c, m = _row(field, row, "(K, c, M)", 3)
+            if k * c > m:
+                raise ValueError(
+                    f"{name}: {field}: need K c <= M, got K={k} c={c} M={m}"
+                )
+            if field == "enumeration_grid" and m > 22:
+                raise ValueError(
+                    f"{name}: {field}: lists all 2^M sets, so M <= 22, got M={m}"
+                )
 
 
 # ----------------------------------------------------------------------------------
@@ -226,172 +299,3 @@ def recovery_rows(k: int, c: int, m: int) -> tuple[int, ...]:
         m,
     ]
     return tuple(sorted({n for n in cand if 0 <= n <= m}))
-
-
-# ----------------------------------------------------------------------------------
-# the command line and config files
-
-
-def load_config_file(path: str) -> dict:
-    """Read a TOML (``.toml``) or JSON file of run settings.
-
-    Keys: ``workers``, ``inputs``, ``degree``, ``points`` (each a value or a list),
-    ``eta``, ``trials``, ``seed``, and any :class:`VerifyConfig` field (lists become
-    tuples).
-
-    Raises:
-        ValueError: unreadable file or an unknown key (naming ``--config``).
-    """
-    try:
-        if path.endswith(".toml"):
-            import tomllib
-
-            with open(path, "rb") as f:
-                data = tomllib.load(f)
-        else:
-            with open(path) as f:
-                data = json.load(f)
-    except (OSError, ValueError) as err:
-        raise ValueError(f"argument --config: cannot read {path!r}: {err}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"argument --config: {path!r} must hold a table of settings")
-    fields = {f.name for f in dataclasses.fields(VerifyConfig)}
-    unknown = sorted(set(data) - fields - set(USER_KEYS))
-    if unknown:
-        raise ValueError(
-            f"argument --config: unknown key(s) {', '.join(unknown)} in {path!r}; "
-            f"allowed: {', '.join(USER_KEYS)} and the VerifyConfig fields"
-        )
-    for key, value in data.items():
-        _check_setting(path, key, value)
-    return data
-
-
-_INT_KEYS = ("workers", "inputs", "degree", "trials", "seed")
-
-
-def _check_setting(path: str, key: str, value: Any) -> None:
-    """A config file's value has the type of its flag or VerifyConfig field (an
-    int is an int, a number a finite number, a list a list), else a ValueError
-    naming ``--config`` and the key: checked before any work."""
-
-    def is_int(v):
-        return isinstance(v, int) and not isinstance(v, bool)
-
-    def is_num(v):
-        return (is_int(v) or isinstance(v, float)) and math.isfinite(v)
-
-    hints = typing.get_type_hints(VerifyConfig)
-    if key in _INT_KEYS:
-        ok = all(is_int(v) for v in _listify(value)) if key in USER_KEYS[:3] else (
-            is_int(value))  # fmt: skip
-        want = "an int (or a list of ints)" if key in USER_KEYS[:3] else "an int"
-    elif key == "points":
-        ok = all(isinstance(v, str) for v in _listify(value))
-        want = "a point kind or a list of them"
-    elif key == "eta" or hints.get(key) is float:
-        ok, want = is_num(value), "a finite number"
-    elif hints.get(key) is bool:
-        ok, want = isinstance(value, bool), "true or false"
-    elif hints.get(key) in (int, int | None):
-        ok = is_int(value) or (value is None and hints[key] is not int)
-        want = "an int"
-    else:  # tuples (grids): lists in the file, checked by validate()
-        ok, want = isinstance(value, (list, tuple)) or value is None, "a list"
-    if not ok:
-        raise ValueError(
-            f"argument --config: {key} must be {want}, got {value!r} in {path!r}"
-        )
-
-
-def _tuples(x: Any) -> Any:
-    if isinstance(x, list):
-        return tuple(_tuples(v) for v in x)
-    return x
-
-
-def _listify(x: Any) -> tuple:
-    return tuple(x) if isinstance(x, (list, tuple)) else (x,)
-
-
-def build_config(a: argparse.Namespace) -> tuple[VerifyConfig, list[str]]:
-    """The run configuration from the parsed flags (and ``--config``).
-
-    Returns (config, lines to print: the D of each (K, d)). Raises ValueError with a
-    message that names the flag.
-    """
-    data = load_config_file(a.config) if a.config else {}
-    for key in USER_KEYS:
-        val = getattr(a, key)
-        if val is not None:
-            data[key] = val
-    user = {k: data.pop(k) for k in ("workers", "inputs", "degree") if k in data}
-    points = data.pop("points", None)
-    over: dict[str, Any] = {k: _tuples(v) for k, v in data.items()}
-    over.update(plots=not a.no_plots, progress=not a.no_progress)
-    trials = over.pop("trials", None)
-    if trials is not None:
-        over.update(
-            trials=trials,
-            points_trials=over.get("points_trials", trials),
-            recovery_trials=over.get("recovery_trials", max(trials, 1)),
-        )
-    if "eta" in over and not 0.0 < float(over["eta"]) < 1.0:
-        raise ValueError(f"argument --eta: must lie in (0, 1), got {over['eta']}")
-    if user:
-        cfg, lines = _user_config(user, points, over, quick=a.quick)
-    else:
-        cfg, lines = _grid_config(points, over, quick=a.quick), []
-    validate(cfg)
-    return cfg, lines
-
-
-def _user_config(
-    user: dict, points: Any, over: dict[str, Any], *, quick: bool
-) -> tuple[VerifyConfig, list[str]]:
-    """``--workers/--inputs/--degree`` (all three): :meth:`VerifyConfig.user`."""
-    missing = [f"--{k}" for k in ("workers", "inputs", "degree") if k not in user]
-    if missing:
-        raise ValueError(
-            f"argument {missing[0]}: required with "
-            + " and ".join(f"--{k}" for k in user)
-            + " (give --workers, --inputs and --degree together)"
-        )
-    ws, ks, dg = (_listify(user[k]) for k in ("workers", "inputs", "degree"))
-    if quick and "trials" not in over:
-        over["trials"] = 2000
-    cfg = VerifyConfig.user(
-        workers=tuple(int(v) for v in ws),
-        inputs=tuple(int(v) for v in ks),
-        degree=tuple(int(v) for v in dg),
-        points=_listify(points if points is not None else "first"),
-        **over,
-    )
-    lines = [
-        f"K = {k} inputs, degree d = {d}: D = d(K-1)+1 = "
-        f"{coefficients(int(k), int(d))} coefficients"
-        for k in dict.fromkeys(ks)
-        for d in dict.fromkeys(dg)
-    ]
-    return cfg, lines
-
-
-def _grid_config(points: Any, over: dict[str, Any], *, quick: bool) -> VerifyConfig:
-    """The built-in grid (full or ``--quick``), at the ``--points`` kinds if given."""
-    if points is not None:
-        pts = _listify(points)
-        for p in pts:
-            if p not in C.POINT_KINDS:
-                raise ValueError(
-                    f"argument --points: must be one of "
-                    f"{', '.join(C.POINT_KINDS)}, got {p!r}"
-                )
-        base = VerifyConfig.quick() if quick else VerifyConfig()
-        grid = tuple(
-            (e[0], e[1], p)
-            for p in dict.fromkeys(pts)
-            for e in base.cond_grid
-            if len(e) == 2
-        )
-        over.setdefault("cond_grid", grid)
-    return VerifyConfig.quick(**over) if quick else VerifyConfig(**over)
