@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.codedjax-installed
 OUT ?= results
 
-.PHONY: run test install clean lint mutation
+.PHONY: run test install clean lint mutation device-table
 
 install: $(STAMP)
 
@@ -31,6 +31,16 @@ run: $(STAMP)
 	$(PY) -m models.coded_dcn --quick --out $(OUT)/coded_dcn
 	$(PY) -m models.serve_dcn --quick --no-progress --out $(OUT)/serve_dcn
 	$(PY) -m theory.collect --out $(OUT)
+
+# Every benchmark, the DCNv2 training and coded inference and the head-to-head's
+# quick panels on one accelerator (docs/running.md, "GPU and TPU": install the jax
+# wheel into .venv first); writes docs/results/device-$(DEVICE).md.
+# make device-table DEVICE=gpu|tpu|cpu [QUICK=--quick]
+DEVICE ?= gpu
+QUICK ?=
+device-table: $(STAMP)
+	$(PY) -m benchmarks.device_table --device $(DEVICE) $(QUICK) \
+		--out $(OUT)/device-$(DEVICE) --results-page docs/results/device-$(DEVICE).md
 
 # Mutation testing of the numerical modules (minutes to hours; not part of CI):
 # make mutation MUTATE="codedjax/_chebyshev.py codedjax/bounds.py" MUTATION_ARGS="--max 60"

@@ -1,18 +1,24 @@
 """Run the benchmark cases and write JSON lines, a report and a printed table.
 
-    python -m benchmarks.run [--quick] [--only PATTERN] --out DIR
+    python -m benchmarks.run [--quick] [--only PATTERN] [--device KIND] --out DIR
 
-Runs unchanged on CPU, GPU and TPU (install the matching jax wheel). Each case's
-accuracy is checked against a float64 reference before it is timed.
+Runs unchanged on CPU, GPU and TPU (install the matching jax wheel); ``--device``
+checks first that jax sees that platform and places the cases on it. Each case's
+accuracy is checked against a float64 reference before it is timed. The whole
+accelerator table (these cases, latency, the floor, DCNv2 training and coded
+inference, the head-to-head) is ``python -m benchmarks.device_table --device gpu``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import fnmatch
 import os
 import sys
+
+import jax
 
 import runkit
 
@@ -89,7 +95,7 @@ def run(config: BenchConfig, *, case_list=None) -> list[dict]:
     return records
 
 
-FLAGS = {"only": "--only", "repeats": "--repeats"}
+FLAGS = {"only": "--only", "repeats": "--repeats", "device": "--device"}
 
 
 def main(argv=None) -> dict[str, list[dict]]:
@@ -104,12 +110,25 @@ def main(argv=None) -> dict[str, list[dict]]:
         help="run the cases whose name matches (substring or glob)",
     )
     parser.add_argument("--repeats", type=int, default=BenchConfig.repeats)
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "gpu", "tpu"),
+        help="run on this jax platform (default: jax's default backend); every "
+        "part of the table: python -m benchmarks.device_table",
+    )
     args = parser.parse_args(argv)
     over = dict(only=args.only, repeats=args.repeats, out=args.out)
     make = BenchConfig.quick if args.quick else BenchConfig
     config = runkit.make_config(parser, FLAGS, make, **over)
     runkit.make_config(parser, FLAGS, select, cases(config.quick_cases), config.only)
-    return {"records": run(config)}
+    place = contextlib.nullcontext()
+    if args.device is not None:
+        from .device_table import require_device
+
+        devices = runkit.make_config(parser, FLAGS, require_device, args.device)
+        place = jax.default_device(devices[0])
+    with place:
+        return {"records": run(config)}
 
 
 if __name__ == "__main__":

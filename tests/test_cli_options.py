@@ -62,6 +62,7 @@ COMMANDS = {
     "benchmarks.load.__main__": [], "benchmarks.mc_speed": [],
     "benchmarks.profile_decode": [], "benchmarks.regimes.__main__": [],
     "benchmarks.robust_serving": [], "benchmarks.run": [],
+    "benchmarks.device_table": ["--out", "OUT", "--device", "cpu"],
     "benchmarks.schemes.__main__": ["--out", "OUT"],
     "benchmarks.serving.__main__": [],
 }  # fmt: skip
