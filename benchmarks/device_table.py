@@ -47,15 +47,9 @@ import runkit
 
 from . import device_parts as parts
 from .cases import cases
+from .harness import KINDS, require_device
 from .run import select
 
-KINDS = ("cpu", "gpu", "tpu")
-#: what to install into .venv for each device kind (docs/running.md, GPU and TPU)
-WHEELS = {
-    "cpu": '.venv/bin/pip install -U "jax"',
-    "gpu": '.venv/bin/pip install -U "jax[cuda12]"',
-    "tpu": '.venv/bin/pip install -U "jax[tpu]"',
-}
 #: the parts, in the order they run (benchmarks.device_parts)
 PARTS: dict[str, Callable[..., dict]] = {
     "benchmarks": parts.benchmark_cases,
@@ -129,37 +123,6 @@ class DeviceTableConfig:
             trials=8,
         )
         return cls(**{**base, **overrides})
-
-
-def require_device(kind: str) -> list:
-    """The devices of platform ``kind``.
-
-    Raises:
-      ValueError: naming ``--device``, what jax sees and the wheel to install,
-        when jax has no ``kind`` device.
-    """
-    try:
-        devices = jax.devices(kind)
-    except RuntimeError:
-        devices = []
-    if devices:
-        return devices
-    seen = ", ".join(
-        f"{len(ds)} x {p} ({ds[0].device_kind})"
-        for p, ds in ((p, _devices_or_none(p)) for p in KINDS)
-        if ds
-    )
-    raise ValueError(
-        f"--device: jax {jax.__version__} sees no {kind} device (it sees {seen}); "
-        f"install the {kind} jax wheel into .venv: {WHEELS[kind]}"
-    )
-
-
-def _devices_or_none(kind: str) -> list:
-    try:
-        return jax.devices(kind)
-    except RuntimeError:
-        return []
 
 
 def _run_part(name: str, fn: Callable[[], dict]) -> dict:

@@ -23,7 +23,14 @@ import jax
 import runkit
 
 from .cases import cases
-from .harness import environment, matmul_rate, report_markdown, run_case, write_jsonl
+from .harness import (
+    environment,
+    matmul_rate,
+    report_markdown,
+    require_device,
+    run_case,
+    write_jsonl,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,8 +130,6 @@ def main(argv=None) -> dict[str, list[dict]]:
     runkit.make_config(parser, FLAGS, select, cases(config.quick_cases), config.only)
     place = contextlib.nullcontext()
     if args.device is not None:
-        from .device_table import require_device
-
         devices = runkit.make_config(parser, FLAGS, require_device, args.device)
         place = jax.default_device(devices[0])
     with place:

@@ -14,6 +14,7 @@ import json
 import pytest
 
 from benchmarks import device_table as dt
+from benchmarks import harness
 
 # the DCNv2 training (optax) mixes a Python float with an int32 step count
 pytestmark = pytest.mark.loose_promotion
@@ -73,7 +74,7 @@ def test_a_failing_part_is_a_row_and_the_rest_still_run(monkeypatch):
 
 @pytest.mark.parametrize("kind", ["gpu", "tpu"])
 def test_a_device_jax_does_not_see_exits_in_one_line(tmp_path, capsys, kind):
-    if dt._devices_or_none(kind):
+    if harness._devices_or_none(kind):
         pytest.skip(f"this machine has a {kind}")
     with pytest.raises(SystemExit) as info:
         dt.main(["--device", kind, "--quick", "--out", str(tmp_path / "o")])
@@ -81,7 +82,7 @@ def test_a_device_jax_does_not_see_exits_in_one_line(tmp_path, capsys, kind):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in err[0]
     assert "error: --device:" in err[0] and f"no {kind} device" in err[0]
-    assert dt.WHEELS[kind] in err[0]
+    assert harness.WHEELS[kind] in err[0]
     assert not (tmp_path / "o").exists()  # nothing was run or written
 
 
