@@ -24,16 +24,21 @@ from jax.typing import ArrayLike
 
 from ._chebyshev import chebyshev_points
 from ._dtypes import (
+    cast_exact,
     check_decode_inputs,
     check_floating,
     check_int,
+    check_return_ok,
     check_vector,
     concrete_finite,
     concrete_points,
+    encoder_points_ok,
+    hypot_exact,
     points_valid,
     resolve_accum_dtype,
     unit_roundoff,
 )
+from ._errors import error_quantile
 from ._nodes import distinct_representatives, finite_selection
 from ._result import (
     DecodeResult,
@@ -124,7 +129,9 @@ def bacc_points(num_inputs: int, num_workers: int, *, dtype: Any = None):
     )
 
 
-def berrut_encode(x: ArrayLike, beta: ArrayLike, alpha: ArrayLike) -> jax.Array:
+def berrut_encode(
+    x: ArrayLike, beta: ArrayLike, alpha: ArrayLike, *, return_ok: bool = False
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     r"""BACC encoding: worker i receives u(alpha_i), the Berrut interpolant of x.
 
     .. math::
@@ -136,24 +143,28 @@ def berrut_encode(x: ArrayLike, beta: ArrayLike, alpha: ArrayLike) -> jax.Array:
     worker point equal to a data point the worker receives that input exactly (bit
     for bit in the accumulation dtype).
 
-    Under ``jit`` the points cannot be checked; there, invalid points
-    (repeated or non-finite data points, non-finite worker points) make every coded
-    input NaN, so every worker's answer is NaN and a decoder reports ``ok`` False
-    instead of a silently wrong value.
+    Under ``jit`` the points cannot be checked (nothing traced can raise); there,
+    invalid points (repeated or non-finite data points, non-finite worker points)
+    make every coded input NaN, so every worker's answer is NaN and a decoder
+    reports ``ok`` False (``TOO_FEW_RESPONSES``) instead of a silently wrong
+    value; ``return_ok=True`` also returns the points' validity as data.
 
     Args:
         x: [K, ...] inputs, any floating dtype.
         beta: [K] distinct finite data points (default choice: first kind).
         alpha: [M] finite worker points (default choice: second kind; may repeat).
+        return_ok: also return ``ok``, a bool scalar: False when the (traced)
+            points are invalid, and then every coded row is NaN.
 
     Returns:
         [M, ...] coded inputs in the accumulation dtype of ``x`` (float32 for
-        bf16/f16/f32, float64 for float64).
+        bf16/f16/f32, float64 for float64); with ``return_ok``, the pair (coded,
+        ok).
 
     Raises:
         ValueError: on shapes that disagree, duplicate or non-finite concrete beta,
             non-finite concrete alpha.
-        TypeError: non-floating inputs.
+        TypeError: non-floating inputs, a ``return_ok`` that is not a bool.
 
     Examples:
         >>> import jax.numpy as jnp, codedjax as cj
@@ -169,6 +180,7 @@ def berrut_encode(x: ArrayLike, beta: ArrayLike, alpha: ArrayLike) -> jax.Array:
         arXiv:2009.08327.
     """
     fname = "berrut_encode"
+    want_ok = check_return_ok(fname, return_ok)
     x = check_floating(fname, "x", x)
     if x.ndim < 1:
         raise ValueError(f"{fname}: x must have shape [K, ...], got a scalar")
@@ -180,7 +192,10 @@ def berrut_encode(x: ArrayLike, beta: ArrayLike, alpha: ArrayLike) -> jax.Array:
     # the basis depends on the points only (one compilation per K, M); the product
     # with the inputs is a separate, cheap program for every payload shape
     b, hit, idx, _ = encode_plan(beta.astype(acc), alpha.astype(acc))
-    return apply_plan(b, hit, idx, x.astype(acc))
+    coded = apply_plan(b, hit, idx, x.astype(acc))
+    if want_ok:
+        return coded, encoder_points_ok(beta.astype(acc), alpha.astype(acc))
+    return coded
 
 
 @jax.jit
@@ -266,11 +281,12 @@ def berrut_decode(
     y, mask, alpha, beta, acc = _check_decode(
         "berrut_decode", y, mask, alpha, beta, accum_dtype
     )
-    # cast first (exact, keeps NaN/Inf), so one program serves every worker dtype;
+    # cast first (exact, subnormal answers included, keeps NaN/Inf), so one
+    # program serves every worker dtype;
     # the decoding matrix is built by a program that does not see the payload
     # shape, and applied by a cheap one
     worker = y.dtype
-    y = y.astype(acc)
+    y = cast_exact(y, acc)
     sel = finite_selection(y, mask)
     plan = _decode_plan(sel, alpha, beta)
     return decode_finish(plan, y, sel, worker=worker)
@@ -295,10 +311,30 @@ def decode_finish(plan, y, sel, worker):
     already in the accumulation dtype; ``worker`` the dtype the workers answered in.
     """
     a, hit, idx, count, status, cond = plan
-    value = apply_decoding(a, y, y.dtype, hit=hit, hit_idx=idx)
+    value = apply_decoding(a, y, y.dtype, hit=hit, hit_idx=idx, rows=sel)
     flat = y.reshape(y.shape[0], math.prod(y.shape[1:]))
     error = predicted_error(a, flat, sel, worker)
+    # (combined through the bits: a prediction in the subnormal range, that of a
+    # subnormal payload, must not be flushed to zero by the sum)
+    error = hypot_exact(error, weights_rounding(a, value, flat.shape[1]))
     return finish(value, cond, count, status, error)
+
+
+def weights_rounding(a: jax.Array, value: jax.Array, num_cols: int) -> jax.Array:
+    """The rounding of the barycentric weights themselves, as an error of the
+    value: row k of A is t_k / sum_i t_ik, whose denominator, a sum of terms of
+    both signs, is computed with a relative error of about u_acc sum_i |t_ik| /
+    |sum_i t_ik| = u_acc L_k (L_k = sum_i |A_ki|, the row's Lebesgue sum); that
+    error is common to the row, so the value is off by about u_acc L_k
+    |value_k|, times z_KF as the other terms (docs/decoding.md, section 1).
+    Large where few nodes extrapolate (two nodes: L_k up to cond)."""
+    dt = a.dtype
+    lk = jnp.sum(jnp.abs(a), axis=-1)  # [K]
+    vk = jnp.abs(jnp.where(jnp.isfinite(value), value, jnp.zeros((), dt)))
+    vk = jnp.max(vk.reshape(vk.shape[0], -1), axis=1, initial=0.0)
+    z = error_quantile(a.shape[0] * num_cols)
+    # (z u L_k first: L_k |value_k| alone may overflow for huge answers)
+    return jnp.max(((z * unit_roundoff(dt)) * lk) * vk, initial=0.0)
 
 
 def berrut_decoding_matrix(

@@ -75,7 +75,7 @@ from ._dtypes import (
     resolve_accum_dtype,
     unit_roundoff,
 )
-from ._errors import payload_scale
+from ._errors import payload_scale, solve_rounding
 from ._polynomial import check_order, threshold_selection
 from ._result import DecodeResult, apply_decoding, finish, predicted_error, status_of
 
@@ -335,10 +335,12 @@ def _decode_impl(y, sel, batched, per_mask, num_inputs, degree, pack, acc, resid
         # the residual of y / s (s a power of two, exact): it cannot overflow
         s = payload_scale(flat, acc)
         rss = residual_sq(ls.q, yc / s.astype(yc.dtype), sel, acc, per_mask=per_mask)
-    # 2N real answers, 2D real unknowns: 2 (N - D) degrees of freedom
+    # 2N real answers, 2D real unknowns: 2 (N - D) degrees of freedom; the complex
+    # solve rounds as a real one with 2D unknowns (a complex multiply-add rounds
+    # each part twice as often as a real one): a noise level of sqrt(2D) u_acc
     error = predicted_error(
         a2, flat, sel2, y.dtype, residual_sq=rss, dof=2 * (ls.num_used - dd),
-        residual_scaled=True,
+        residual_scaled=True, solve_factor=solve_rounding(2 * dd),
     )  # fmt: skip
     return value, ls, error, dd
 
@@ -380,8 +382,10 @@ def circle_decode(
         responders' generator rows); ``num_used`` N; ``status`` TOO_FEW_RESPONSES
         (N < D), ILL_CONDITIONED (cond >= 1/eps) or NONFINITE; ``error`` the
         predicted absolute error (docs/decoding.md) from the noise gain of the real
-        decoding map, the workers' rounding level and the least-squares residual
-        over 2 (N - D) degrees of freedom.
+        decoding map, the workers' rounding level, the complex solve's own
+        rounding (sqrt(2D) u_acc: a complex solve of D unknowns rounds as a real
+        one of 2D) and the least-squares residual over 2 (N - D) degrees of
+        freedom.
 
     Batching: ``jax.vmap`` (over masks, answers or both, nested) runs a kernel that
     factors one mask at a time around a batched payload product, so no LAPACK call
@@ -466,7 +470,8 @@ def circle_threshold_decode(
 
     Returns:
         DecodeResult as :func:`circle_decode`, ``cond`` that of the D x D system;
-        ``error`` from the noise gain and the rounding level (no residual).
+        ``error`` from the noise gain, the rounding level and the solve's own
+        rounding (no residual).
 
     Raises:
         ValueError, TypeError: as :func:`circle_decode`, and for an ``order`` that is

@@ -275,7 +275,7 @@ class Code:
         _remember(self, sig)
         return out
 
-    def decode(self, y: ArrayLike, mask: ArrayLike) -> DecodeResult:
+    def decode(self, y: ArrayLike, mask: ArrayLike, **unknown: Any) -> DecodeResult:
         """Decode one straggler pattern.
 
         Args:
@@ -288,8 +288,12 @@ class Code:
 
         Raises:
             ValueError: y or mask not [M, ...] / [M].
-            TypeError: y not floating, mask not boolean.
+            TypeError: y not floating, mask not boolean; a keyword this code's
+                decode does not take (``order``: threshold codes only;
+                ``noise_sd``: robust codes only), named with the codes that do.
         """
+        if unknown:
+            refuse_keywords(self, "decode", unknown)
         sig = _signature("decode", (y, mask))
         if sig is not None and sig in self.__dict__.get("_checked", ()):
             try:  # these shapes and dtypes passed the checks below before
@@ -302,7 +306,12 @@ class Code:
         return out
 
     def decode_batched(
-        self, y: ArrayLike, masks: ArrayLike, *, shared_y: bool = False
+        self,
+        y: ArrayLike,
+        masks: ArrayLike,
+        *,
+        shared_y: bool = False,
+        **unknown: Any,
     ) -> DecodeResult:
         """Decode B straggler patterns at once.
 
@@ -318,8 +327,11 @@ class Code:
 
         Raises:
             ValueError: shapes that disagree (y, masks).
-            TypeError: y not floating, masks not boolean.
+            TypeError: y not floating, masks not boolean; a keyword this code
+                does not take (as :meth:`decode`).
         """
+        if unknown:
+            refuse_keywords(self, "decode_batched", unknown)
         fname = f"{type(self).__name__}.decode_batched"
         y, masks, _ = self._check_batched(fname, y, masks, shared_y)
         return self._decode_many(y, masks, shared_y)
@@ -350,6 +362,11 @@ class Code:
         others. Works under ``jax.jit`` and ``jax.vmap`` (map the fields of
         ``answers`` together).
 
+        ``order`` is known to every runtime and read only by the codes that use
+        it; ``noise_sd`` is refused by a code that does not take it (a
+        ``TypeError`` naming this method and the codes that do), as by
+        :meth:`decode`.
+
         Args:
             answers: :class:`Answers` (``y`` [M, ...], ``mask`` [M], optional
                 ``order`` [M] and ``noise_sd`` [M]).
@@ -357,6 +374,7 @@ class Code:
         Returns:
             What :meth:`decode` returns.
         """
+        check_answer_fields(self, "decode_answers", answers)
         return self.decode(answers.y, answers.mask)
 
     def decode_answers_batched(self, answers: Answers) -> DecodeResult:
@@ -378,6 +396,7 @@ class Code:
             What :meth:`decode_answers` returns, with a leading B axis on every
             field.
         """
+        check_answer_fields(self, "decode_answers_batched", answers)
         if self.answers_chunk is None:
             return jax.vmap(self.decode_answers)(answers)
         return jax.lax.map(
@@ -481,6 +500,46 @@ class Code:
         eye = jnp.eye(n, dtype=dtype).reshape((self.num_workers,) + cs + (n,))
         a = self._decode(eye, mask).value  # [K, n]
         return a.reshape((a.shape[0], self.num_workers) + cs)
+
+
+# The keywords of a decode that only some codes take: who takes it, for the error
+# a code that does not take it raises (Python's own names the base class's method).
+_CODE_KEYWORDS = {
+    "order": (
+        "order (the arrival order) is taken only by a threshold code "
+        "(lagrange_code(..., decoder='threshold') -> ThresholdCode, circle_code(..., "
+        "decoder='threshold') -> CircleThresholdCode)"
+    ),
+    "noise_sd": (
+        "noise_sd (a per-answer noise level) is taken only by a robust code "
+        "(lagrange_code(..., decoder='robust') -> RobustCode)"
+    ),
+}
+
+
+def refuse_keywords(code, method: str, unknown: dict) -> None:
+    """Raise the TypeError of keyword arguments ``code``'s ``method`` does not
+    take, naming the code's own method and, for a keyword another code takes
+    (``order``, ``noise_sd``), which codes take it."""
+    fname = f"{type(code).__name__}.{method}"
+    name = sorted(unknown)[0]
+    if name in _CODE_KEYWORDS:
+        raise TypeError(
+            f"{fname}: {_CODE_KEYWORDS[name]}, not by {type(code).__name__}, which "
+            f"decodes from {', '.join(code.answer_fields)}"
+        )
+    raise TypeError(
+        f"{fname}: unexpected keyword argument {name!r} (it decodes from "
+        f"{', '.join(code.answer_fields)})"
+    )
+
+
+def check_answer_fields(code, method: str, answers: Answers) -> None:
+    """A code given :class:`Answers` with a ``noise_sd`` it does not read refuses
+    it, as its ``decode`` does (a runtime hands it only to a code that takes it);
+    ``order`` is known to every runtime and ignored where it does not apply."""
+    if answers.noise_sd is not None and "noise_sd" not in code.answer_fields:
+        refuse_keywords(code, method, {"noise_sd": answers.noise_sd})
 
 
 def _empty_batch(code, y, masks, shared_y, extras):

@@ -135,11 +135,16 @@ class RandomCode(Code):
     over every finite response (:func:`random_code`).
 
     Attributes:
-        seed: the seed of the draw: G = ``gaussian_encoding_matrix(
-            jax.random.key(seed), ...)``, N(0, 1/K) entries drawn in float32.
+        seed: the seed of the draw, any int >= 0: G = ``gaussian_encoding_matrix(
+            seed_key(seed), ...)``, N(0, 1/K) entries drawn in float32
+            (``seed_key(seed)`` is ``jax.random.key(seed)`` for seeds below 2^32;
+            :func:`codedjax._random_code.seed_key`).
     """
 
     seed: int = 0
+
+    def __post_init__(self):
+        check_int(type(self).__name__, "seed", self.seed, minimum=0)
 
     @property
     def name(self) -> str:
@@ -174,7 +179,7 @@ def _generator(seed: int, k: int, m: int) -> np.ndarray:
     """The float32 draw as a read-only host array (a constant of every trace)."""
     with jax.ensure_compile_time_eval():
         g = rnd.gaussian_encoding_matrix(
-            jax.random.key(seed), num_inputs=k, num_workers=m
+            rnd.seed_key(seed), num_inputs=k, num_workers=m
         )
         out = np.asarray(g)
     out.setflags(write=False)
@@ -274,8 +279,9 @@ def random_code(*, num_inputs: int, num_workers: int, seed: int = 0) -> RandomCo
     K responders decode (with probability one). Exact only for linear workers.
 
     Args:
-        num_inputs: K >= 1. num_workers: M >= K. seed: an int >= 0, the draw's
-            (kept in the code, which stays hashable).
+        num_inputs: K >= 1. num_workers: M >= K. seed: any int >= 0 (a Python
+            or numpy int, however large), the draw's (kept in the code, which
+            stays hashable); the same draw with and without float64 enabled.
 
     Returns:
         A :class:`RandomCode` with ``threshold`` K.
@@ -294,7 +300,7 @@ def random_code(*, num_inputs: int, num_workers: int, seed: int = 0) -> RandomCo
     fname = "random_code"
     k = check_int(fname, "num_inputs", num_inputs, minimum=1)
     m = check_int(fname, "num_workers", num_workers, minimum=1)
-    s = check_int(fname, "seed", seed, minimum=0)
+    s = check_int(fname, "seed", seed, minimum=0)  # a numpy int becomes an int
     if m < k:
         raise ValueError(
             f"{fname}: a random code needs num_workers >= num_inputs (K={k}), got M={m}"

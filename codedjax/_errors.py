@@ -10,8 +10,10 @@ Every decoder returns ``value = A y`` from the responses y of the workers it use
     \\sigma_f = \\max\\Bigl(u \\, \\mathrm{rms}_{i \\in S}(y_{i f}),\\;
         \\sqrt{\\mathrm{RSS}_f / (N - D)}\\Bigr),
 
-with u the unit roundoff of the workers' dtype (at least that of the accumulation
-dtype), RSS the least-squares residual where the decoder has one (N > D), and
+with u = sqrt(u_w^2 + (c u_acc)^2): u_w the unit roundoff of the workers' dtype
+(at least that of the accumulation dtype) and c u_acc the decoder's own rounding,
+an independent error (:func:`solve_rounding`), RSS the least-squares residual
+where the decoder has one (N > D), and
 z_{KF} the two-sided normal quantile at which the largest of the K F outputs exceeds
 its prediction with probability at most 1% under the model. The model: every
 answer carries an independent error of standard deviation sigma_f (rounding at the
@@ -19,8 +21,11 @@ size of the answers, or whatever the residual shows beyond it); row k of A sums 
 with weights A_{k,i} (variance ||A_{k,:}||^2 sigma^2), and the rounding the workers
 share (their parameters, rounded once) passes through any decoder that reproduces
 its function class with gain 1, the "+ 1". The rms is floored at the workers'
-smallest normal number (their rounding is absolute below it), and the flush floor
-(:func:`flush_floor`) adds what flushing subnormal numbers to zero can cost. The
+smallest normal number (their rounding is absolute below it), and
+:func:`rounding_floors` adds what the subnormal range can cost (the spacing a value
+there is rounded to; answers far below the largest one that a scaled product may
+flush); the prediction is computed for answers scaled exactly by a power of two
+(through the bits, subnormal answers included) and scaled back, rounded up. The
 derivation, what it assumes and its calibration are in ``docs/decoding.md``.
 """
 
@@ -32,7 +37,13 @@ from statistics import NormalDist
 import jax
 import jax.numpy as jnp
 
-from ._dtypes import exact_pow2, unit_roundoff
+from ._dtypes import (
+    exact_pow2,
+    ldexp_exact,
+    max_exponent,
+    pow2_pair,
+    unit_roundoff,
+)
 
 # Probability, under the Gaussian noise model, that the largest of the K F decoded
 # outputs exceeds the predicted error (Bonferroni over the outputs).
@@ -67,6 +78,7 @@ def noise_level(
     dof: jax.Array | int | None = None,
     scale: jax.Array | float = 1.0,
     solve_factor: float = 1.0,
+    scale_exp: jax.Array | None = None,
 ) -> jax.Array:
     """sigma_f [..., F]: the per-column noise level of the selected answers.
 
@@ -86,8 +98,14 @@ def noise_level(
         scale: the power of two ``y`` was divided by (the workers' subnormal
             floor, ``tiny(worker_dtype) * u``, is expressed in the units of y).
         solve_factor: the decoder's own rounding in units of the accumulation
-            dtype's u (u = max(u_w, solve_factor u_acc)): a factorisation of an
-            ill-conditioned system perturbs the answers by a few u_acc.
+            dtype's u, independent of the workers' (u = sqrt(u_w^2 +
+            (solve_factor u_acc)^2), u_w at least u_acc): a factorisation of an
+            ill-conditioned system perturbs the answers by a few u_acc; 0 for a
+            decoder that only copies answers.
+        scale_exp: in place of ``scale``, the exponent E (int, broadcastable to
+            [..., F]) of the power of two 2^E that ``y`` was divided by; for the
+            payloads in or near the subnormal range, whose 2^E is not a number
+            of ``acc`` (the floor is then 2^(minexp_w - E), exact).
     """
     yy = jnp.where(jnp.isfinite(y), y.astype(acc), jnp.zeros((), acc))
     w = sel.astype(acc)
@@ -100,10 +118,24 @@ def noise_level(
     # an answer in the workers' subnormal range rounds to their absolute spacing,
     # not relative to its size: the rms is floored at the workers' smallest normal
     # number (in the units of y, which the caller may have divided by ``scale``)
-    floor = jnp.asarray(float(jnp.finfo(worker_dtype).tiny), acc) / jnp.asarray(
-        scale, acc
-    )
-    u = max(unit_roundoff(worker_dtype), solve_factor * unit_roundoff(acc))
+    if scale_exp is None:
+        floor = jnp.asarray(float(jnp.finfo(worker_dtype).tiny), acc) / jnp.asarray(
+            scale, acc
+        )
+    else:
+        # (capped at 2^(maxexp / 4): a floor that far above the answers says the
+        # same, and its square stays finite)
+        e = jnp.minimum(
+            int(jnp.finfo(worker_dtype).minexp) - scale_exp,
+            int(jnp.finfo(acc).maxexp) // 4,
+        )
+        floor = pow2_clipped(e, acc)
+    # the workers' rounding and the decoder's own are independent: they add in
+    # quadrature (float32 answers decoded in float32 carry both at one size)
+    # (answers finer than ``acc`` are rounded to it when they are cast)
+    uw = max(unit_roundoff(worker_dtype), unit_roundoff(acc))
+    ud = solve_factor * unit_roundoff(acc)
+    u = float((uw * uw + ud * ud) ** 0.5)
     sigma = u * jnp.maximum(jnp.sqrt(ms), floor)
     if residual_sq is not None:
         dof = jnp.asarray(dof)
@@ -138,19 +170,22 @@ def predicted_error_of(
     residual_sq: jax.Array | None = None,
     dof: jax.Array | int | None = None,
     residual_scaled: bool = False,
+    residual_exp: jax.Array | None = None,
     solve_factor: float = 1.0,
 ) -> jax.Array:
     """The predicted absolute error of ``value = A y`` (max over outputs).
 
     Args:
         a: [..., K, M] decoding matrices (zero columns for unused workers).
-        y: [M, F] (shared) or [..., M, F] flattened answers.
+        y: [M, F] (shared) or [..., M, F] flattened answers (any floating dtype).
         sel: bool [..., M] rows used.
         worker_dtype: the dtype the workers answered in.
         residual_sq: optional [..., F] least-squares residual sum of squares.
         dof: optional N - D for the residual.
         residual_scaled: ``residual_sq`` is that of ``y / payload_scale(y)``
             (computed from the scaled answers, so that it cannot overflow).
+        residual_exp: ``residual_sq`` is that of ``y / 2^residual_exp`` (int
+            [...], e.g. :func:`payload_exponent`: exact for subnormal answers).
         solve_factor: the rounding of the decoder's own factorisation as a
             noise level of the answers, in units of the accumulation dtype's u
             (:func:`noise_level`; :func:`solve_rounding` for least squares).
@@ -158,23 +193,81 @@ def predicted_error_of(
     Returns:
         [...] in the dtype of ``a``.
     """
-    dt = a.dtype
-    # the prediction is homogeneous of degree 1 in y: computed for y / s (s a power
-    # of two, exact) so that squaring answers near the top of the dtype's
-    # range (1e30 in float32) cannot overflow, then scaled back
-    s = payload_scale(y, dt)
+    dt = jnp.dtype(a.dtype)
+    # the prediction is homogeneous of degree 1 in y (its floors aside): it is
+    # computed for y / 2^E, 2^E the power of two of the largest used answer (exact,
+    # subnormal answers included), so that squaring answers near the top of the
+    # dtype's range cannot overflow nor small ones underflow, then scaled back
+    # exactly (a prediction in the subnormal range rounded up, never flushed)
+    e = payload_exponent(y, sel)  # [...] (one payload per mask) or []
+    # y / 2^E by two exact powers of two, a plain product: a subnormal answer is
+    # read as zero there (XLA flushes it), which moves no noise level, each at
+    # least u times the workers' smallest normal number (the floor below)
+    p1, p2 = pow2_pair(-e, dt)
+    ys = y.astype(dt) * p1[..., None, None] * p2[..., None, None]
     rs = None
     if residual_sq is not None:
-        rs = residual_sq if residual_scaled else residual_sq.astype(dt) / s / s
+        rss = residual_sq.astype(dt)
+        if residual_exp is not None:  # [...] or per column [..., F]
+            re = jnp.asarray(residual_exp, jnp.int32)
+            shift = 2 * (re - (e[..., None] if re.ndim == rss.ndim else e))
+        elif residual_scaled:
+            shift = 2 * (max_exponent(payload_scale(y, dt)) - e)
+        else:
+            shift = -2 * e
+        if shift.ndim < rss.ndim:
+            shift = shift[..., None]
+        rs = ldexp_exact(rss, shift, subnormal_in=False, subnormal_out=False)
     sigma = noise_level(
-        y.astype(dt) / s, sel, worker_dtype, dt, rs, dof, scale=s,
-        solve_factor=solve_factor,
+        ys, sel, worker_dtype, dt, rs, dof, solve_factor=solve_factor,
+        scale_exp=e[..., None] if e.ndim else e,
     )  # fmt: skip
     gain_sq = jnp.max(jnp.sum(a * a, axis=-1), axis=-1, initial=0.0)
     k, f = a.shape[-2], y.shape[-1]
-    e = error_from_gain(gain_sq, sigma, k * f) * s
     n = jnp.sum(sel, axis=-1, dtype=jnp.int32)
-    return (e + flush_floor(gain_sq, n, dt)).astype(dt)
+    err = error_from_gain(gain_sq, sigma, k * f) + rounding_floors(gain_sq, n, e, dt)
+    return ldexp_exact(err.astype(dt), e, round_up=True, subnormal_in=False)
+
+
+def payload_exponent(y: jax.Array, sel: jax.Array | None = None) -> jax.Array:
+    """E: floor(log2) of the largest finite |y| over the used rows, int32 (0 for an
+    all-zero payload), from the bits (exact for subnormal answers).
+
+    Args:
+        y: [M, F] (one payload, shared by every mask of ``sel``) or [..., M, F].
+        sel: bool [..., M] the rows used (None: every row).
+
+    Returns:
+        int32 [...] for one payload per mask, else a scalar.
+    """
+    if sel is None:
+        return max_exponent(y, axis=(-2, -1))
+    if y.ndim == sel.ndim + 1:  # one payload per mask
+        return max_exponent(y, sel[..., :, None], axis=(-2, -1))
+    rows = jnp.any(sel.reshape((-1, sel.shape[-1])), axis=0)  # used by any mask
+    return max_exponent(y, rows[:, None])
+
+
+def pow2_clipped(e: jax.Array | int, acc) -> jax.Array:
+    """2^e in ``acc``, exact, with e clipped to the normal exponent range."""
+    fi = jnp.finfo(acc)
+    e = jnp.clip(jnp.asarray(e, jnp.int32), int(fi.minexp), int(fi.maxexp) - 1)
+    return exact_pow2(e, acc)
+
+
+def rounding_floors(
+    gain_sq: jax.Array, num_used: jax.Array, scale_exp: jax.Array, acc
+) -> jax.Array:
+    """The absolute parts of a prediction, in units of 2^``scale_exp``.
+
+    :func:`flush_floor` (answers far below the largest one that a scaled product
+    may still flush) and half the spacing of ``acc``'s subnormal numbers, u tiny
+    (2^-150 in float32: a value in the subnormal range is rounded to it), which in
+    the answers' units is 2^(minexp - nmant - 1 - E).
+    """
+    fi = jnp.finfo(acc)
+    spacing = pow2_clipped(int(fi.minexp) - int(fi.nmant) - 1 - scale_exp, acc)
+    return flush_floor(gain_sq, num_used, acc) + spacing
 
 
 def solve_rounding(num_coeffs: int) -> float:

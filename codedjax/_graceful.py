@@ -15,6 +15,7 @@ in ``docs/decoding.md``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -27,9 +28,11 @@ from ._dtypes import (
     check_chebyshev_decode,
     check_worker_dtype,
     finite_rows,
+    ldexp_exact,
+    max_exponent,
     points_valid,
 )
-from ._errors import error_quantile, flush_floor, noise_level, payload_scale
+from ._errors import error_quantile, noise_level, rounding_floors
 from ._result import DecodeResult, finish, status_of
 
 # Prior decays rho of the Chebyshev coefficients (c_j ~ N(0, s^2 rho^(2j))) and
@@ -62,14 +65,23 @@ def _svd_fits(y, sel, alpha, beta, d, acc, wdt):
     """Both fits of one mask. Returns a dict of the LS and smooth quantities."""
     m = alpha.shape[0]
     t, tb = equilibrated_vandermondes(alpha, beta, d, acc)
-    flat = y.reshape(m, -1).astype(acc)
-    flat = jnp.where(sel[:, None] & jnp.isfinite(flat), flat, jnp.zeros((), acc))
-    # everything below is homogeneous of degree 1 in y: it runs on y / p (p a power
-    # of two, exact), so that squaring answers near the top of the range (1e30 in
-    # float32) cannot overflow and small ones cannot underflow; the values and
-    # errors are scaled back at the end
-    p = payload_scale(flat, acc)
-    flat = flat / p
+    flat = y.reshape(m, -1)
+    rows = sel[:, None] & jnp.isfinite(flat)
+    # everything below is homogeneous of degree 1 in each column of y (the
+    # marginal likelihood too: its terms are ratios within a column): it runs on
+    # column f divided by 2^e_f, its largest answer's power of two (exact, from the
+    # bits: subnormal answers included), so that squaring answers near the top of
+    # the range (1e30 in float32) cannot overflow and small ones cannot underflow
+    # or be flushed; the values and errors are scaled back at the end. An all-zero
+    # column takes the largest column's exponent (its floors then stay negligible)
+    none = int(jnp.iinfo(jnp.int32).min)  # (the exponent of a column of zeros)
+    ef = max_exponent(flat, rows, axis=0, empty=none)  # [F]
+    live = ef != none
+    top = jnp.max(ef)
+    top = jnp.where(top != none, top, 0)
+    ef = jnp.where(live, ef, top)
+    flat = ldexp_exact(flat, -ef[None, :], acc, subnormal_out=False)
+    flat = jnp.where(rows, flat, jnp.zeros((), acc))
     n = jnp.sum(sel, dtype=jnp.int32)
     eps = jnp.finfo(acc).eps
     # a noise level whose square and inverse square stay finite (an all-zero
@@ -100,7 +112,7 @@ def _svd_fits(y, sel, alpha, beta, d, acc, wdt):
     rss = jnp.sum(resid * resid, axis=0)  # [F]
     dof = n - d
     sigma = noise_level(  # [F]
-        flat, sel, wdt, acc, rss, dof, scale=p, solve_factor=SOLVE_ROUNDING
+        flat, sel, wdt, acc, rss, dof, solve_factor=SOLVE_ROUNDING, scale_exp=ef
     )
     sigma = jnp.maximum(sigma, tiny)
     full_rank = jnp.all(keep0) & (n >= d)
@@ -133,7 +145,9 @@ def _svd_fits(y, sel, alpha, beta, d, acc, wdt):
     # the smooth decoder's noise gain: A_f = P_b diag(shrink_f) U^T
     gain_sq_sm = jnp.max((pb**2) @ (shrink**2))
     return dict(
-        scale=p,
+        scale_exp=ef,
+        top_exp=top,
+        live=live,
         gain_sq_sm=gain_sq_sm,
         flat=flat,
         n=n,
@@ -150,25 +164,36 @@ def _svd_fits(y, sel, alpha, beta, d, acc, wdt):
 
 
 def _errors(fits, k, f, acc):
-    """Both predicted errors in the answers' units (``fits`` is in units of y / p),
-    each with what flushing subnormal numbers can cost
-    (:func:`codedjax._errors.flush_floor`)."""
+    """Both predicted errors in units of 2^E, E = ``fits["top_exp"]`` the largest
+    column exponent (``fits`` is in units of each column's own 2^e_f), each with
+    the absolute floors (:func:`codedjax._errors.rounding_floors`: what flushing
+    subnormal numbers in the products can cost, and the spacing a value in the
+    subnormal range is rounded to)."""
     z = error_quantile(k * f)
-    sigma, p, n = fits["sigma"], fits["scale"], fits["n"]
-    err_ls = z * jnp.sqrt(fits["gain_sq_ls"] + 1.0) * jnp.max(sigma)
-    err_sm = z * jnp.sqrt(jnp.max(fits["var_sm"] + sigma[None, :] ** 2))
-    # an all-zero payload (or one flushed to zero) decodes to exact zeros: its
-    # noise level is the floor that keeps the algebra finite, not a rounding error
-    live = jnp.where(jnp.any(fits["flat"] != 0), p, jnp.zeros((), acc))
-    err_ls = err_ls * live + flush_floor(fits["gain_sq_ls"], n, acc)
+    sigma, n, top = fits["sigma"], fits["n"], fits["top_exp"]
+    # an all-zero column decodes to exact zeros: its noise level is the floor
+    # that keeps the algebra finite, not a rounding error
+    to_top = jnp.where(fits["live"], fits["scale_exp"] - top, -(2**20))  # [F]
+    # (a column far below the largest one adds nothing: flushed, not rounded)
+    top_units = functools.partial(ldexp_exact, subnormal_in=False, subnormal_out=False)
+    sig_top = top_units(sigma, to_top)  # [F] in units of 2^E (exact)
+    var_top = top_units(fits["var_sm"] + sigma[None, :] ** 2, 2 * to_top[None, :])
+    err_ls = z * jnp.sqrt(fits["gain_sq_ls"] + 1.0) * jnp.max(sig_top)
+    err_sm = z * jnp.sqrt(jnp.max(var_top))
+    err_ls = err_ls + rounding_floors(fits["gain_sq_ls"], n, top, acc)
     # (answers flushed to zero are lost to the smooth decoder as much as to the
     # least-squares one, whichever shrinks the rest more)
     gain_sm = jnp.maximum(fits["gain_sq_sm"], fits["gain_sq_ls"])
-    err_sm = err_sm * live + flush_floor(gain_sm, n, acc)
+    err_sm = err_sm + rounding_floors(gain_sm, n, top, acc)
     return err_ls, err_sm
 
 
-def _finish(y, value, cond, n, status, err):
+def _finish(y, fits, value, cond, n, status, err):
+    """The result in the answers' units: each column of ``value`` times its 2^e_f,
+    ``err`` (in units of 2^E) times 2^E, exactly (a prediction in the subnormal
+    range rounded up)."""
+    value = ldexp_exact(value, fits["scale_exp"][None, :], subnormal_in=False)
+    err = ldexp_exact(err, fits["top_exp"], round_up=True, subnormal_in=False)
     value = value.reshape(value.shape[:1] + y.shape[1:])
     return finish(value, cond, n, status, err.astype(value.dtype))
 
@@ -181,8 +206,7 @@ def _smooth_impl(y, mask, alpha, beta, num_coeffs, acc, wdt):
     status = status_of(
         points_ok=points_valid(alpha) & points_valid(beta), enough=fits["n"] >= 1
     )
-    value = fits["value_sm"] * fits["scale"]
-    return _finish(y, value, fits["cond"], fits["n"], status, err_sm)
+    return _finish(y, fits, fits["value_sm"], fits["cond"], fits["n"], status, err_sm)
 
 
 def _graceful_impl(y, mask, alpha, beta, num_coeffs, acc, wdt):
@@ -192,12 +216,12 @@ def _graceful_impl(y, mask, alpha, beta, num_coeffs, acc, wdt):
     err_ls, err_sm = _errors(fits, k, f, acc)
     ls_ok = fits["full_rank"] & (fits["cond"] * jnp.finfo(acc).eps < 1)
     use_ls = ls_ok & (err_ls <= PREFER_LS * err_sm)
-    value = jnp.where(use_ls, fits["value_ls"], fits["value_sm"]) * fits["scale"]
+    value = jnp.where(use_ls, fits["value_ls"], fits["value_sm"])
     err = jnp.where(use_ls, err_ls, err_sm)
     status = status_of(
         points_ok=points_valid(alpha) & points_valid(beta), enough=fits["n"] >= 1
     )
-    return _finish(y, value, fits["cond"], fits["n"], status, err)
+    return _finish(y, fits, value, fits["cond"], fits["n"], status, err)
 
 
 _smooth = jax.jit(_smooth_impl, static_argnames=("num_coeffs", "acc", "wdt"))

@@ -17,7 +17,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from ._code import Answers, Code, acc_of, check_code_points, device_points, points
+from ._code import (
+    Answers,
+    Code,
+    acc_of,
+    check_answer_fields,
+    check_code_points,
+    device_points,
+    points,
+    refuse_keywords,
+)
 from ._dtypes import (
     accumulation_dtype,
     check_floating,
@@ -148,7 +157,12 @@ class ThresholdCode(LagrangeCode):
         return "threshold"
 
     def decode(
-        self, y: ArrayLike, mask: ArrayLike, *, order: ArrayLike | None = None
+        self,
+        y: ArrayLike,
+        mask: ArrayLike,
+        *,
+        order: ArrayLike | None = None,
+        **unknown: Any,
     ) -> DecodeResult:
         """Decode one straggler pattern from the first D responders of ``order``.
 
@@ -163,8 +177,11 @@ class ThresholdCode(LagrangeCode):
 
         Raises:
             ValueError: y, mask or order of the wrong shape.
-            TypeError: y not floating, mask not boolean, order not integer.
+            TypeError: y not floating, mask not boolean, order not integer; a
+                keyword it does not take (``noise_sd``: robust codes only).
         """
+        if unknown:
+            refuse_keywords(self, "decode", unknown)
         fname = f"{type(self).__name__}.decode"
         y, mask = self._check(fname, y, mask)
         order = self._check_order(fname, order, ())
@@ -177,15 +194,20 @@ class ThresholdCode(LagrangeCode):
         *,
         order: ArrayLike | None = None,
         shared_y: bool = False,
+        **unknown: Any,
     ) -> DecodeResult:
         """:meth:`Code.decode_batched` with arrival orders ``order`` int [B, M]."""
+        if unknown:
+            refuse_keywords(self, "decode_batched", unknown)
         fname = f"{type(self).__name__}.decode_batched"
         y, masks, _ = self._check_batched(fname, y, masks, shared_y)
         order = self._check_order(fname, order, (masks.shape[0],))
         return self._decode_many(y, masks, shared_y, order=order)
 
     def decode_answers(self, answers: Answers) -> DecodeResult:
-        """Decodes ``answers.y``, ``answers.mask`` in ``answers.order``."""
+        """Decodes ``answers.y``, ``answers.mask`` in ``answers.order`` (a
+        ``noise_sd`` is refused, as by :meth:`Code.decode_answers`)."""
+        check_answer_fields(self, "decode_answers", answers)
         return self.decode(answers.y, answers.mask, order=answers.order)
 
     def _check_order(self, fname, order, batch):
@@ -291,7 +313,12 @@ class RobustCode(LagrangeCode):
         return self.threshold + 2 * self.max_corrupted
 
     def decode(
-        self, y: ArrayLike, mask: ArrayLike, *, noise_sd: ArrayLike | None = None
+        self,
+        y: ArrayLike,
+        mask: ArrayLike,
+        *,
+        noise_sd: ArrayLike | None = None,
+        **unknown: Any,
     ) -> RobustDecodeResult:
         """Decode one straggler pattern, excluding the answers located as corrupted.
 
@@ -312,6 +339,8 @@ class RobustCode(LagrangeCode):
             ValueError: y, mask or noise_sd of the wrong shape.
             TypeError: y or noise_sd not floating, mask not boolean.
         """
+        if unknown:
+            refuse_keywords(self, "decode", unknown)
         fname = f"{type(self).__name__}.decode"
         y, mask = self._check(fname, y, mask)
         noise_sd = self._check_noise(fname, noise_sd, (self.num_workers,), "[M]")
@@ -324,9 +353,12 @@ class RobustCode(LagrangeCode):
         *,
         shared_y: bool = False,
         noise_sd: ArrayLike | None = None,
+        **unknown: Any,
     ) -> RobustDecodeResult:
         """:meth:`Code.decode_batched` with per-answer noise levels ``noise_sd``
         shaped like y's leading axes: [B, M], or [M] when ``shared_y``."""
+        if unknown:
+            refuse_keywords(self, "decode_batched", unknown)
         fname = f"{type(self).__name__}.decode_batched"
         y, masks, lead = self._check_batched(fname, y, masks, shared_y)
         want = "[M] (shared_y)" if shared_y else "[B, M]"

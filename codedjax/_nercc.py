@@ -42,15 +42,17 @@ from jax.typing import ArrayLike
 
 from ._chebyshev import chebyshev_points
 from ._dtypes import (
+    cast_exact,
     check_decode_inputs,
     check_floating,
     check_int,
     check_mask,
+    check_return_ok,
     check_vector,
     concrete_finite,
     concrete_points,
+    encoder_points_ok,
     is_concrete,
-    points_valid,
     resolve_accum_dtype,
     unit_roundoff,
 )
@@ -210,8 +212,13 @@ def check_smoothing(fname: str, smoothing: Any, acc) -> jax.Array:
 
 
 def nercc_encode(
-    x: ArrayLike, beta: ArrayLike, alpha: ArrayLike, *, smoothing: Any = 0.0
-) -> jax.Array:
+    x: ArrayLike,
+    beta: ArrayLike,
+    alpha: ArrayLike,
+    *,
+    smoothing: Any = 0.0,
+    return_ok: bool = False,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     r"""NeRCC encoding: the smoothing spline through (beta_k, X_k), sampled at alpha.
 
     .. math::
@@ -223,10 +230,12 @@ def nercc_encode(
     Outside the range of beta the spline continues linearly. Computed as one [M, K]
     matrix (Reinsch form) applied by matmul, in the accumulation dtype.
 
-    Under ``jit`` the points and the smoothing cannot be checked; there, invalid
-    ones (repeated or non-finite data points, non-finite worker points, a negative
-    or non-finite smoothing) make every coded input NaN, so every worker's answer
-    is NaN and a decoder reports ``ok`` False instead of a silently wrong value.
+    Under ``jit`` the points and the smoothing cannot be checked (nothing traced
+    can raise); there, invalid ones (repeated or non-finite data points,
+    non-finite worker points, a negative or non-finite smoothing) make every coded
+    input NaN, so every worker's answer is NaN and a decoder reports ``ok`` False
+    (``TOO_FEW_RESPONSES``) instead of a silently wrong value; ``return_ok=True``
+    also returns their validity as data.
 
     Args:
         x: [K, ...] inputs (K >= 2), any floating dtype.
@@ -234,14 +243,17 @@ def nercc_encode(
         alpha: [M] finite worker points.
         smoothing: lambda_e >= 0, scipy's ``lam`` (a Python float or a scalar
             array; may be traced).
+        return_ok: also return ``ok``, a bool scalar: False when the (traced)
+            points or smoothing are invalid, and then every coded row is NaN.
 
     Returns:
-        [M, ...] coded inputs in the accumulation dtype of ``x``.
+        [M, ...] coded inputs in the accumulation dtype of ``x``; with
+        ``return_ok``, the pair (coded, ok).
 
     Raises:
         ValueError: K < 2, shapes that disagree, duplicate or non-finite concrete
             points, negative or non-finite concrete smoothing.
-        TypeError: non-floating inputs.
+        TypeError: non-floating inputs, a ``return_ok`` that is not a bool.
 
     Examples:
         >>> import jax.numpy as jnp, codedjax as cj
@@ -257,6 +269,7 @@ def nercc_encode(
         10, 1967.
     """
     fname = "nercc_encode"
+    want_ok = check_return_ok(fname, return_ok)
     x = check_floating(fname, "x", x)
     if x.ndim < 1:
         raise ValueError(f"{fname}: x must have shape [K, ...], got a scalar")
@@ -272,7 +285,10 @@ def nercc_encode(
     acc = resolve_accum_dtype(fname, x.dtype)
     lam = check_smoothing(fname, smoothing, acc)
     e = _encoding_matrix(beta.astype(acc), alpha.astype(acc), lam)  # [M, K]
-    return _matmul_rows(e, x.astype(acc))
+    coded = _matmul_rows(e, x.astype(acc))
+    if want_ok:
+        return coded, _encoding_ok(beta.astype(acc), alpha.astype(acc), lam)
+    return coded
 
 
 @jax.jit
@@ -287,15 +303,20 @@ def nercc_encoding_matrix(
     *,
     smoothing: Any = 0.0,
     accum_dtype: Any = jnp.float32,
-) -> jax.Array:
+    return_ok: bool = False,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     """The NeRCC encoding matrix E [M, K]: ``nercc_encode(x) == E @ x``.
+
+    As :func:`nercc_encode`, invalid traced points or smoothing give an all-NaN
+    matrix, and ``return_ok=True`` also returns their validity.
 
     Args:
         beta: [K] distinct data points (K >= 2). alpha: [M] worker points.
         smoothing: lambda_e >= 0. accum_dtype: float32 (default) or float64.
+        return_ok: also return ``ok``, a bool scalar (see :func:`nercc_encode`).
 
     Returns:
-        [M, K] in ``accum_dtype``.
+        [M, K] in ``accum_dtype``; with ``return_ok``, the pair (E, ok).
 
     Raises:
         ValueError, TypeError: as :func:`nercc_encode`.
@@ -307,6 +328,7 @@ def nercc_encoding_matrix(
         (6, 4)
     """
     fname = "nercc_encoding_matrix"
+    want_ok = check_return_ok(fname, return_ok)
     acc = resolve_accum_dtype(fname, jnp.float32, accum_dtype)
     beta = check_vector(fname, "beta", beta)
     if beta.shape[0] < 2:
@@ -317,20 +339,23 @@ def nercc_encoding_matrix(
     concrete_points(fname, "beta", beta)
     concrete_finite(fname, "alpha", alpha)
     lam = check_smoothing(fname, smoothing, acc)
-    return _encoding_matrix(beta.astype(acc), alpha.astype(acc), lam)
+    e = _encoding_matrix(beta.astype(acc), alpha.astype(acc), lam)
+    if want_ok:
+        return e, _encoding_ok(beta.astype(acc), alpha.astype(acc), lam)
+    return e
+
+
+@jax.jit
+def _encoding_ok(beta, alpha, lam):
+    """The traced validity of an encoding's points and smoothing."""
+    return encoder_points_ok(beta, alpha) & (lam >= 0) & jnp.isfinite(lam)
 
 
 @jax.jit
 def _encoding_matrix(beta, alpha, lam):
     """E [M, K]; all NaN when the points or the smoothing are invalid (traced)."""
     e = spline_matrix(beta, jnp.ones(beta.shape, bool), alpha, lam)[0]
-    valid = (
-        points_valid(beta)
-        & jnp.all(jnp.isfinite(alpha))
-        & (lam >= 0)
-        & jnp.isfinite(lam)
-    )
-    return jnp.where(valid, e, jnp.full_like(e, jnp.nan))
+    return jnp.where(_encoding_ok(beta, alpha, lam), e, jnp.full_like(e, jnp.nan))
 
 
 def _check_decode(fname, y, mask, alpha, beta, smoothing, accum_dtype):
@@ -423,17 +448,18 @@ def nercc_decode(
             f"{fname}: mask must select at least 2 distinct worker points with "
             f"finite responses (a spline needs 2 knots), got {n}"
         )
-    # cast first (exact, keeps NaN/Inf), so one program serves every worker dtype;
+    # cast first (exact, subnormal answers included, keeps NaN/Inf), so one
+    # program serves every worker dtype;
     # the decoding matrix is built without seeing the payload shape
     worker = y.dtype
-    y = y.astype(acc)
+    y = cast_exact(y, acc)
     sel = finite_selection(y, mask)
     return _decode_finish(_decoding_matrix(sel, alpha, beta, lam), y, sel, worker)
 
 
 @functools.partial(jax.jit, static_argnames=("worker",))
 def _decode_finish(res, y, sel, worker):
-    value = apply_decoding(res.value, y, y.dtype)
+    value = apply_decoding(res.value, y, y.dtype, rows=sel)
     flat = y.reshape(y.shape[0], math.prod(y.shape[1:]))
     error = predicted_error(res.value, flat, sel, worker)
     out = finish(value, res.cond, res.num_used, res.status, error)

@@ -40,7 +40,8 @@ class ParityCode(Code):
         parity_error: the absolute error (max over the outputs) of the parity model,
             |F_P(x_1 + ... + x_k) - (F(x_1) + ... + F(x_k))|, as the user measured it
             on validation data; None when unknown (a reconstruction's ``error`` is
-            then inf), 0.0 for an exact parity model (a linear model without bias).
+            then its rounding part only, as for BACC and NeRCC), 0.0 for an exact
+            parity model (a linear model without bias).
     """
 
     group: int = 2
@@ -121,23 +122,26 @@ class ParityCode(Code):
         # a query's own answer is copied bit for bit (a subnormal one included,
         # which the product would flush to zero)
         k = self.num_inputs
-        value = apply_decoding(
-            a, y, acc, hit=~rebuilt, hit_idx=jnp.arange(k, dtype=jnp.int32)
-        )
         used = jnp.any(a != 0, axis=0) & sel
+        value = apply_decoding(
+            a, y, acc, hit=~rebuilt, hit_idx=jnp.arange(k, dtype=jnp.int32), rows=used
+        )
         any_rebuilt = ok & jnp.any(rebuilt)
         # max row sum of |A|: 1 for a copied answer, k for a rebuilt one
         cond = jnp.where(
             ok, jnp.max(jnp.sum(jnp.abs(a), axis=1)), jnp.asarray(jnp.inf, acc)
         ).astype(acc)
-        # a copied answer is returned bit for bit (error 0, as replication); a
-        # rebuilt one carries the rounding of its k + 1 answers and the parity
-        # model's own error, which only validation data can tell
+        # a copied answer is returned bit for bit, with the worker's own rounding
+        # (as replication); a rebuilt one carries the rounding of its k + 1
+        # answers and the parity model's own error, which only validation data
+        # can tell: added when stated, left out otherwise (the rounding part
+        # only, finite, as every approximate code reports it: BACC, NeRCC)
         rounding = predicted_error(a, flat, used, y.dtype)
-        model = jnp.asarray(
-            jnp.inf if self.parity_error is None else self.parity_error, acc
-        )
-        error = jnp.where(any_rebuilt, rounding + model, jnp.zeros((), acc))
+        if not self.parity_error:  # None or 0.0: nothing to add (a prediction in
+            error = rounding  # the subnormal range is kept, never flushed by a sum)
+        else:  # (a stated error below the normal range counts as the smallest normal)
+            model = max(float(self.parity_error), float(jnp.finfo(acc).tiny))
+            error = rounding + jnp.where(any_rebuilt, model, jnp.zeros((), acc))
         status = jnp.where(
             ok, int(Status.SUCCESS), int(Status.TOO_FEW_RESPONSES)
         ).astype(jnp.int32)
@@ -172,12 +176,16 @@ def parity_code(
     * ``cond``: the max row sum of |A|, the factor by which an error in the answers
       can grow: 1 when every query's own answer arrived, k when a query was
       rebuilt from its group's parity (inf when not ``ok``).
-    * ``error``: 0 when every query's own answer arrived (they are copied bit for
-      bit). When a query was rebuilt, the rounding of the k + 1 answers it combines
-      (the library's predicted error of ``value = A y``) **plus** ``parity_error``:
-      the parity model's own approximation error dominates and rounding cannot
-      predict it, so the code reports inf unless the user states it (measured on
-      validation data, e.g. the largest |F_P(P) - sum F(x_j)| seen there).
+    * ``error``: the library's predicted error of ``value = A y`` (the workers'
+      rounding, docs/decoding.md): for copied answers (bit for bit) their own
+      rounding; when a query was rebuilt, the rounding of the k + 1 answers it
+      combines **plus** ``parity_error``, the parity model's own approximation
+      error, which dominates and which rounding cannot predict: state it
+      (measured on validation data, e.g. the largest |F_P(P) - sum F(x_j)| seen
+      there). Left unstated (None), ``error`` is the rounding part only, finite
+      with ``ok``, as for the other approximate codes (BACC, NeRCC:
+      ``docs/decoding.md``): it does not bound a rebuilt answer's error, and a
+      wait policy's error budget (``Adaptive``) then bounds the rounding only.
       ``parity_error=0.0`` is right only for an exact parity model (for a linear
       model without bias F itself is one).
 

@@ -25,15 +25,18 @@ from ._dtypes import (
     check_int,
     check_mask,
     check_payload,
+    check_return_ok,
     check_vector,
     concrete_points,
+    encoder_points_ok,
     finite_rows,
     is_concrete,
+    ldexp_exact,
     points_valid,
     resolve_accum_dtype,
     unit_roundoff,
 )
-from ._errors import payload_scale, solve_rounding
+from ._errors import payload_exponent, solve_rounding
 from ._linalg import HI
 from ._lsq import ls_decoding_matrices, ls_residual_sq
 from ._lsq import ls_decoding_matrix as _ls_decoding_matrix
@@ -42,6 +45,7 @@ from ._result import (
     apply_decoding,
     finish,
     predicted_error,
+    scale_columns,
     status_of,
 )
 from ._square import square_decoding_matrices
@@ -94,7 +98,9 @@ def _barycentric_matrix(nodes: jax.Array, z: jax.Array) -> jax.Array:
     return jnp.where(any_hit, hit.astype(dz.dtype), basis)
 
 
-def lagrange_encode(x: Any, beta: Any, alpha: Any) -> jax.Array:
+def lagrange_encode(
+    x: Any, beta: Any, alpha: Any, *, return_ok: bool = False
+) -> jax.Array | tuple[jax.Array, jax.Array]:
     r"""Lagrange encoding: worker i receives u(alpha_i), u(beta_k) = X_k, deg u = K-1.
 
     .. math::
@@ -106,22 +112,26 @@ def lagrange_encode(x: Any, beta: Any, alpha: Any) -> jax.Array:
     of two per column before the product, so the result overflows only where the
     exact answer does.
 
-    Under ``jit`` the points cannot be checked; there, invalid points (repeated or
-    non-finite data points, non-finite worker points) make every coded input NaN,
-    so every worker's answer is NaN and a decoder reports ``ok`` False instead of
-    a silently wrong value.
+    Under ``jit`` the points cannot be checked (nothing traced can raise); there,
+    invalid points (repeated or non-finite data points, non-finite worker points)
+    make every coded input NaN, so every worker's answer is NaN and a decoder
+    reports ``ok`` False (``TOO_FEW_RESPONSES``) instead of a silently wrong
+    value; ``return_ok=True`` also returns the points' validity as data.
 
     Args:
         x: [K, ...] the K inputs, any floating dtype.
         beta: [K] distinct data points.
         alpha: [M] worker evaluation points.
+        return_ok: also return ``ok``, a bool scalar: False when the (traced)
+            points are invalid, and then every coded row is NaN.
 
     Returns:
         [M, ...] coded inputs in the accumulation dtype (float32 for bf16/f16/f32
-        input, float64 for float64).
+        input, float64 for float64); with ``return_ok``, the pair (coded, ok).
 
     Raises:
         ValueError: on shape mismatch, or duplicate / non-finite concrete points.
+        TypeError: non-floating x or points, a ``return_ok`` that is not a bool.
 
     Examples:
         >>> import jax, codedjax as cj
@@ -136,6 +146,7 @@ def lagrange_encode(x: Any, beta: Any, alpha: Any) -> jax.Array:
         SIAM Review 46(3), 2004.
     """
     fname = "lagrange_encode"
+    want_ok = check_return_ok(fname, return_ok)
     points = (beta, alpha)
     key = DECODE_CHECKS.key(fname, (x,), points, ())
     acc = DECODE_CHECKS.get(key, points)  # the checks memoised per code (_argcache)
@@ -152,7 +163,10 @@ def lagrange_encode(x: Any, beta: Any, alpha: Any) -> jax.Array:
         DECODE_CHECKS.put(key, points, acc)
     # one program: the casts, the M x K matrix and the product (every value made
     # in the caller's trace, if any, stays in it)
-    return _lagrange_encode(x, beta, alpha, acc=acc)
+    coded = _lagrange_encode(x, beta, alpha, acc=acc)
+    if want_ok:
+        return coded, encoder_points_ok(beta.astype(acc), alpha.astype(acc))
+    return coded
 
 
 @functools.partial(jax.jit, static_argnames=("acc",))
@@ -217,11 +231,12 @@ def _residual_sq_from_q(q: jax.Array, y: jax.Array, sel: jax.Array, acc) -> jax.
 
 def _ls_result(
     a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, per_mask=False, q=None,
-    rss=None, rss_scaled=False,
+    rss=None, rss_exp=None,
 ):  # fmt: skip
     """The DecodeResult of a least-squares decode (shared by the two decoders).
 
-    ``q`` (the orthonormal factor of the selected rows, one mask) adds the
+    ``q`` (the orthonormal factor of the selected rows, one mask), or ``rss``
+    (the residual sum of squares of y / 2^``rss_exp``, batched), adds the
     least-squares residual to the predicted error (docs/decoding.md); the
     solve's own rounding enters as a noise level of sqrt(D) u_acc
     (``codedjax._errors.solve_rounding``).
@@ -230,14 +245,19 @@ def _ls_result(
     lead = y.shape[:1] if per_mask else ()
     flat = y.reshape(lead + (m, math.prod(y.shape[len(lead) + 1 :])))
     with jax.named_scope("payload"):
-        value = apply_decoding(a, y, acc, per_mask=per_mask)
+        if q is not None:  # one mask: the scaled payload serves the residual too
+            scaled = scale_columns(flat, sel, acc)
+            value = apply_decoding(a, y, acc, scaled=scaled)
+        else:
+            rows = sel if per_mask else jnp.any(sel, axis=0)
+            value = apply_decoding(a, y, acc, per_mask=per_mask, rows=rows)
     with jax.named_scope("error"):
-        # the residual of y / s (s a power of two): it cannot overflow
-        s = payload_scale(flat, acc)
         if q is not None:
-            rss = _residual_sq_from_q(q, flat.astype(acc) / s, sel, acc)
-        elif rss is not None and rss_scaled is False:
-            rss = rss.astype(acc) / s / s
+            # the residual of each column divided by its power of two 2^e_f
+            # (exact, subnormal answers included): it cannot overflow nor
+            # underflow
+            rss = _residual_sq_from_q(q, scaled[0], sel, acc)
+            rss_exp = scaled[1][0]  # [F]
         error = predicted_error(
             a,
             flat,
@@ -245,7 +265,7 @@ def _ls_result(
             y.dtype,
             residual_sq=rss,
             dof=n - num_coeffs,
-            residual_scaled=True,
+            residual_exp=rss_exp,
             solve_factor=solve_rounding(num_coeffs),
         )
     status = status_of(
@@ -552,16 +572,20 @@ def _chebyls_batched_impl(
     a, ok, cond, n, q = ls_decoding_matrices(
         sel, alpha, beta, num_coeffs, acc, kernel=kernel
     )
-    rss = None
+    rss = rss_exp = None
     if jnp.dtype(acc) == jnp.dtype(jnp.float32):  # the residual of the fit, for
-        s = payload_scale(y, acc)  # the residual of y / s: it cannot overflow
-        rss = ls_residual_sq(  # the predicted error (docs/decoding.md)
-            sel, alpha, y.astype(acc) / s, num_coeffs, acc, ok & (cond <= 512),
-            per_mask=per_mask, q=q,
+        # the predicted error (docs/decoding.md), of y / 2^e (exact, subnormal
+        # answers included): it cannot overflow nor underflow
+        flat = y.reshape(y.shape[: 2 if per_mask else 1] + (-1,))
+        rss_exp = payload_exponent(flat, sel)  # [B] (per mask) or []
+        ys = ldexp_exact(flat, -rss_exp[..., None, None], acc, subnormal_out=False)
+        rss = ls_residual_sq(
+            sel, alpha, ys, num_coeffs, acc, ok & (cond <= 512), per_mask=per_mask,
+            q=q,
         )  # fmt: skip
     return _ls_result(
         a, ok, cond, n, y, sel, alpha, beta, num_coeffs, acc, per_mask=per_mask,
-        rss=rss, rss_scaled=True,
+        rss=rss, rss_exp=rss_exp,
     )  # fmt: skip
 
 
@@ -679,8 +703,11 @@ def _threshold_decode_impl(y, mask, alpha, beta, order, num_coeffs, acc):
     m = y.shape[0]
     sel, order_ok = threshold_selection(mask & finite_rows(y), order, num_coeffs)
     a, ok, cond, n = _ls_decoding_matrix(sel, alpha, beta, num_coeffs, acc)
-    value = apply_decoding(a, y, acc)
-    error = predicted_error(a, y.reshape(m, -1), sel, y.dtype)
+    value = apply_decoding(a, y, acc, rows=sel)
+    # the square solve rounds as the least-squares one (solve_rounding)
+    error = predicted_error(
+        a, y.reshape(m, -1), sel, y.dtype, solve_factor=solve_rounding(num_coeffs)
+    )
     status = status_of(
         points_ok=points_valid(alpha) & points_valid(beta) & order_ok,
         enough=n >= num_coeffs,
@@ -701,9 +728,12 @@ def _threshold_many(data, points, per_mask, num_coeffs, acc):
     a, ok, cond, n = square_decoding_matrices(sel, alpha, beta, num_coeffs, acc)
     m = a.shape[-1]
     lead = y.shape[:1] if per_mask else ()
-    value = apply_decoding(a, y, acc, per_mask=per_mask)
+    rows = sel if per_mask else jnp.any(sel, axis=0)
+    value = apply_decoding(a, y, acc, per_mask=per_mask, rows=rows)
     flat = y.reshape(lead + (m, math.prod(y.shape[len(lead) + 1 :])))
-    error = predicted_error(a, flat, sel, y.dtype)
+    error = predicted_error(
+        a, flat, sel, y.dtype, solve_factor=solve_rounding(num_coeffs)
+    )
     status = status_of(
         points_ok=points_valid(alpha) & points_valid(beta) & order_ok,
         enough=n >= num_coeffs,

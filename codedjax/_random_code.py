@@ -16,7 +16,8 @@ is of order 1 / sqrt(K)).
 
 The draw is reproducible: :func:`gaussian_encoding_matrix` takes a typed key and
 always draws in float32 (so float64 references see exactly the same numbers). A
-``Code`` holds the integer seed of its key, which keeps it hashable.
+``Code`` holds the integer seed of its key, which keeps it hashable; any int >= 0
+makes a key (:func:`seed_key`).
 
 References:
     Z. Chen and J. Dongarra, Numerically stable real number codes based on random
@@ -34,6 +35,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._batching import batching_decoder
 from ._dense_lsq import dense_ls_matrices, dense_ls_matrix, residual_sq
@@ -45,7 +47,7 @@ from ._dtypes import (
     resolve_accum_dtype,
     unit_roundoff,
 )
-from ._errors import payload_scale
+from ._errors import payload_scale, solve_rounding
 from ._result import DecodeResult, apply_decoding, finish, predicted_error, status_of
 
 
@@ -82,6 +84,46 @@ def gaussian_encoding_matrix(
         )
     k, m = _sizes(fname, num_inputs, num_workers)
     return _draw(key, k=k, m=m)
+
+
+def seed_key(seed: int) -> jax.Array:
+    """The typed PRNG key of an int seed >= 0, the same with and without float64.
+
+    ``jax.random.key(seed)`` for seed < 2^32 (there the key does not depend on
+    float64 being enabled); a larger seed, of any size, folds its higher base-2^32
+    digits, lowest first, into the key of its lowest digit
+    (``jax.random.fold_in``), where ``jax.random.key`` would drop its high bits
+    without float64 and overflow from 2^63.
+
+    Args:
+        seed: a Python or numpy int >= 0.
+
+    Returns:
+        A typed key (the default PRNG implementation).
+
+    Raises:
+        TypeError: a seed that is not an int (bool and float included).
+        ValueError: a negative seed.
+
+    Examples:
+        >>> import jax
+        >>> bool((jax.random.key_data(seed_key(7))
+        ...       == jax.random.key_data(jax.random.key(7))).all())
+        True
+        >>> seed_key(2**70).shape
+        ()
+    """
+    s = check_int("seed_key", "seed", seed, minimum=0)
+    digits = []
+    while True:
+        digits.append(s & 0xFFFFFFFF)
+        s >>= 32
+        if not s:
+            break
+    key = jax.random.key(digits[0])
+    for d in digits[1:]:
+        key = jax.random.fold_in(key, np.uint32(d))
+    return key
 
 
 @functools.partial(jax.jit, static_argnames=("k", "m"))
@@ -188,8 +230,8 @@ def random_decode(
         2-norm condition number of G_S; ``num_used`` N; ``status``
         TOO_FEW_RESPONSES (N < K), BAD_POINTS (a non-finite generator),
         ILL_CONDITIONED or NONFINITE; ``error`` the predicted error of
-        docs/decoding.md with the least-squares residual over N - K degrees of
-        freedom.
+        docs/decoding.md with the solve's own rounding (sqrt(K) u_acc) and the
+        least-squares residual over N - K degrees of freedom.
 
     Batching: ``jax.vmap`` over masks and answers runs a kernel that factors one
     mask at a time (no LAPACK call with a batch axis).
@@ -229,9 +271,10 @@ def _finish(y, sel, g, batched, per_mask, acc):
     # the residual of y / s (s a power of two, exact): it cannot overflow
     s = payload_scale(flat, acc)
     rss = residual_sq(ls.q, clean / s, sel, acc, per_mask=per_mask)
+    # the solve's own rounding: a noise level of sqrt(K) u_acc on the answers
     error = predicted_error(
         ls.a, flat, sel, y.dtype, residual_sq=rss, dof=ls.num_used - k,
-        residual_scaled=True,
+        residual_scaled=True, solve_factor=solve_rounding(k),
     )  # fmt: skip
     status = status_of(
         points_ok=jnp.all(jnp.isfinite(g)), enough=ls.num_used >= k, solved=ls.ok

@@ -29,6 +29,7 @@ from ._berrut import (
 )
 from ._chebyshev import points_f64
 from ._dtypes import (
+    cast_exact,
     check_floating,
     check_int,
     check_mask,
@@ -320,10 +321,11 @@ def repapprox_decode(
     acc = resolve_accum_dtype(fname, y.dtype, accum_dtype)
     lam = check_smoothing(fname, smoothing, acc)
     beta, nodes = _points(layout, acc)
-    # cast first (exact, keeps NaN/Inf), so one program serves every worker dtype;
+    # cast first (exact, subnormal answers included, keeps NaN/Inf), so one
+    # program serves every worker dtype;
     # the decoding matrix is built without seeing the payload shape
     worker = y.dtype
-    y = y.astype(acc)
+    y = cast_exact(y, acc)
     sel = finite_selection(y, mask)
     plan = _decode_plan(sel, nodes, beta, lam, fallback=fallback)
     return _decode_finish(plan, y, sel, worker=worker)
@@ -355,7 +357,8 @@ def _decode_plan(sel, nodes, beta, lam, fallback):
 @functools.partial(jax.jit, static_argnames=("worker",))
 def _decode_finish(plan, y, sel, worker):
     mat, hit, idx, count, enough, status, cond = plan
-    value = apply_decoding(mat, y, y.dtype, hit=hit, hit_idx=idx)  # exact rows copied
+    # exact rows copied
+    value = apply_decoding(mat, y, y.dtype, hit=hit, hit_idx=idx, rows=sel)
     hit_b = hit.reshape(hit.shape + (1,) * (value.ndim - 1))
     value = jnp.where(hit_b | enough, value, jnp.zeros_like(value))
     finite = jnp.all(jnp.isfinite(value))

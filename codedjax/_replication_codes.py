@@ -19,7 +19,7 @@ from jax.typing import ArrayLike
 from ._code import Code, acc_of
 from ._dtypes import check_int, errors_named
 from ._repapprox import repapprox_decode, repapprox_encode, repapprox_layout
-from ._result import DecodeResult, Status, finish
+from ._result import DecodeResult, Status, finish, predicted_error
 
 
 @functools.lru_cache(maxsize=64)
@@ -178,8 +178,11 @@ class ReplicationCode(Code):
             ok, int(Status.SUCCESS), int(Status.TOO_FEW_RESPONSES)
         ).astype(jnp.int32)
         cond = jnp.where(ok, 1.0, jnp.inf).astype(acc)
-        # a copied response carries only the worker's own rounding
-        return finish(value, cond, n_used, status, jnp.zeros((), acc))
+        # a copied response carries the worker's own rounding and no decoder's (a
+        # gather): the predicted error of value = P y, P the one-hot copies
+        used = jnp.any(pick, axis=0)
+        error = predicted_error(pick.astype(acc), safe, used, y.dtype, solve_factor=0.0)
+        return finish(value, cond, n_used, status, error)
 
 
 def replication_code(*, num_inputs: int, num_workers: int) -> ReplicationCode:
@@ -187,7 +190,9 @@ def replication_code(*, num_inputs: int, num_workers: int) -> ReplicationCode:
 
     The baseline a coded scheme must beat with the same workers: exact for any
     function, ``ok`` once every input has a responding replica (so ``threshold`` is
-    K, though K responses need not suffice).
+    K, though K responses need not suffice). A replica's answer is copied bit for
+    bit; ``error`` predicts the workers' own rounding (docs/decoding.md: the model
+    of every decoder, with gain 1 and no rounding of the decoder's own).
 
     Layout: the replicas of input k are workers k, k + K, k + 2K, ... (K apart), so
     racks of up to K consecutive workers (``RandomSlowdown(..., group_size=g)`` with

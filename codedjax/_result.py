@@ -2,8 +2,9 @@
 
 * :class:`DecodeResult` and :class:`Status`: the result type and its failure codes.
 * :func:`apply_decoding`: value = A @ y (flatten the payload, zero its non-finite
-  entries, scale it by a power of two so the product cannot overflow when the answer
-  is representable, one matrix product with one precision policy, reshape).
+  entries, scale it by a power of two, exactly and subnormal numbers included, so
+  the product cannot overflow when the answer is representable, one matrix product
+  with one precision policy, reshape).
 * :func:`predicted_error`: the decoder's predicted absolute error of ``value``.
 * :func:`status_of` and :func:`finish`: the status code and the final result, built
   the same way by every decoder (``ok == (status == SUCCESS)``; a value that is not
@@ -19,7 +20,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._dtypes import exact_pow2, matmul_precision
+from ._dtypes import cast_exact, ldexp_exact, matmul_precision, max_exponent
 from ._errors import predicted_error_of
 
 
@@ -76,11 +77,12 @@ class DecodeResult(NamedTuple):
         status: int32 [...], a :class:`Status` code.
         error: [...] the predicted absolute error of ``value`` (max over the
             outputs) from rounding in the workers' dtype and in the decoder; inf
-            when not ``ok``. For a decoding-matrix function (``value`` = A) it is
-            the predicted error per unit of max |y|. The parity code
-            (:func:`parity_code`) adds its parity model's stated error to a
-            rebuilt answer's rounding, and reports inf, though ``ok``, when that
-            error was not stated.
+            when not ``ok``, finite when ``ok``. For a decoding-matrix function
+            (``value`` = A) it is the predicted error per unit of max |y|. For the
+            approximate codes (Berrut, NeRCC, RepApprox's approximated outputs)
+            it is the rounding part only; the parity code (:func:`parity_code`)
+            adds its parity model's stated error to a rebuilt answer's rounding,
+            and reports the rounding part only when that error was not stated.
     """
 
     value: jax.Array
@@ -91,12 +93,22 @@ class DecodeResult(NamedTuple):
     error: jax.Array
 
 
-def _pow2_split(e: jax.Array, dtype) -> tuple[jax.Array, jax.Array]:
-    """2**e as two normal factors (2**e itself may be subnormal or overflow), each
-    exact (e is within twice the normal exponent range: a frexp exponent)."""
-    lo = e // 2
-    hi = e - lo
-    return exact_pow2(lo, dtype), exact_pow2(hi, dtype)
+def scale_columns(
+    flat: jax.Array, rows: jax.Array | None, acc
+) -> tuple[jax.Array, jax.Array]:
+    """(scaled, e): each column of ``flat`` [..., M, F] divided by 2^e_f, e_f the
+    exponent of its largest finite magnitude over ``rows`` (bool [..., M]; None:
+    every row), so that it lies in [1, 2); the other rows and non-finite entries
+    zeroed. Exact both ways, subnormal answers included (read through their bits,
+    :func:`codedjax._dtypes.ldexp_exact`); an entry more than 2^126 below its
+    column's largest may be flushed. e is int32 [..., 1, F].
+    """
+    ok = jnp.isfinite(flat)
+    if rows is not None:
+        ok = ok & rows[..., :, None]
+    e = max_exponent(flat, ok, axis=-2, keepdims=True)  # [..., 1, F]
+    scaled = ldexp_exact(flat, -e, acc, subnormal_out=False)
+    return jnp.where(ok, scaled, jnp.zeros((), acc)), e
 
 
 def apply_decoding(
@@ -108,21 +120,24 @@ def apply_decoding(
     hit: jax.Array | None = None,
     hit_idx: jax.Array | None = None,
     zero_nonfinite: bool = True,
+    rows: jax.Array | None = None,
+    scaled: tuple[jax.Array, jax.Array] | None = None,
 ) -> jax.Array:
     """value = A @ y for every decoder and encoder (one precision policy).
 
-    The payload is flattened to [M, F] (or [B, M, F]), cast to ``acc``, its
-    non-finite entries zeroed (decoders give unused workers a zero column, and
-    0 * NaN would be NaN; encoders pass ``zero_nonfinite=False`` to propagate a bad
-    input) and each column scaled by a power of two so that its largest finite
-    magnitude lies in [1, 2): the product then cannot overflow unless the answer
-    itself does, and the scaling is exact. Rows flagged ``hit`` (an evaluation
-    point equal to a node) are copied from that node's unscaled response, bit for
-    bit. Matrix products use :func:`codedjax._dtypes.matmul_precision`.
-
-    Subnormal payload entries are flushed to zero by XLA on CPU (and on most
-    accelerators) before any scaling can help; they decode as zeros, an absolute
-    error below the smallest normal number times ``||A||_inf``.
+    The payload is flattened to [M, F] (or [B, M, F]) and each column scaled by a
+    power of two so that its largest finite magnitude over the rows the product
+    uses (``rows``, the decoder's selection) lies in [1, 2) (:func:`scale_columns`);
+    the other rows and, for a decoder, non-finite entries are zeroed (decoders
+    give unused workers a zero column, and 0 * NaN would be NaN; encoders pass
+    ``zero_nonfinite=False`` to propagate a bad input). The product then cannot
+    overflow unless the answer itself does, and the scaling is exact both ways,
+    subnormal numbers included (:func:`codedjax._dtypes.ldexp_exact` reads and
+    writes them through their bits, where XLA would flush them to zero): a
+    payload in or near the subnormal range decodes as accurately as any other,
+    to the spacing of the subnormal numbers. Rows flagged ``hit`` (an evaluation
+    point equal to a node) are copied from that node's response, bit for bit.
+    Matrix products use :func:`codedjax._dtypes.matmul_precision`.
 
     Args:
         a: [K, M] one decoding matrix, or [B, K, M] one per mask.
@@ -133,22 +148,32 @@ def apply_decoding(
         hit, hit_idx: optional bool [..., K] and int32 [..., K]: output k is the
             response of worker ``hit_idx[k]`` itself where ``hit[k]``.
         zero_nonfinite: zero non-finite payload entries (decoders) or keep them.
+        rows: optional bool [M] ([B, M] with ``per_mask``): the rows A uses, whose
+            largest answers set the scale (a large answer of an unused worker
+            must not push the used ones below the range); None: the rows where
+            A has a nonzero column.
+        scaled: optional (scaled, e) of :func:`scale_columns` of the flattened
+            payload, when the caller has it already.
 
     Returns:
         [K, ...] or [B, K, ...] in ``acc``.
     """
+    acc = jnp.dtype(acc)
     m = a.shape[-1]
     lead = y.shape[:1] if per_mask else ()
     trailing = y.shape[len(lead) + 1 :]
-    flat = y.reshape(lead + (m, math.prod(trailing))).astype(acc)
-    if zero_nonfinite:
-        flat = jnp.where(jnp.isfinite(flat), flat, jnp.zeros_like(flat))
-    mag = jnp.where(jnp.isfinite(flat), jnp.abs(flat), jnp.zeros_like(flat))
-    colmax = jnp.max(mag, axis=-2, keepdims=True)  # [.., 1, F]
-    _, e = jnp.frexp(jnp.where(colmax > 0, colmax, jnp.ones_like(colmax)))
-    e = e - 1  # colmax / 2**e in [1, 2)
-    down1, down2 = _pow2_split(-e, acc)
-    scaled = flat * down1 * down2
+    flat = y.reshape(lead + (m, math.prod(trailing)))  # in the answers' dtype
+    if scaled is not None:
+        scaled, e = scaled
+    elif zero_nonfinite:
+        if rows is None:  # the rows A reads
+            rows = jnp.any(a != 0, axis=-2)  # [M] or [B, M]
+            if a.ndim == 3 and not per_mask:  # one payload for every mask
+                rows = jnp.any(rows, axis=0)
+        scaled, e = scale_columns(flat, rows, acc)
+    else:  # (an encoder: every row, non-finite entries propagate)
+        e = max_exponent(flat, jnp.isfinite(flat), axis=-2, keepdims=True)
+        scaled = ldexp_exact(flat, -e, acc, subnormal_out=False)
     prec = matmul_precision()
     if a.ndim == 2:
         out = jnp.matmul(a, scaled, precision=prec)
@@ -156,14 +181,15 @@ def apply_decoding(
         out = jnp.einsum("bkm,bmf->bkf", a, scaled, precision=prec)
     else:
         out = jnp.einsum("bkm,mf->bkf", a, scaled, precision=prec)
-    up1, up2 = _pow2_split(e, acc)
-    extra = (1,) * (out.ndim - up1.ndim)
-    out = out * up1.reshape(extra + up1.shape) * up2.reshape(extra + up2.shape)
+    out = ldexp_exact(out, e, acc, subnormal_in=False)
     if hit is not None:
         if per_mask:
             copied = jnp.take_along_axis(flat, hit_idx[..., None], axis=-2)
         else:
             copied = flat[hit_idx]
+        copied = cast_exact(copied, acc)
+        if zero_nonfinite:
+            copied = jnp.where(jnp.isfinite(copied), copied, jnp.zeros((), acc))
         out = jnp.where(hit[..., None], copied, out)
     return out.reshape(out.shape[:-1] + trailing)
 
@@ -177,6 +203,7 @@ def predicted_error(
     residual_sq: jax.Array | None = None,
     dof: jax.Array | int | None = None,
     residual_scaled: bool = False,
+    residual_exp: jax.Array | None = None,
     solve_factor: float = 1.0,
 ) -> jax.Array:
     r"""Predicted absolute error of ``value = A y`` (max over outputs), per decode.
@@ -186,8 +213,9 @@ def predicted_error(
         \qquad \sigma_f = \max\bigl(u \,\mathrm{rms}_{i \in S}\, y_{if},\;
         \sqrt{\mathrm{RSS}_f / (N - D)}\bigr),
 
-    u the unit roundoff of the workers' dtype (at least the accumulation dtype's):
-    each used answer carries an independent error of standard deviation sigma_f
+    u = sqrt(u_w^2 + (c u_acc)^2), u_w the unit roundoff of the workers' dtype (at
+    least the accumulation dtype's) and c u_acc the decoder's own rounding: each
+    used answer carries an independent error of standard deviation sigma_f
     (rounding at the size of the answers, or what the least-squares residual shows
     beyond it where ``residual_sq`` is given and N > D); row k of A sums them with
     weights A_{k,i}; the rounding the workers share passes through with gain 1 (the
@@ -206,9 +234,12 @@ def predicted_error(
         dof: N - D for ``residual_sq`` (int or int array [...]).
         residual_scaled: ``residual_sq`` is that of ``y / s``, s the power of
             two of ``codedjax._errors.payload_scale`` (so it cannot overflow).
+        residual_exp: ``residual_sq`` is that of ``y / 2^residual_exp`` (int
+            [...]; ``codedjax._errors.payload_exponent``, exact for subnormal
+            answers).
         solve_factor: the decoder's own rounding as a noise level of the
-            answers, in units of the accumulation dtype's u (u = max(u_w,
-            solve_factor u_acc); ``codedjax._errors.solve_rounding``).
+            answers, in units of the accumulation dtype's u (c above;
+            ``codedjax._errors.solve_rounding``; 0 for a decoder that copies).
 
     Returns:
         [...] in the dtype of ``a``.
@@ -221,6 +252,7 @@ def predicted_error(
         residual_sq=residual_sq,
         dof=dof,
         residual_scaled=residual_scaled,
+        residual_exp=residual_exp,
         solve_factor=solve_factor,
     )
 

@@ -30,10 +30,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._chebyshev import equilibrated_vandermondes
-from ._dtypes import check_number, exact_pow2, finite_rows, points_valid
-from ._errors import error_quantile, flush_floor, rounding_level
+from ._dtypes import (
+    check_number,
+    exact_pow2,
+    finite_rows,
+    float_parts,
+    ldexp_exact,
+    max_exponent,
+    nonzero,
+    points_valid,
+)
+from ._errors import error_quantile, pow2_clipped, rounding_floors, rounding_level
 from ._graceful import check_smooth_args
-from ._result import Status, finish, status_of
+from ._linalg import HI
+from ._result import Status, apply_decoding, finish, status_of
 
 
 class RobustDecodeResult(NamedTuple):
@@ -220,10 +230,17 @@ def _robust_impl(
 ):
     m, d, k = alpha.shape[0], num_coeffs, beta.shape[0]
     t0, tb = equilibrated_vandermondes(alpha, beta, d, acc)
-    flat0 = y.reshape(m, -1).astype(acc)
+    flat0 = y.reshape(m, -1)
     sel = mask & finite_rows(y)
     if noise_sd is not None:  # an answer without a valid noise level counts as missing
-        sel = sel & jnp.isfinite(noise_sd) & (noise_sd > 0)
+        neg, _, _ = float_parts(noise_sd)  # (from the bits: a subnormal level is > 0)
+        sel = sel & jnp.isfinite(noise_sd) & nonzero(noise_sd) & ~neg
+    # the decoder is homogeneous of degree 1 in y: it runs on y / 2^E, 2^E the
+    # power of two of the largest used answer (exact, from the bits: answers in or
+    # near the subnormal range, which XLA would flush to zero, included), and its
+    # value and predicted error are scaled back exactly at the end
+    scale_exp = max_exponent(flat0, sel[:, None])
+    flat0 = ldexp_exact(flat0, -scale_exp, acc, subnormal_out=False)
     flat0 = jnp.where(sel[:, None], flat0, jnp.zeros((), acc))
     f = flat0.shape[1]
     u_w = rounding_level(wdt, acc)
@@ -241,13 +258,16 @@ def _robust_impl(
         size = jnp.hypot(row_rms, 0.5 * _typical_rms(row_rms, sel))
         # an answer in the workers' subnormal range rounds to their absolute
         # spacing (the smallest normal number times u), not relative to its size
-        size = jnp.maximum(size, float(jnp.finfo(wdt).tiny))
+        # (2^(minexp_w - E) in the units of y / 2^E)
+        size = jnp.maximum(size, pow2_clipped(jnp.finfo(wdt).minexp - scale_exp, acc))
         base = gamma * u_w  # one answer's noise, relative to its size
     else:
-        # the caller's standard deviation of each answer's rounding error; an
-        # answer beyond the float range in units of it counts as non-finite
-        size = jnp.abs(noise_sd.astype(acc))
+        # the caller's standard deviation of each answer's rounding error (in the
+        # units of y / 2^E); an answer beyond the float range in units of it
+        # counts as non-finite
+        size = jnp.abs(ldexp_exact(noise_sd, -scale_exp, acc, subnormal_out=False))
         base = 1.0
+        sel = sel & jnp.isfinite(size)
         sel = sel & jnp.isfinite(row_scale / jnp.maximum(size, tiny))
         flat0 = jnp.where(sel[:, None], flat0, jnp.zeros((), acc))
     n = jnp.sum(sel, dtype=jnp.int32)
@@ -304,9 +324,16 @@ def _robust_impl(
     # corrupted answer must not push the others toward underflow)
     c2 = _pow2_scale(jnp.max(jnp.where(kept[:, None], jnp.abs(flat), 0), axis=0))
     final = _fit(t, tb, flat / c2[None, :], kept, acc)
-    coef, cond, rss = final["coef"], final["cond"], final["rss"]
+    cond, rss = final["cond"], final["rss"]
     back = c2 * c / wmax  # [F]: from the fit's units to the answers'
-    value = (tb @ coef) * back[None, :]
+    # the value is the weighted fit's decoding matrix applied to the answers as
+    # they came: proj U^T diag(1 / size) / wmax, homogeneous of degree 0 in y (its
+    # weights are ratios of sizes), so it applies to y itself, each feature scaled
+    # exactly by its own power of two (a feature of subnormal answers beside a
+    # normal one decodes as accurately as alone)
+    w_rows = jnp.where(kept, (1.0 / size) / wmax, jnp.zeros((), acc))
+    a_kept = jnp.matmul(final["proj"], final["u"].T, precision=HI) * w_rows[None, :]
+    value = apply_decoding(a_kept, y, acc, rows=kept)
     # noise gain in weighted units: A_w = proj U^T, ||A_w row||^2 = ||proj row||^2;
     # a weighted answer's noise is sig_w (or the residual's level, when larger)
     gain_sq = jnp.max(jnp.sum(final["proj"] ** 2, axis=1))
@@ -331,11 +358,15 @@ def _robust_impl(
         / jnp.maximum(n_kept, 1).astype(acc)
     )
     err = z * jnp.hypot(jnp.sqrt(gain_sq) * jnp.max(sig * back), u_w * rms_kept)
-    # what flushing subnormal answers or values to zero can cost; the decoding
+    # what flushing numbers far below the largest answer to zero can cost, and
+    # the spacing a value in the subnormal range is rounded to; the decoding
     # matrix in the answers' units is proj U^T diag(1 / size) / wmax, its rows at
     # most ||proj row|| max(1 / size) / wmax
     gain_ans = gain_sq * (jnp.max(jnp.where(kept, 1.0 / size, 0)) / wmax) ** 2
-    err = err + flush_floor(gain_ans, n_kept, acc)
+    err = err + rounding_floors(gain_ans, n_kept, scale_exp, acc)
+    # back to the answers' units, exactly (a prediction in the subnormal range
+    # rounded up)
+    err = ldexp_exact(err, scale_exp, round_up=True, subnormal_in=False)
     eps = jnp.finfo(acc).eps
     status = status_of(
         points_ok=points_valid(alpha) & points_valid(beta),
@@ -350,7 +381,6 @@ def _robust_impl(
         (status == int(Status.SUCCESS)) & ~jnp.isfinite(err), int(Status.NONFINITE),
         status,
     ).astype(jnp.int32)  # fmt: skip
-    value = value.reshape((k,) + y.shape[1:])
     r = finish(value, cond, n_kept, status, err.astype(acc))
     return RobustDecodeResult(*r, suspects)
 

@@ -377,3 +377,88 @@ def test_static_mistakes_raise_naming_the_function(linear):
         th(jnp.zeros(3, jnp.float32))
     with pytest.raises(ValueError, match=f"{fn}: order must list at most M=6"):
         th(jnp.arange(7))
+
+
+# ----------------------------------------------------------------------------------
+# the predicted error covers the actual one at the threshold (docs/decoding.md)
+
+COVER_DRAWS = 6  # draws of inputs and weights per (setting, dtype, N)
+COVER_MASKS = 40  # masks per draw: 240 per (setting, dtype, N)
+
+
+def _wilson_high(successes, trials, z=2.576):
+    """The upper end of the 99% Wilson interval of a rate."""
+    p = successes / trials
+    den = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / den
+    half = z * np.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / den
+    return centre + half
+
+
+def _rounded(v, dtype):
+    """float32 values rounded once to ``dtype`` (and back, exactly, to float32)."""
+    return np.asarray(v, np.float32).astype(dtype).astype(np.float32)
+
+
+def _pair_worker(q, w, degree, dtype):
+    """(z W)^d on coded pairs q [..., 2, F] in ``dtype``: every operand and result
+    rounded to it (products of two float32 numbers rounded once)."""
+    r = lambda v: _rounded(v, dtype)  # noqa: E731
+    w = r(w)
+    a, b = r(r(q[..., 0, :]) @ w), r(r(q[..., 1, :]) @ w)
+    re, im = a, b
+    for _ in range(degree - 1):
+        re, im = r(r(re * a) - r(im * b)), r(r(re * b) + r(im * a))
+    return np.stack([re, im], axis=-2)
+
+
+@pytest.mark.parametrize(
+    "k,m,degree,pack,dtype",
+    [
+        (3, 9, 2, False, "float32"),  # D = 5
+        (3, 9, 2, False, "bfloat16"),
+        (4, 10, 1, True, "float32"),  # K' = D = 2
+    ],
+)
+def test_predicted_error_covers_at_the_threshold_and_one_above(
+    np_rng, k, m, degree, pack, dtype
+):
+    """A statistical claim: ``error`` >= the actual error in at least 95% of the
+    ok decodes (docs/decoding.md, section 1) at N = D and N = D + 1, over six
+    draws of inputs and weights, for workers computing f(z) = (z W)^d in complex
+    arithmetic on pairs in ``dtype`` (every operation rounded) against float64.
+    Not significantly below 95% (the 99% Wilson interval), and not uselessly
+    loose: the median predicted / actual within the factors docs/decoding.md
+    reports for ChebyLS (10 at the threshold, 25 one above)."""
+    dt = jnp.dtype(dtype)
+    kp = k // 2 if pack else k
+    d = degree * (kp - 1) + 1
+    e = circ._encoding_real(m, k, pack).astype(np.float32)  # [2M, K]
+    decode = jax.jit(
+        jax.vmap(
+            lambda yy, mk: circ.circle_decode(
+                yy, mk, num_inputs=k, degree=degree, pack=pack
+            )
+        )
+    )
+    for n, loose in ((d, 10.0), (d + 1, 25.0)):
+        covered, ratios = 0, []
+        for _ in range(COVER_DRAWS):
+            x = np_rng.standard_normal((COVER_MASKS, k, F)).astype(np.float32)
+            w = (np_rng.standard_normal((F, F)) / 2).astype(np.float32)
+            q = np.einsum("jk,bkp->bjp", e, x).reshape(COVER_MASKS, m, 2, F)
+            y = _pair_worker(q, w, degree, dt).astype(dt)
+            masks = np.zeros((COVER_MASKS, m), bool)
+            for mk in masks:
+                mk[np_rng.choice(m, n, replace=False)] = True
+            r = decode(jnp.asarray(y), jnp.asarray(masks))
+            assert np.all(np.asarray(r.ok))
+            truth = (x.astype(np.float64) @ w.astype(np.float64)) ** degree
+            diff = np.abs(np.asarray(r.value, np.float64) - truth)
+            act = diff.reshape(COVER_MASKS, -1).max(axis=1)
+            pred = np.asarray(r.error, np.float64)
+            covered += int(np.sum(pred >= act))
+            ratios.append(pred / act)
+        trials = COVER_MASKS * COVER_DRAWS
+        assert _wilson_high(covered, trials) >= 0.95, (n, covered, trials)
+        assert np.median(np.concatenate(ratios)) <= loose, n

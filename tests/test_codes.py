@@ -319,6 +319,116 @@ def test_decoding_matrix_is_the_linear_map(code):
     _close(_matmul(a, y), code.decode(y, mask).value, atol=1e-5)
 
 
+# Answers at the low edge of float32 (columns of the payload scaled by 2^shift,
+# rounded once by numpy, which keeps subnormal numbers): every answer subnormal,
+# the largest just above the normal range (the rest and the products below it),
+# and one feature of normal answers beside two of subnormal ones.
+EDGE = (
+    ("subnormal", -140, [0, 1, 2]),
+    ("near", -124, [0, 1, 2]),
+    ("mixed", -140, [1, 2]),
+)
+# codes whose decode of these workers approximates (BACC, NeRCC, RepApprox's
+# fallback, a parity model that is not exact): their prediction is the rounding
+# part only (docs/decoding.md)
+APPROX = {"bacc", "nercc", "repapprox", "parity"}
+
+
+def _edge_payload(y, shift, cols):
+    """(small, big): y with the columns ``cols`` scaled by 2^shift and rounded
+    once (subnormal answers), and those answers scaled back by 2^-shift
+    (exactly: the same answers at a normal size)."""
+    small = np.array(y, np.float32)
+    small[..., cols] = np.ldexp(small[..., cols], shift)
+    big = small.copy()
+    big[..., cols] = np.ldexp(small[..., cols], -shift)
+    return small, big
+
+
+def test_answers_at_the_low_edge_of_float32_decode_in_every_form(code):
+    """Answers in or near the subnormal range decode as the same answers scaled
+    up would, scaled back: bit for bit (rounded once into the subnormal range)
+    for every code that decodes linearly, within the predicted error for the
+    graceful and robust decoders; eager, inside the user's jit, under vmap and
+    batched (the programs of this file, run on other values), with ``ok`` as at
+    a normal size and a finite prediction that covers the error against the
+    worker function's exact values."""
+    name = _key(code)
+    y, masks, mask, dy, g = _inputs(name)
+    x, _ = _data(code)
+    truth = np.asarray(_fn(code)(x.astype(jnp.float32)), np.float64)
+    linear = not isinstance(code, (cj.GracefulCode, cj.RobustCode))
+    for tag, shift, cols in EDGE:
+        small, big = (jnp.asarray(v) for v in _edge_payload(y, shift, cols))
+        got = jax.tree_util.tree_map(
+            np.asarray, _program(name)(small, masks, mask, dy, g)
+        )
+        ref = jax.tree_util.tree_map(
+            np.asarray, _program(name)(big, masks, mask, dy, g)
+        )
+        got["eager"] = jax.tree_util.tree_map(np.asarray, code.decode(small, mask))
+        ref["eager"] = ref["decode"]
+        scale = np.zeros(truth.shape[-1], int)
+        scale[cols] = shift
+        for form in ("eager", "decode", "vmap", "shared", "per", "answers"):
+            r, rb, where = got[form], ref[form], f"{name} {tag} {form}"
+            np.testing.assert_array_equal(r.ok, rb.ok, err_msg=where)
+            ok = np.asarray(r.ok, bool)
+            want = np.ldexp(rb.value, scale).astype(np.float32)  # rounded once
+            err = np.abs(r.value.astype(np.float64) - want)
+            if linear:
+                np.testing.assert_array_equal(r.value, want, err_msg=where)
+            else:
+                pred = r.error.reshape(r.error.shape + (1,) * (err.ndim - ok.ndim))
+                assert np.all(err <= pred, where=ok.reshape(pred.shape)), where
+            assert np.all(np.isfinite(r.error[ok])), where
+            if name not in APPROX and form in ("eager", "decode"):
+                exact = np.ldexp(truth, scale)
+                assert float(np.abs(r.value - exact).max()) <= float(r.error), where
+
+
+@pytest.mark.parametrize(
+    "method", ["decode", "decode_batched", "decode_answers", "decode_answers_batched"]
+)
+def test_a_keyword_the_code_does_not_take_is_refused_naming_its_method(code, method):
+    """``noise_sd`` given to a code that does not take it (all but a robust code),
+    and ``order`` to a decode without one (all but a threshold code): a TypeError
+    that names the code's own method and the codes that take it, eagerly and
+    inside the user's jit, never Python's message naming ``Code.decode``.
+    :class:`Answers` carry the arrival order to every code (a runtime knows it);
+    a ``noise_sd`` there is refused as by ``decode``."""
+    y, masks, mask, *_ = _inputs(_key(code))
+    ys = jnp.broadcast_to(y, masks.shape[:1] + y.shape)
+    m, b = code.num_workers, masks.shape[0]
+    extra = {
+        "noise_sd": (jnp.ones(m), jnp.ones((b, m)), "noise_sd", "robust"),
+        "order": (jnp.arange(m), jnp.tile(jnp.arange(m), (b, 1)), "order", "thresh"),
+    }
+    for kw, (one, many, field, who) in extra.items():
+        if field in code.answer_fields:
+            continue  # the code takes it
+        if kw == "order" and method.startswith("decode_answers"):
+            continue  # every code is given the arrival order, and reads it or not
+        one_kw, many_kw = {kw: one}, {kw: many}
+
+        def call(yy, one_kw=one_kw, many_kw=many_kw):
+            if method == "decode":
+                return code.decode(yy, mask, **one_kw)
+            if method == "decode_batched":
+                return code.decode_batched(yy, masks, shared_y=True, **one_kw)
+            if method == "decode_answers":
+                return code.decode_answers(cj.Answers(yy, mask, **one_kw))
+            yb = jnp.broadcast_to(yy, ys.shape)
+            return code.decode_answers_batched(cj.Answers(yb, masks, **many_kw))
+
+        want = (
+            rf"^{type(code).__name__}\.{method}: {kw} \(.*\) is taken only by a {who}"
+        )
+        for run in (call, jax.jit(call)):
+            with pytest.raises(TypeError, match=want):
+                run(y)
+
+
 def test_forward_and_reverse_derivatives_agree(code):
     """jax.jvp and jax.grad of decode work for every code and are one linear map:
     <g, J dy> == <J^T g, dy>; for a code whose decode is linear in y, J dy is its

@@ -148,6 +148,27 @@ def _subnormal(y, scale):
     return (np.asarray(y, np.float64) * scale).astype(np.float32)
 
 
+def _subnormal_payloads(payload, points, mask):
+    """(tag, y, mask): the magnitudes at the low edge of float32, from
+    ``payload(points, scale)`` (its columns are the features): every answer
+    subnormal, the smallest subnormals (a few spacings), the largest answers just
+    above the normal range (the smaller ones and their products below it), and
+    one feature of normal answers beside one of subnormal answers."""
+    one = np.asarray(payload(points), np.float64)
+
+    def scaled(sc):
+        return _subnormal(one, sc)
+
+    mixed = scaled(1.0)
+    mixed[..., 1] = scaled(1e-40)[..., 1]
+    return (
+        ("subnormal", scaled(1e-40), np.ones(len(mask), bool)),
+        ("smallest", scaled(1e-44), mask),
+        ("near_subnormal", scaled(2.0**-124), mask),
+        ("mixed_features", mixed, mask),
+    )
+
+
 def _set(a, i, v):
     """A copy of the numpy array ``a`` with ``a[i] = v``."""
     out = np.array(a, copy=True)
@@ -230,8 +251,22 @@ def _check_ok_false(r, name):
 
 
 def _check_correct(
-    r, ref, name, *, worker=jnp.float32, acc=np.float32, floor=0.0, covered=False
+    r,
+    ref,
+    name,
+    *,
+    worker=jnp.float32,
+    acc=np.float32,
+    floor=0.0,
+    covered=False,
+    per_column=False,
 ):
+    """``ok`` and ``value`` within a tolerance of the reference: relative to the
+    largest reference value (of each payload column with ``per_column``: a column
+    of subnormal answers beside normal ones is held to its own size), plus
+    ``floor`` times max(1, gain) in units of the accumulation dtype's smallest
+    subnormal number where ``floor`` is "spacing" (a value in the subnormal range
+    is rounded to that spacing; the answers' own rounding is in the reference)."""
     expect, gain = ref
     assert bool(np.all(np.asarray(r.ok))), (
         f"{name}: ok False (status {np.asarray(r.status)}), expected a value"
@@ -239,11 +274,21 @@ def _check_correct(
     v = np.asarray(r.value, np.float64)
     assert v.shape == expect.shape, f"{name}: shape {v.shape} != {expect.shape}"
     assert np.all(np.isfinite(v)), f"{name}: non-finite value with ok True"
-    big = float(np.max(np.abs(expect), initial=0.0))
+    if floor == "spacing":
+        floor = 4 * max(1.0, gain) * float(np.finfo(acc).smallest_subnormal)
     u_w, u_a = cj.unit_roundoff(worker), float(np.finfo(acc).eps) / 2
-    tol = 16 * (u_w + 64 * M * u_a) * max(1.0, gain) * max(big, 1e-300) + floor
-    err = float(np.max(np.abs(v - expect), initial=0.0))
-    assert err <= tol, f"{name}: error {err:.3g} > tol {tol:.3g}"
+    rel = 16 * (u_w + 64 * M * u_a) * max(1.0, gain)
+    cols = v.reshape(v.shape[0], -1) if per_column else v.reshape(-1, 1)
+    want = expect.reshape(cols.shape)
+    big = np.max(np.abs(want), axis=0, initial=0.0)
+    tol = rel * np.maximum(big, 1e-300) + floor
+    errs = np.max(np.abs(cols - want), axis=0, initial=0.0)
+    j = int(np.argmax(errs - tol))
+    err = float(np.max(errs))
+    assert np.all(errs <= tol), (
+        f"{name}: error {errs[j]:.3g} > tol {tol[j]:.3g} (column {j}, values "
+        f"up to {big[j]:.3g})"
+    )
     # ok comes with a finite prediction (answers near the top of the range
     # included); where the error is bounded deterministically (subnormal answers
     # flushed to zero: at most the flush floor) it must cover it
@@ -315,19 +360,15 @@ def _ls_cases(fname, fn, extra, ref_fn):
     add("huge_some", (big, SOME, ALPHA, BETA), "correct", ref=refd(big, SOME))
     tiny = _payload(ALPHA, 1e-30)
     add("tiny", (tiny, ALL, ALPHA, BETA), "correct", ref=refd(tiny, ALL))
-    sub = _payload(ALPHA, 1e-40)
-    add(
-        "subnormal",
-        (sub, ALL, ALPHA, BETA),
-        "correct",
-        ref=refd(sub, ALL),
-        floor=64 * float(np.finfo(F32).tiny),
-        covered=True,
-    )
-    smallest = _payload(ALPHA, 1e-44)
-    add("smallest", (smallest, SOME, ALPHA, BETA), "correct",
-        ref=refd(smallest, SOME), floor=64 * float(np.finfo(F32).tiny),
-        covered=True)  # fmt: skip
+    # magnitudes in and near the subnormal range decode as accurately as any
+    # other, to the spacing of the subnormal numbers (exact scaling through the
+    # bits), column by column, with a prediction that covers the error
+    edge = dict(floor="spacing", covered=True, per_column=True)
+    for tag, yv, mk in _subnormal_payloads(_payload, ALPHA, SOME):
+        add(tag, (yv, mk, ALPHA, BETA), "correct", ref=refd(yv, mk), **edge)
+    ybs = _payload(ALPHA, 1e-39).astype(jnp.bfloat16)  # bf16 subnormal answers
+    add("bf16_subnormal", (ybs, SOME, ALPHA, BETA), "correct",
+        ref=refd(ybs.astype(F32), SOME), worker=jnp.bfloat16, **edge)  # fmt: skip
     zero = np.zeros_like(y)
     add("zeros", (zero, ALL, ALPHA, BETA), "correct", ref=refd(zero, ALL))
     y1 = y[:, 0]
@@ -478,15 +519,12 @@ def _interp_cases(fname, fn, ref_fn, static, min_nodes):
         big = y * F32(3e38)
     add("huge", (big, ALL, BALPHA, BBETA), "correct", ref=refd(big, ALL))
     # built in numpy: a jax.numpy product would flush the subnormals to zero
-    sub = np.asarray((np.asarray(y, np.float64) * 1e-40).astype(F32))
-    add(
-        "subnormal",
-        (sub, ALL, BALPHA, BBETA),
-        "correct",
-        ref=refd(sub, ALL),
-        floor=64 * float(np.finfo(F32).tiny),
-        covered=True,
-    )
+    edge = dict(floor="spacing", covered=True, per_column=True)
+    for tag, yv, mk in _subnormal_payloads(lambda a, sc=1.0: y * sc, BALPHA, SOME):
+        add(tag, (yv, mk, BALPHA, BBETA), "correct", ref=refd(yv, mk), **edge)
+    ybs = _subnormal(y, 1e-39).astype(jnp.bfloat16)  # bf16 subnormal answers
+    add("bf16_subnormal", (ybs, SOME, BALPHA, BBETA), "correct",
+        ref=refd(ybs.astype(F32), SOME), worker=jnp.bfloat16, **edge)  # fmt: skip
     dup = _set(BALPHA, 1, BALPHA[0])
     ydup = _set(y, 1, y[0])
     add("alpha_repeated", (ydup, ALL, dup, BBETA), "correct", ref=refd(ydup, ALL, dup))
@@ -583,6 +621,9 @@ def _rep_cases():
     with np.errstate(over="ignore"):  # entries of inf, as a jax product
         big = y * F32(1e38)
     add("huge", (big, m6), "correct", ref=ref_berrut(big, m6, nodes, beta))
+    edge = dict(floor="spacing", covered=True, per_column=True)
+    for tag, yv, mk in _subnormal_payloads(lambda a, sc=1.0: y * sc, nodes, lost):
+        add(tag, (yv, mk), "correct", ref=ref_berrut(yv, mk, nodes, beta), **edge)
     add("y_int", (y.astype(jnp.int32), m6), "error")
     add("y_short", (y[:-1], m6[:-1]), "error")
     add("mask_2d", (y, m6[None]), "error")
@@ -652,9 +693,10 @@ def _parity_cases():
     add("huge", (big, one_each), "correct", ref=ref_parity(big, one_each))
     tiny = y * F32(1e-30)
     add("tiny", (tiny, one_each), "correct", ref=ref_parity(tiny, one_each))
-    sub = _subnormal(y, 1e-40)  # flushed to zero where rebuilt; copied bit for bit
-    add("subnormal", (sub, one_each), "correct", ref=ref_parity(sub, one_each),
-        floor=64 * float(np.finfo(F32).tiny), covered=True)  # fmt: skip
+    # rebuilt as accurately as any other (exact scaling); copied bit for bit
+    edge = dict(floor="spacing", covered=True, per_column=True)
+    for tag, yv, mk in _subnormal_payloads(lambda a, sc=1.0: y * sc, y, one_each):
+        add(tag, (yv, mk), "correct", ref=ref_parity(yv, mk), **edge)
     add("zeros", (np.zeros_like(y), one_each), "correct",
         ref=ref_parity(np.zeros((8, 2)), one_each))  # fmt: skip
     # other payload shapes and dtypes compile another program: eager only
@@ -847,7 +889,7 @@ def _code_cases():
         add("tiny", (tiny, ALL), "correct", ref=ref_fn(tiny, ALL))
         sub = _subnormal(y, 1e-40)
         add("subnormal", (sub, SOME), "correct", ref=ref_fn(sub, SOME),
-            floor=64 * float(np.finfo(F32).tiny), covered=True)  # fmt: skip
+            floor="spacing", covered=True, per_column=True)  # fmt: skip
         add("zeros", (np.zeros_like(y), ALL), "correct", ref=ref_fn(0 * y, ALL))
         ybf = y.astype(jnp.bfloat16)
         ref_bf = ref_fn(ybf.astype(F32), SOME)
@@ -1433,6 +1475,69 @@ def _zero_size_calls():
     return calls
 
 
+# every encoder that takes its points (and smoothing) as arrays: traced, they
+# cannot be checked; the contract (docs/design.md, "Encoders") is every coded row
+# NaN and, with return_ok=True, the validity as data
+ENCODERS = {
+    "lagrange_encode": lambda x, b, a, s, **kw: cj.lagrange_encode(x, b, a, **kw),
+    "berrut_encode": lambda x, b, a, s, **kw: cj.berrut_encode(x, b, a, **kw),
+    "nercc_encode": lambda x, b, a, s, **kw: cj.nercc_encode(
+        x, b, a, smoothing=s, **kw
+    ),
+    "nercc_encoding_matrix": lambda x, b, a, s, **kw: cj.nercc_encoding_matrix(
+        b, a, smoothing=s, **kw
+    ),
+}
+BAD_POINTS = {
+    "beta_nan": lambda b, a, s: (b.at[1].set(jnp.nan), a, s),
+    "beta_dup": lambda b, a, s: (b.at[1].set(b[0]), a, s),
+    "alpha_inf": lambda b, a, s: (b, a.at[2].set(jnp.inf), s),
+    "smoothing_neg": lambda b, a, s: (b, a, -1.0 + 0 * s),
+}
+
+
+@pytest.mark.parametrize(
+    "fname,bad",
+    [
+        (f, b)
+        for f in ENCODERS
+        for b in BAD_POINTS
+        if b != "smoothing_neg" or f.startswith("nercc")  # NeRCC's smoothing
+    ],
+)
+def test_encoders_report_invalid_traced_points_as_data(fname, bad):
+    """An invalid point (or smoothing) raises eagerly, naming the encoder; traced
+    (jit, vmap) it cannot raise: every coded row is NaN, ``return_ok=True`` says
+    so as data (False, per vmapped point set), and a decoder given the workers'
+    answers to those rows reports ``ok`` False, never a silent value."""
+    enc = ENCODERS[fname]
+    x = jnp.asarray([[1.0, -2.0], [0.5, 3.0], [2.0, 1.0]], F32)
+    good = (BBETA, BALPHA, jnp.asarray(0.0, F32))
+    args = BAD_POINTS[bad](*good)
+
+    def run(b, a, s):
+        return enc(x, b, a, s, return_ok=True)
+
+    with pytest.raises(ValueError, match=f"^{fname}: "):  # eager: a clear error
+        run(*args)
+    coded, ok = run(*good)  # valid points: ok, finite rows
+    assert bool(ok) and np.all(np.isfinite(np.asarray(coded)))
+    coded, ok = _traced(run, list(args))  # jit: no raise; NaN rows, ok False
+    assert not bool(ok) and np.all(np.isnan(np.asarray(coded))), (fname, bad)
+    both = [jnp.stack([g, b]) for g, b in zip(good, args, strict=True)]
+    coded, ok = _traced(jax.vmap(run), both)  # vmap: per point set
+    assert np.asarray(ok).tolist() == [True, False], (fname, bad)
+    assert np.all(np.isfinite(np.asarray(coded[0])))
+    assert np.all(np.isnan(np.asarray(coded[1])))
+    if fname != "nercc_encoding_matrix":  # the answers of NaN rows: no decode
+        y = jnp.asarray(np.asarray(_traced(run, list(args))[0]) ** 2)
+        r = cj.chebyls_decode(y, ALL, ALPHA, BETA, num_coeffs=D)
+        assert not bool(r.ok) and int(r.status) == int(cj.Status.TOO_FEW_RESPONSES)
+        assert np.all(np.asarray(r.value) == 0)
+    with pytest.raises(TypeError, match=f"^{fname}: return_ok must be"):
+        enc(x, *good, return_ok=1)
+
+
 @pytest.mark.parametrize("name", list(_zero_size_calls()))
 def test_zero_size_payload_is_refused_naming_the_function(name):
     """A payload with no features ([M, 0]) raises a ValueError from the public
@@ -1486,20 +1591,25 @@ def test_predicted_error_is_finite_and_covers_at_the_edge_of_the_range(scale):
 
 def test_edge_magnitudes_of_graceful_robust_and_replication():
     """The decoders the table does not run, at its shapes (M = 8, K = 3, D = 5,
-    F = 2; one program each, eager): subnormal answers (flushed to zero by XLA),
-    the smallest subnormal, rows of subnormal and normal answers, and answers near
-    1e30 and 1e38 decode with a finite predicted error that covers the error
-    against float64 least squares on the same answers (the robust decoder refuses
-    the mixed rows, which fit no polynomial, as UNDECIDABLE)."""
+    F = 2; one program each, eager and traced as the table's jit mode): subnormal
+    answers, the smallest subnormal, answers just above the normal range, a
+    feature of subnormal answers beside a normal one, rows of subnormal and normal
+    answers, and answers near 1e30 and 1e38 decode as accurately as any other
+    (feature by feature, to the spacing of the subnormal numbers: the scaling goes
+    through the bits, where XLA would flush them to zero), with a finite predicted
+    error that covers the error against float64 least squares on the same
+    answers (the robust decoder refuses the mixed rows, which fit no polynomial,
+    as UNDECIDABLE)."""
     y = _payload(ALPHA)
     odd = (np.arange(M) % 2 == 1)[:, None]
-    cases = {
-        "subnormal": _subnormal(y, 1e-40),
-        "smallest": _subnormal(y, 1e-44),
-        "mixed_rows": np.where(odd, y, _subnormal(y, 1e-40)),
-        "1e30": _subnormal(y, 1e30),
-        "1e38": _subnormal(y, 1e38),
-    }
+    cases = {tag: yv for tag, yv, _ in _subnormal_payloads(_payload, ALPHA, ALL)}
+    cases.update(
+        {
+            "mixed_rows": np.where(odd, y, _subnormal(y, 1e-40)),
+            "1e30": _subnormal(y, 1e30),
+            "1e38": _subnormal(y, 1e38),
+        }
+    )
     cases = {tag: jnp.asarray(v) for tag, v in cases.items()}
     rep = cj.replication_code(num_inputs=K, num_workers=M)
     decoders = {
@@ -1511,21 +1621,24 @@ def test_edge_magnitudes_of_graceful_robust_and_replication():
     }
     for fname, dec in decoders.items():
         for tag, ys in cases.items():
-            r = dec(ys)
             if fname == "ReplicationCode.decode":  # the first replica, bit for bit
-                ref = np.asarray(ys, np.float64)[:K]
+                ref = (np.asarray(ys, np.float64)[:K], 1.0)
             else:
-                ref = ref_chebyls(ys, ALL, ALPHA, BETA, D)[0]
-            if (fname, tag) == ("robust_decode", "mixed_rows"):
-                assert int(r.status) == int(cj.Status.UNDECIDABLE), int(r.status)
-                continue
-            assert bool(r.ok), (fname, tag, int(r.status))
-            err = float(np.abs(np.asarray(r.value, np.float64) - ref).max())
-            pred = float(r.error)
-            assert np.isfinite(pred), (fname, tag, pred)
-            assert err <= pred or (err == pred == 0), (fname, tag, err, pred)
-        # a subnormal payload's prediction is the flush floor, near the smallest
-        # normal number, not the rounding of answers of size 1
+                ref = ref_chebyls(ys, ALL, ALPHA, BETA, D)
+            for mode in ("eager", "jit"):
+                r = _run(mode, dec, [ys], {})
+                where = f"{fname}/{tag} [{mode}]"
+                if (fname, tag) == ("robust_decode", "mixed_rows"):
+                    assert int(r.status) == int(cj.Status.UNDECIDABLE), int(r.status)
+                    continue
+                if tag == "mixed_rows":  # no polynomial: the prediction covers
+                    err = float(np.abs(np.asarray(r.value, np.float64) - ref[0]).max())
+                    assert bool(r.ok) and err <= float(r.error), (where, err)
+                    continue
+                _check_correct(r, ref, where, floor="spacing", covered=True,
+                               per_column=True)  # fmt: skip
+        # a subnormal payload's prediction is that of its answers' rounding (at
+        # the workers' subnormal spacing), not the rounding of answers of size 1
         assert float(dec(cases["subnormal"]).error) < 1e-30, fname
 
 

@@ -203,3 +203,137 @@ def test_graceful_status_and_bad_input():
         )
     with pytest.raises(ValueError, match="lagrange_code"):
         cj.lagrange_code(num_inputs=K, num_workers=M, degree=DEG, decoder="nope")
+
+
+# ----------------------------------------------------------------------------------
+# coverage of the decoders without a residual: the square solve and the copies
+
+
+def _wilson_high(successes, trials, z=2.576):
+    """The upper end of the 99% Wilson interval of a rate."""
+    p = successes / trials
+    den = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / den
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / den
+    return centre + half
+
+
+def test_threshold_decode_error_covers_float32_answers_at_d():
+    """A statistical claim (docs/decoding.md, section 1): the square solve on D
+    float32 answers (random degree D - 1 series rounded once) decoded in float32
+    rounds as much as the answers do, and ``error`` (its c_solve = sqrt(D),
+    added in quadrature) covers the actual error in at least 95% of the decodes;
+    not uselessly loose (median predicted / actual at most 10)."""
+    b = 240
+    rng = np.random.default_rng(8)
+    alpha = np.asarray(cj.chebyshev_points(M), np.float64)
+    beta = np.asarray(cj.chebyshev_points(K), np.float64)
+    c = rng.standard_normal((D, b * 2))  # 2 payload columns per request
+    ya = np.polynomial.chebyshev.chebval(alpha, c).reshape(b, 2, M).transpose(0, 2, 1)
+    yb = np.polynomial.chebyshev.chebval(beta, c).reshape(b, 2, K).transpose(0, 2, 1)
+    order = np.argsort(rng.random((b, M)), axis=1).astype(np.int32)
+    al, be = jnp.asarray(alpha, jnp.float32), jnp.asarray(beta, jnp.float32)
+    dec = jax.vmap(
+        lambda yy, od: cj.threshold_decode(yy, jnp.ones(M, bool), al, be, D, od)
+    )
+    r = jax.jit(dec)(jnp.asarray(ya, jnp.float32), jnp.asarray(order))
+    assert np.all(np.asarray(r.ok))
+    act = np.abs(np.asarray(r.value, np.float64) - yb).reshape(b, -1).max(axis=1)
+    pred = np.asarray(r.error, np.float64)
+    assert _wilson_high(int(np.sum(pred >= act)), b) >= 0.95
+    assert np.median(pred / act) <= 10
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_copies_predict_the_workers_rounding(dtype):
+    """Replication and uncoded serving copy an answer bit for bit: its error is
+    the worker's own rounding, which ``error`` predicts (gain 1, no decoder
+    rounding) and covers in at least 95% of the requests (a worker computing
+    x W in ``dtype``, against float64); an error of 0 would cover none."""
+    b, k, m, f = 240, 3, 7, 4
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((b, k, f)).astype(np.float32)
+    w = (rng.standard_normal((f, f)) / 2).astype(np.float32)
+    dt = jnp.dtype(dtype)
+    for code in (
+        cj.replication_code(num_inputs=k, num_workers=m),
+        cj.uncoded_code(num_inputs=k),
+    ):
+        q = x[:, code.task]  # the queries each worker is sent
+        y = q.astype(dt).astype(np.float32) @ w.astype(dt).astype(np.float32)
+        masks = np.ones((b, code.num_workers), bool)
+        masks[:, 0] = code.num_workers == k  # replication: input 0 from worker K
+        r = code.decode_batched(jnp.asarray(y.astype(dt)), jnp.asarray(masks))
+        assert np.all(np.asarray(r.ok))
+        truth = x.astype(np.float64) @ w.astype(np.float64)
+        act = np.abs(np.asarray(r.value, np.float64) - truth).reshape(b, -1).max(1)
+        pred = np.asarray(r.error, np.float64)
+        assert _wilson_high(int(np.sum(pred >= act)), b) >= 0.95, code.name
+        assert np.median(pred / act) <= 10, code.name
+
+
+def test_calibration_catalogue_builds_every_code_and_reports(tmp_path):
+    """theory.calibration --codes: every name of the catalogue is a library code
+    on each workload it serves (the linear-only codes skip the quadratic one),
+    and a shrunken run writes its rows and its report (headed by the commit and
+    the date)."""
+    from theory import calibration as tc
+
+    for setting, (_, _, d) in tc.SETTINGS.items():
+        for name in tc.CODES:
+            code = tc.catalogue_code(name, setting, "bfloat16")
+            linear_only = name in ("random", "parity") or "packed" in name
+            assert (code is None) == (linear_only and d != 1), (setting, name)
+            assert code is None or isinstance(code, cj.Code)
+    cfg = tc.CalibrationConfig(codes=("uncoded",), num_masks=64, progress=False)
+    summary = tc.run_catalogue(cfg)
+    cells = {(r["setting"], r["worker_dtype"], r["N"]) for r in summary["rows"]}
+    assert cells == {
+        (s, dt, k) for s, (k, _, _) in tc.SETTINGS.items() for dt in tc.WORKER_DTYPES
+    }
+    for r in summary["rows"]:  # every uncoded request decodes; rates are rates
+        assert r["requests"] == 64 and r["not_ok"] == 0 and 0 <= r["covered"] <= 1
+    short = tc.write_catalogue(summary, str(tmp_path))
+    report = (tmp_path / "report.md").read_text()
+    assert short in report and "| uncoded |" in short
+    assert (
+        summary["environment"]["git_revision"] in report and summary["date"] in report
+    )
+    with pytest.raises(ValueError, match="run_catalogue: codes must name"):
+        tc.run_catalogue(tc.CalibrationConfig(codes=("nope",), progress=False))
+
+
+def test_calibration_premise_covers_every_code():
+    """The premise of ``error`` (docs/decoding.md, section 1): answers that are the
+    exact f of the coded queries rounded once to the workers' dtype. Under it
+    every code of the catalogue covers the actual error (against f(X), or for an
+    approximate decode against its decode of float64 answers) in at least 95% of
+    the ok decodes within a 99% Wilson interval, bf16 and float32, at its
+    threshold, one more answer and M, on the linear workload (which every code
+    serves) with float32 answers, where the decoders' own rounding is as large
+    as the answers' (bf16 and the quadratic workload: the full table of
+    docs/results/calibration.md); BACC at N = 2 needs the rounding of its
+    two-node weights (``codedjax._berrut.weights_rounding``)."""
+    from theory import calibration as tc
+
+    def pick(name, code, degree):
+        m = code.num_workers
+        return sorted({code.threshold, min(code.threshold + 1, m), m})
+
+    cfg = tc.CalibrationConfig(codes=("all",), num_masks=200, progress=False)
+    summary = tc.run_catalogue(
+        cfg,
+        pick_n=pick,
+        answers=("premise",),
+        dtypes=("float32",),
+        settings=("linear",),
+    )
+    rows = summary["rows"]
+    assert {r["code"] for r in rows} == set(tc.CODES)
+    for r in rows:
+        assert r["answers"] == "premise"
+        if not r["requests"]:  # replication below M may lose an input: not ok
+            assert r["code"] == "replication", r
+            continue
+        hit = round(r["covered"] * r["requests"])
+        assert _wilson_high(hit, r["requests"]) >= 0.95, r

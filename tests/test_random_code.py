@@ -127,6 +127,42 @@ def test_the_code_holds_its_seed(code):
         cj.random_code(num_inputs=K, num_workers=K - 1)
 
 
+def test_every_int_seed_draws_one_generator_with_and_without_float64():
+    """Any int >= 0 is a seed (jax.random.key overflows from 2^63 and, without
+    float64, drops the bits above 32): the same draw with float64 on and off,
+    distinct draws for seeds that agree in their low 32 bits, jax.random.key's
+    own draw below 2^32; a negative or non-int seed is refused by name."""
+    seeds = (0, 2**32, 2**40 + 5, 2**63, 2**64, 2**70, np.uint64(2**63 + 1))
+    draws = [
+        np.asarray(cj.random_code(num_inputs=2, num_workers=3, seed=s).generator())
+        for s in seeds
+    ]
+    with jax.enable_x64(True):
+        for s, g in zip(seeds, draws, strict=True):
+            again = rc.gaussian_encoding_matrix(
+                rc.seed_key(s), num_inputs=2, num_workers=3
+            )
+            np.testing.assert_array_equal(np.asarray(again), g)
+    assert len({g.tobytes() for g in draws}) == len(seeds)
+    small = rc.gaussian_encoding_matrix(jax.random.key(7), num_inputs=2, num_workers=3)
+    np.testing.assert_array_equal(
+        np.asarray(cj.random_code(num_inputs=2, num_workers=3, seed=7).generator()),
+        np.asarray(small),
+    )
+    code = cj.random_code(num_inputs=2, num_workers=3, seed=np.int64(9))
+    assert code.seed == 9 and type(code.seed) is int and hash(code)
+    for fn, make in (
+        ("random_code", lambda s: cj.random_code(num_inputs=2, num_workers=3, seed=s)),
+        ("RandomCode", lambda s: cj.RandomCode(2, 3, seed=s)),
+        ("seed_key", rc.seed_key),
+    ):
+        with pytest.raises(ValueError, match=f"^{fn}: seed must be >= 0, got -1"):
+            make(-1)
+        for bad in (1.5, True, "3", None):
+            with pytest.raises(TypeError, match=f"^{fn}: seed must be a Python int"):
+                make(bad)
+
+
 def test_static_mistakes_raise_naming_the_function(code):
     g, x, _ = code
     gj = jnp.asarray(g)
@@ -149,3 +185,71 @@ def test_static_mistakes_raise_naming_the_function(code):
         rc.random_decode(jnp.ones((M, 2)), jnp.ones(M), gj)
     with pytest.raises(TypeError, match="random_decode: y must have a floating"):
         rc.random_decode(jnp.ones((M, 2), jnp.int32), jnp.ones(M, bool), gj)
+
+
+# ----------------------------------------------------------------------------------
+# the predicted error covers the actual one at the threshold (docs/decoding.md)
+
+COVER_SEEDS = (1, 2, 3, 4, 5, 6)  # the codes' seeds: six generators per setting
+COVER_MASKS = 40  # masks per generator and N: 240 per (setting, dtype, N)
+P = 4  # the linear workload's payload width
+
+
+def _wilson_high(successes, trials, z=2.576):
+    """The upper end of the 99% Wilson interval of a rate."""
+    p = successes / trials
+    den = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / den
+    half = z * np.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / den
+    return centre + half
+
+
+@pytest.fixture(scope="module")
+def cover_decode():
+    """One program per (K, M, answers' dtype): B masks, one traced generator."""
+    return jax.jit(jax.vmap(rc.random_decode, in_axes=(0, 0, None)))
+
+
+def _rounded(v, dtype):
+    """float32 values rounded once to ``dtype`` (and back, exactly, to float32)."""
+    return np.asarray(v, np.float32).astype(dtype).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "k,m,dtype", [(4, 10, "float32"), (4, 10, "bfloat16"), (6, 9, "float32")]
+)
+def test_predicted_error_covers_at_the_threshold_and_one_above(
+    cover_decode, np_rng, k, m, dtype
+):
+    """A statistical claim: ``error`` >= the actual error in at least 95% of the
+    ok decodes (docs/decoding.md, section 1) at N = K and N = K + 1, pooled over
+    six generators, for a linear worker computing in ``dtype`` (its parameters
+    and coded queries rounded to it, its product rounded once) against float64.
+    Not significantly below 95% (the 99% Wilson interval), and not uselessly
+    loose: the median predicted / actual within the factors docs/decoding.md
+    reports for ChebyLS (10 at the threshold, 25 one above)."""
+    dt = jnp.dtype(dtype)
+    for n, loose in ((k, 10.0), (k + 1, 25.0)):
+        covered, ratios = 0, []
+        for seed in COVER_SEEDS:
+            g = np.asarray(
+                cj.random_code(num_inputs=k, num_workers=m, seed=seed).generator()
+            )
+            x = np_rng.standard_normal((COVER_MASKS, k, P)).astype(np.float32)
+            w = (np_rng.standard_normal((P, P)) / 2).astype(np.float32)
+            q = _rounded(np.einsum("mk,bkp->bmp", g, x), dt)  # float32 encoding
+            y = _rounded(q @ _rounded(w, dt), dt).astype(dt)
+            masks = np.zeros((COVER_MASKS, m), bool)
+            for mk in masks:
+                mk[np_rng.choice(m, n, replace=False)] = True
+            r = cover_decode(jnp.asarray(y), jnp.asarray(masks), jnp.asarray(g))
+            assert np.all(np.asarray(r.ok))
+            truth = x.astype(np.float64) @ w.astype(np.float64)
+            diff = np.abs(np.asarray(r.value, np.float64) - truth)
+            act = diff.reshape(COVER_MASKS, -1).max(axis=1)
+            pred = np.asarray(r.error, np.float64)
+            covered += int(np.sum(pred >= act))
+            ratios.append(pred / act)
+        trials = COVER_MASKS * len(COVER_SEEDS)
+        assert _wilson_high(covered, trials) >= 0.95, (n, covered, trials)
+        assert np.median(np.concatenate(ratios)) <= loose, n

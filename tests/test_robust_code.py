@@ -265,13 +265,14 @@ def test_noise_sd_batched_equals_a_loop():
         (lambda c, y: c.decode_batched(y, MASK[None], shared_y=True,
                                        noise_sd=jnp.ones((1, M))),
          ValueError, r"decode_batched: noise_sd must have shape \[M\] \(shared_y\)"),
-        # a code that takes no noise level has no noise_sd argument
+        # a code that takes no noise level refuses one, naming its own method
+        # and the codes that take it
         (lambda c, y: cj.lagrange_code(num_inputs=K, num_workers=M, degree=DEG
                                        ).decode(y, MASK, noise_sd=jnp.ones(M)),
-         TypeError, "unexpected keyword argument 'noise_sd'"),
+         TypeError, r"ChebyLSCode.decode: noise_sd .* only by a robust code"),
         (lambda c, y: cj.bacc_code(num_inputs=K, num_workers=M).decode_batched(
             y[None], MASK[None], noise_sd=jnp.ones((1, M))), TypeError,
-         "unexpected keyword argument 'noise_sd'"),
+         r"BaccCode.decode_batched: noise_sd .* only by a robust code"),
     ],
 )  # fmt: skip
 def test_bad_noise_sd_is_a_clear_error(call, error, match):

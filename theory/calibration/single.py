@@ -1,32 +1,10 @@
-"""Calibration of the predicted error (the ``error`` field of every decode).
-
-    python -m theory.calibration --out results/calibration
-    python -m theory.calibration --payload series --worker-dtype float32 ...
-
-The bf16 cross-tower setting of :mod:`theory.demo` (K = 8 queries through a degree-3
-DCNv2 cross tower, M = 40 workers at first-kind Chebyshev points, D = 22): for each N
-and each of ``num_masks`` requests (a fresh batch of K queries and a uniformly
-random set of N responders per request), the workers answer in bf16, the master
-decodes in float32, and the actual error max_k |value_k - f(X_k)| (against the
-float64 model) is compared with the decoder's predicted error. Reported per decoder
-and N: the fraction of requests whose prediction is at least the actual error
-(target >= 95%) and the median of predicted / actual (target <= 10); a scatter
-plot of predicted against actual. The maths is in ``docs/decoding.md``.
-
-Other payloads (``--payload``): ``series``, answers that are a random Chebyshev
-series of degree D - 1 in the worker points (``columns`` payload columns,
-coefficients N(0, decay^(2j)) in the equilibrated basis, ``--decay``), computed in
-float64 and rounded once to the workers' dtype; the truth is the series at the data
-points. ``--worker-dtype float32`` gives float32 answers (the cross tower then runs
-in float32), whose rounding is that of the decoder itself.
-"""
+"""One decoder family on one workload (the cross tower or a Chebyshev series):
+predicted against actual error per N, the table and the scatter plot."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
-import time
 from typing import Any, TypedDict
 
 import jax
@@ -36,28 +14,8 @@ import numpy as np
 import codedjax as cj
 import runkit
 
-from .demo import cross_params, cross_tower
-
-DECODERS = ("chebyls", "chebyls_batched", "chebyls_one", "graceful")
-PAYLOADS = ("tower", "series")
-WORKER_DTYPES = ("bfloat16", "float32")
-
-
-@dataclasses.dataclass(frozen=True)
-class CalibrationConfig:
-    num_inputs: int = 8  # K
-    num_workers: int = 40  # M
-    cross_layers: int = 2  # L: degree d = L + 1
-    features: int = 16
-    num_masks: int = 2000
-    responses: tuple[int, ...] = (22, 24, 26, 30, 40)
-    decoders: tuple[str, ...] = DECODERS
-    payload: str = "tower"  # or "series" (module docstring)
-    worker_dtype: str = "bfloat16"  # or "float32"
-    columns: int = 4  # F of a "series" payload (the tower's F is 1)
-    decay: float = 0.8  # of a "series" payload's coefficients
-    seed: int = 0
-    progress: bool = True
+from ..demo import cross_params, cross_tower
+from .config import PAYLOADS, WORKER_DTYPES, CalibrationConfig
 
 
 def _series(cfg: CalibrationConfig, alpha, beta, d: int):
@@ -139,6 +97,8 @@ class CalibrationSummary(TypedDict, total=False):
     rows: list[dict[str, Any]]
     targets: dict[str, bool]
     pairs: dict[str, tuple[list[float], list[float]]]
+    date: str
+    command: str
     environment: dict[str, Any]
     seconds: float
 
@@ -277,35 +237,8 @@ def write_outputs(summary: CalibrationSummary, out: str) -> str:
     return table
 
 
-FLAGS = {
-    "num_masks": "--masks",
-    "responses": ("--responses", {"nargs": "+"}),
-    "decoders": ("--decoders", {"nargs": "+", "choices": DECODERS}),
-    "payload": ("--payload", {"choices": PAYLOADS}),
-    "worker_dtype": ("--worker-dtype", {"choices": WORKER_DTYPES}),
-    "columns": "--columns",
-    "decay": "--decay",
-}
+# ----------------------------------------------------------------------------------
+# the catalogue (``--codes``): every code, every N from its threshold to M
 
-
-def main(argv=None) -> CalibrationSummary:
-    """Command-line entry point; returns the summary."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    runkit.add_run_arguments(parser, out="results/calibration", quick=False)
-    runkit.add_config_arguments(parser, CalibrationConfig, FLAGS)
-    args = parser.parse_args(argv)
-    runkit.at_least(parser, args, {"--masks": 1, "--responses": 1, "--columns": 1})
-    cfg = CalibrationConfig(
-        **runkit.config_overrides(args, CalibrationConfig),
-        progress=not args.no_progress,
-    )
-    t0 = time.perf_counter()
-    summary = run_calibration(cfg)
-    summary["seconds"] = time.perf_counter() - t0
-    print(write_outputs(summary, args.out))
-    print(f"targets: {summary['targets']} ({summary['seconds']:.1f} s)")
-    return summary
-
-
-if __name__ == "__main__":
-    main()
+#: (K, M, d) of the catalogue's two workloads, f(x) = (x W)^d on P payload
+#: columns: the linear one serves every code, the quadratic one the codes that are

@@ -1,0 +1,104 @@
+"""``python -m theory.calibration``: the flags, mapped to the config."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import codedjax as cj
+import runkit
+
+from . import __doc__ as _DOC
+from .catalogue import run_catalogue, write_catalogue
+from .config import CODES, DECODERS, PAYLOADS, WORKER_DTYPES, CalibrationConfig
+from .single import CalibrationSummary, run_calibration, write_outputs
+
+FLAGS = {
+    "num_masks": "--masks",
+    "responses": ("--responses", {"nargs": "+"}),
+    "decoders": ("--decoders", {"nargs": "+", "choices": DECODERS}),
+    "payload": ("--payload", {"choices": PAYLOADS}),
+    "worker_dtype": ("--worker-dtype", {"choices": WORKER_DTYPES}),
+    "columns": "--columns",
+    "decay": "--decay",
+    "codes": ("--codes", {"nargs": "+", "choices": CODES + ("all",)}),
+}
+
+
+def checked_config(**fields) -> CalibrationConfig:
+    """A :class:`CalibrationConfig` whose every field a run can do: sizes >= 1, N
+    in [D, M] (D = (L + 1)(K - 1) + 1), a decay in (0, 1], known names; else a
+    ValueError naming the field."""
+    cfg = CalibrationConfig(**fields)
+    name = "CalibrationConfig"
+    for field in ("num_inputs", "num_workers", "features", "num_masks", "columns"):
+        if getattr(cfg, field) < 1:
+            raise ValueError(f"{name}: {field} must be >= 1, got {getattr(cfg, field)}")
+    if cfg.cross_layers < 0:
+        raise ValueError(f"{name}: cross_layers must be >= 0, got {cfg.cross_layers}")
+    d = cj.recovery_threshold(cfg.num_inputs, cfg.cross_layers + 1)
+    bad = [n for n in cfg.responses if not d <= n <= cfg.num_workers]
+    if bad or not cfg.responses:
+        raise ValueError(
+            f"{name}: responses must each lie in [D, M] = [{d}, {cfg.num_workers}], "
+            f"got {list(cfg.responses)}"
+        )
+    if not 0 < cfg.decay <= 1:
+        raise ValueError(f"{name}: decay must lie in (0, 1], got {cfg.decay}")
+    for field, allowed in (("decoders", DECODERS), ("codes", CODES + ("all",))):
+        bad = [v for v in getattr(cfg, field) if v not in allowed]
+        if bad:
+            raise ValueError(f"{name}: {field} must be names of {allowed}, got {bad}")
+    if not cfg.decoders:
+        raise ValueError(f"{name}: decoders must name at least one decoder")
+    if cfg.payload not in PAYLOADS or cfg.worker_dtype not in WORKER_DTYPES:
+        raise ValueError(
+            f"{name}: payload must be one of {PAYLOADS} and worker_dtype one of "
+            f"{WORKER_DTYPES}, got {cfg.payload!r} and {cfg.worker_dtype!r}"
+        )
+    return cfg
+
+
+def main(argv=None) -> CalibrationSummary:
+    """Command-line entry point; returns the summary."""
+    parser = argparse.ArgumentParser(description=_DOC.split("\n\n")[0])
+    runkit.add_run_arguments(parser, out="results/calibration", quick=False)
+    runkit.add_config_arguments(parser, CalibrationConfig, FLAGS)
+    args = parser.parse_args(argv)
+    runkit.not_with(
+        parser,
+        args,
+        "--codes",
+        ["--responses", "--decoders", "--payload", "--worker-dtype", "--columns",
+         "--decay"],
+        why="the catalogue runs its own settings",
+    )  # fmt: skip
+    runkit.only_with(
+        parser,
+        args,
+        "--payload series",
+        ["--columns", "--decay"],
+        given=args.payload == "series",
+    )
+    over = runkit.config_overrides(args, CalibrationConfig)
+    cfg = runkit.make_config(
+        parser, FLAGS, checked_config, **over, progress=not args.no_progress
+    )
+    t0 = time.perf_counter()
+    run, write = (
+        (run_catalogue, write_catalogue)
+        if cfg.codes
+        else (run_calibration, write_outputs)
+    )
+    summary = run(cfg)
+    summary["seconds"] = time.perf_counter() - t0
+    words = sys.argv[1:] if argv is None else list(argv)
+    summary["command"] = " ".join(["python -m theory.calibration", *words])
+    print(write(summary, args.out))
+    print(f"targets: {summary['targets']} ({summary['seconds']:.1f} s)")
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""The calibration's configuration and the names it knows."""
+
+from __future__ import annotations
+
+import dataclasses
+
+DECODERS = ("chebyls", "chebyls_batched", "chebyls_one", "graceful")
+PAYLOADS = ("tower", "series")
+WORKER_DTYPES = ("bfloat16", "float32")
+# the catalogue (``--codes``): every Code the library's factories build
+CODES = (
+    "chebyls", "threshold", "graceful", "robust", "circle", "circle-threshold",
+    "circle-packed", "circle-packed-threshold", "random", "bacc", "nercc",
+    "repapprox", "replication", "uncoded", "parity",
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationConfig:
+    num_inputs: int = 8  # K
+    num_workers: int = 40  # M
+    cross_layers: int = 2  # L: degree d = L + 1
+    features: int = 16
+    num_masks: int = 2000
+    responses: tuple[int, ...] = (22, 24, 26, 30, 40)
+    decoders: tuple[str, ...] = DECODERS
+    payload: str = "tower"  # or "series" (module docstring)
+    worker_dtype: str = "bfloat16"  # or "float32"
+    columns: int = 4  # F of a "series" payload (the tower's F is 1)
+    decay: float = 0.8  # of a "series" payload's coefficients
+    codes: tuple[str, ...] = ()  # catalogue names, or ("all",): run_catalogue
+    seed: int = 0
+    progress: bool = True
