@@ -294,12 +294,12 @@ def flush_floor(gain_sq: jax.Array, num_used: jax.Array, acc) -> jax.Array:
     """(||A||_inf + 1) tiny: what flushing subnormal numbers to zero can cost.
 
     XLA flushes subnormal operands and results to zero on CPU and on most
-    accelerators (no scaling can recover an operand that is read as zero): each
-    used answer below the smallest normal number ``tiny`` of ``acc`` may be lost,
-    an error of at most ``tiny`` each, weighted by its row of A
-    (``||A_k||_1 <= sqrt(N) ||A_k||_2``), and a decoded value below ``tiny`` may
-    be flushed itself (the ``+ 1``). Negligible for any normal payload (1e-38
-    absolute in float32); for a subnormal one it is the error the decode makes.
+    accelerators. The decoders scale the answers exactly (through their bits) so
+    that the largest is about 1 before any product; in those units an answer or
+    a partial value below the smallest normal number ``tiny`` of ``acc`` may
+    still be flushed, an error of at most ``tiny`` each, weighted by its row of A
+    (``||A_k||_1 <= sqrt(N) ||A_k||_2``), + 1 for the value itself: negligible
+    beside the answers' rounding (a relative 2^-126 in float32), kept as a bound.
 
     Args:
         gain_sq: [...] max_k ||A_{k,:}||_2^2.
