@@ -43,39 +43,39 @@ from ._result import Status as Status
 from ._threads import lapack_lock as lapack_lock
 
 # polynomial codes
-from ._polynomial import chebyls_decode as chebyls_decode
-from ._polynomial import chebyls_decode_batched as chebyls_decode_batched
-from ._polynomial import chebyls_decoding_matrix as chebyls_decoding_matrix
-from ._polynomial import lagrange_encode as lagrange_encode
-from ._polynomial import recovery_threshold as recovery_threshold
-from ._polynomial import spread_order as spread_order
-from ._polynomial import threshold_decode as threshold_decode
+from ._lagrange_kernels import chebyls_decode as chebyls_decode
+from ._lagrange_kernels import chebyls_decode_batched as chebyls_decode_batched
+from ._lagrange_kernels import chebyls_decoding_matrix as chebyls_decoding_matrix
+from ._lagrange_kernels import lagrange_encode as lagrange_encode
+from ._lagrange_kernels import recovery_threshold as recovery_threshold
+from ._lagrange_kernels import spread_order as spread_order
+from ._lagrange_kernels import threshold_decode as threshold_decode
 
 # decoding that knows its own error: graceful and robust decoders
-from ._graceful import graceful_decode as graceful_decode
-from ._graceful import smooth_chebyshev_decode as smooth_chebyshev_decode
-from ._robust import RobustDecodeResult as RobustDecodeResult
-from ._robust import robust_decode as robust_decode
+from ._lagrange_graceful import graceful_decode as graceful_decode
+from ._lagrange_graceful import smooth_chebyshev_decode as smooth_chebyshev_decode
+from ._lagrange_robust import RobustDecodeResult as RobustDecodeResult
+from ._lagrange_robust import robust_decode as robust_decode
 
 # --- approximate codes (Berrut / NeRCC / RepApprox): add re-exports below ---
-from ._berrut import bacc_points as bacc_points
-from ._berrut import berrut_decode as berrut_decode
-from ._berrut import berrut_decoding_matrix as berrut_decoding_matrix
-from ._berrut import berrut_encode as berrut_encode
-from ._nercc import NerccTuning as NerccTuning
-from ._nercc import nercc_decode as nercc_decode
-from ._nercc import nercc_decoding_matrix as nercc_decoding_matrix
-from ._nercc import nercc_encode as nercc_encode
-from ._nercc import nercc_encoding_matrix as nercc_encoding_matrix
-from ._nercc import tune_nercc as tune_nercc
-from ._repapprox import RepApproxLayout as RepApproxLayout
-from ._repapprox import RepApproxResult as RepApproxResult
-from ._repapprox import exact_recovery_probability as exact_recovery_probability
-from ._repapprox import recovery_probability_bound as recovery_probability_bound
-from ._repapprox import recovery_probability_union as recovery_probability_union
-from ._repapprox import repapprox_decode as repapprox_decode
-from ._repapprox import repapprox_encode as repapprox_encode
-from ._repapprox import repapprox_layout as repapprox_layout
+from ._berrut_kernels import bacc_points as bacc_points
+from ._berrut_kernels import berrut_decode as berrut_decode
+from ._berrut_kernels import berrut_decoding_matrix as berrut_decoding_matrix
+from ._berrut_kernels import berrut_encode as berrut_encode
+from ._nercc_tuning import NerccTuning as NerccTuning
+from ._nercc_kernels import nercc_decode as nercc_decode
+from ._nercc_kernels import nercc_decoding_matrix as nercc_decoding_matrix
+from ._nercc_kernels import nercc_encode as nercc_encode
+from ._nercc_kernels import nercc_encoding_matrix as nercc_encoding_matrix
+from ._nercc_tuning import tune_nercc as tune_nercc
+from ._repapprox_kernels import RepApproxLayout as RepApproxLayout
+from ._repapprox_kernels import RepApproxResult as RepApproxResult
+from ._repapprox_kernels import exact_recovery_probability as exact_recovery_probability
+from ._repapprox_kernels import recovery_probability_bound as recovery_probability_bound
+from ._repapprox_kernels import recovery_probability_union as recovery_probability_union
+from ._repapprox_kernels import repapprox_decode as repapprox_decode
+from ._repapprox_kernels import repapprox_encode as repapprox_encode
+from ._repapprox_kernels import repapprox_layout as repapprox_layout
 
 # code objects: one interface for every scheme, baselines included
 from ._code import Answers as Answers
@@ -97,11 +97,15 @@ from ._replication_codes import replication_code as replication_code
 from ._replication_codes import uncoded_code as uncoded_code
 from ._parity import ParityCode as ParityCode
 from ._parity import parity_code as parity_code
-from ._dense_codes import CircleCode as CircleCode
-from ._dense_codes import CircleThresholdCode as CircleThresholdCode
-from ._dense_codes import RandomCode as RandomCode
-from ._dense_codes import circle_code as circle_code
-from ._dense_codes import random_code as random_code
+from ._circle_codes import CircleCode as CircleCode
+from ._circle_codes import CircleThresholdCode as CircleThresholdCode
+from ._circle_codes import circle_code as circle_code
+from ._random_codes import RandomCode as RandomCode
+from ._random_codes import random_code as random_code
+from ._catalogue import SCHEME_NAMES as SCHEME_NAMES
+from ._catalogue import Scheme as Scheme
+from ._catalogue import Workload as Workload
+from ._catalogue import catalogue as catalogue
 
 # --- bounds (codedjax.bounds is a public submodule): re-exports below ---
 from . import bounds as bounds

@@ -34,7 +34,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from ._dtypes import is_concrete, x64_enabled
+from ._argchecks import is_concrete
+from ._dtypes import x64_enabled
 
 _MAXSIZE = 256
 

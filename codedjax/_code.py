@@ -13,16 +13,17 @@ everything it knows about a request's answers as one :class:`Answers` and calls
 threshold code the arrival order, a robust code the per-answer noise levels), so
 nothing outside a code looks at its type or name. :meth:`Code.may_decode` states,
 from the code's structure alone, which responder sets can decode at all (a
-replication code needs a replica of every input). The interface and its hooks are
-documented in ``docs/design.md``; the codes themselves live in
-``codedjax._lagrange_codes``, ``codedjax._approx_codes`` and
-``codedjax._replication_codes``.
+replication code needs a replica of every input), :meth:`Code.decodable_queries`
+which queries each set gives (``docs/design.md``). Each method checks its arguments
+once (``codedjax._code_checks``) and runs one jitted program
+(``codedjax._code_programs``); the codes live in ``codedjax._lagrange_codes``,
+``_circle_codes``, ``_random_codes``, ``_approx_codes``, ``_replication_codes`` and
+``_parity``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -30,60 +31,31 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from ._chebyshev import points_f64
-from ._dtypes import (
-    accumulation_dtype,
-    check_floating,
-    check_mask,
-    check_one_mask,
-    check_payload,
-    errors_named,
-    x64_enabled,
+from ._argchecks import check_one_mask, errors_named
+from ._code_checks import (
+    check_answer_fields,
+    check_answers,
+    check_answers_batched,
+    check_inputs,
+    refuse_keywords,
+    remember,
+    remembered,
+    signature,
 )
+from ._code_programs import (
+    decode_batched_program,
+    decode_program,
+    empty_batch,
+    encode_program,
+    matrix_program,
+)
+from ._dtypes import accumulation_dtype
 from ._result import DecodeResult
+from ._systematic import first_per_query
 from ._threads import serialised_call
 
 #: the role of a worker that runs the model itself (:attr:`Code.roles`)
 BASE_ROLE = "base"
-
-
-def points(n: int, kind: int, dtype: Any) -> jax.Array:
-    """Chebyshev points [n] of ``kind`` in ``dtype`` (a constant in a trace)."""
-    return jnp.asarray(points_f64(n, kind), dtype=dtype)
-
-
-@functools.lru_cache(maxsize=256)
-def check_code_points(cls: str, name: str, n: int, kind: int) -> None:
-    """A code's points are checked once, when the code is built (never per call).
-
-    The Chebyshev points [n] of ``kind`` must be finite and pairwise distinct in
-    float32, the narrowest accumulation dtype (distinct in float32 implies distinct
-    in float64): then no per-request path needs to check them (the decoders'
-    traced ``points_valid`` stays as a guard). Raises a ValueError naming the code.
-    """
-    x = points_f64(n, kind)
-    x32 = x.astype(np.float32)
-    if not np.all(np.isfinite(x)):
-        raise ValueError(
-            f"{cls}: {name} (Chebyshev points of kind {kind}) need n >= 2 for the "
-            f"second kind, got n = {n}"
-        )
-    if np.unique(x32).size != n:
-        raise ValueError(
-            f"{cls}: {name} ({n} Chebyshev points of kind {kind}) are not distinct "
-            f"in float32 (the closest pairs round together); use fewer points"
-        )
-
-
-@functools.lru_cache(maxsize=256)
-def device_points(n: int, kind: int, dtype: Any) -> jax.Array:
-    """:func:`points` made once per (n, kind, dtype): points passed as arguments.
-
-    Made outside any trace (``ensure_compile_time_eval``), also when the first
-    call comes from inside the caller's ``jit``: the cache must never hold a
-    tracer of one program for the next."""
-    with jax.ensure_compile_time_eval():
-        return points(n, kind, dtype)
 
 
 def acc_of(y: jax.Array) -> jnp.dtype:
@@ -126,8 +98,8 @@ class Code:
     A subclass implements the traced hooks ``_encode(x)`` and ``_decode(y, mask,
     **extras)`` (the keyword arguments its own :meth:`decode` adds, e.g. the
     threshold code's ``order``), and may override ``_decode_batched``, ``_matrix``,
-    :meth:`decode_answers` (to read more fields of :class:`Answers`) and
-    :meth:`may_decode`.
+    :meth:`decode_answers` (to read more fields of :class:`Answers`),
+    :meth:`may_decode` and :meth:`decodable_queries` (its per-query form).
 
     Attributes:
         num_inputs: K, the number of inputs coded together.
@@ -149,7 +121,8 @@ class Code:
     answers_chunk = None
 
     def __getstate__(self):
-        # the signatures the methods have checked (see _checked) are not pickled
+        # the signatures the methods have checked (codedjax._code_checks.remember)
+        # are not pickled
         state = dict(self.__dict__)
         state.pop("_checked", None)
         return state
@@ -255,24 +228,44 @@ class Code:
         first = np.take_along_axis(ts, np.argmax(can, axis=-1)[..., None], axis=-1)
         return np.where(can.any(axis=-1), first[..., 0], np.inf)
 
+    @property
+    def systematic(self) -> bool:
+        """K workers are sent the queries themselves, and a query whose own worker
+        answered is that answer (ParM, replication, RepApprox, systematic=True)."""
+        return False
+
+    @property
+    def systematic_workers(self) -> tuple[int, ...] | None:
+        """[K]: the worker sent query k itself (None if not :attr:`systematic`)."""
+        return None
+
+    def decodable_queries(self, mask: ArrayLike) -> np.ndarray:
+        """Which of the K queries responders ``mask`` [..., M] give, bool [..., K]
+        (host side): :meth:`may_decode` (its all-K case) per query, as necessary and
+        monotone; all K together unless queries decode apart (replication, ParM,
+        systematic codes)."""
+        may = np.asarray(self.may_decode(mask), bool)
+        return np.repeat(may[..., None], self.num_inputs, axis=-1)
+
+    def decodable_from_per_query(self, times: ArrayLike) -> np.ndarray:
+        """:meth:`decodable_from` per query, float [..., K] from arrival times
+        [..., M] (inf: never); its max over the queries is ``decodable_from``."""
+        return first_per_query(self.decodable_queries, times)
+
     # --- the four operations -----------------------------------------------------
     def encode(self, x: ArrayLike) -> jax.Array:
         """What each worker is sent: x [K, ...] -> [M, *coded_shape, ...]."""
-        sig = _signature("encode", (x,))
-        if sig is not None and sig in self.__dict__.get("_checked", ()):
+        sig = signature("encode", (x,))
+        if remembered(self, sig):
             try:  # these shapes and dtypes passed the checks below before
-                return _encode_jit(self, x)
+                return encode_program(self, x)
             except (ValueError, TypeError):
                 pass  # (a retrace that fails: the checked path names the error)
-        x = check_floating(f"{type(self).__name__}.encode", "x", x)
-        if x.ndim < 1 or x.shape[0] != self.num_inputs:
-            raise ValueError(
-                f"{type(self).__name__}.encode: x must have shape [K, ...] = "
-                f"[{self.num_inputs}, ...], got {tuple(x.shape)}"
-            )
-        with errors_named(f"{type(self).__name__}.encode"):
-            out = _encode_jit(self, x)
-        _remember(self, sig)
+        fname = f"{type(self).__name__}.encode"
+        x = check_inputs(self, fname, x)
+        with errors_named(fname):
+            out = encode_program(self, x)
+        remember(self, sig)
         return out
 
     def decode(self, y: ArrayLike, mask: ArrayLike, **unknown: Any) -> DecodeResult:
@@ -294,15 +287,15 @@ class Code:
         """
         if unknown:
             refuse_keywords(self, "decode", unknown)
-        sig = _signature("decode", (y, mask))
-        if sig is not None and sig in self.__dict__.get("_checked", ()):
+        sig = signature("decode", (y, mask))
+        if remembered(self, sig):
             try:  # these shapes and dtypes passed the checks below before
-                return _decode_jit(self, y, mask, {})
+                return decode_program(self, y, mask, {})
             except (ValueError, TypeError):
                 pass  # (a retrace that fails: the checked path names the error)
-        y, mask = self._check(f"{type(self).__name__}.decode", y, mask)
+        y, mask = check_answers(self, f"{type(self).__name__}.decode", y, mask)
         out = self._decode_one(y, mask)
-        _remember(self, sig)
+        remember(self, sig)
         return out
 
     def decode_batched(
@@ -333,7 +326,7 @@ class Code:
         if unknown:
             refuse_keywords(self, "decode_batched", unknown)
         fname = f"{type(self).__name__}.decode_batched"
-        y, masks, _ = self._check_batched(fname, y, masks, shared_y)
+        y, masks, _ = check_answers_batched(self, fname, y, masks, shared_y)
         return self._decode_many(y, masks, shared_y)
 
     def decoding_matrix(
@@ -348,11 +341,11 @@ class Code:
         y`` up to rounding (the graceful and robust codes say what their matrix
         is).
         """
-        mask = check_mask(
+        mask = check_one_mask(
             f"{type(self).__name__}.decoding_matrix", mask, self.num_workers
         )
         with errors_named(f"{type(self).__name__}.decoding_matrix"):
-            return _matrix_jit(self, mask, jnp.dtype(dtype))
+            return matrix_program(self, mask, jnp.dtype(dtype))
 
     def decode_answers(self, answers: Answers) -> DecodeResult:
         """Decode one request from everything the runtime knows about its answers.
@@ -403,56 +396,11 @@ class Code:
             self.decode_answers, answers, batch_size=int(self.answers_chunk)
         )
 
-    # --- checks and the jitted programs (shared by the subclasses) ---------------
-    def _answer_shape(self, lead):
-        """(shape, text): the leading axes answers must have, ``lead`` then the
-        coded axes, and how an error message writes them."""
-        cs = tuple(self.coded_shape)
-        names = ["B"] * (len(lead) - 1) + ["M"] + [str(c) for c in cs]
-        want = "[" + ", ".join(names + ["..."]) + "]"
-        return tuple(lead) + cs, want
-
-    def _check(self, fname, y, mask):
-        y = check_payload(fname, "y", y)
-        mask = check_one_mask(
-            fname, mask, self.num_workers, "decode_batched takes many masks"
-        )
-        lead, want = self._answer_shape((self.num_workers,))
-        if y.shape[: len(lead)] != lead:
-            raise ValueError(
-                f"{fname}: y must have shape {want} = {list(lead) + ['...']}, "
-                f"got {tuple(y.shape)}"
-            )
-        return y, mask
-
-    def _check_batched(self, fname, y, masks, shared_y):
-        """(y, masks, lead): ``lead`` is y's leading shape, [M] or [B, M].
-
-        B = 0 masks (and payloads) are an empty batch, decoded to an empty
-        result; every other axis must hold at least one entry."""
-        y = check_floating(fname, "y", y)
-        if 0 in (y.shape if shared_y else y.shape[1:]):
-            check_payload(fname, "y", y)  # refused, with the payload's message
-        masks = check_mask(fname, masks, self.num_workers, name="masks")
-        if masks.ndim != 2:
-            raise ValueError(
-                f"{fname}: masks must have shape [B, M] = [B, {self.num_workers}], "
-                f"got {tuple(masks.shape)}"
-            )
-        b = masks.shape[0]
-        lead = (self.num_workers,) if shared_y else (b, self.num_workers)
-        full, want = self._answer_shape(lead)
-        if y.shape[: len(full)] != full:
-            raise ValueError(
-                f"{fname}: y must have shape {want} = {list(full) + ['...']} "
-                f"(shared_y={shared_y}), got {tuple(y.shape)}"
-            )
-        return y, masks, lead
-
+    # --- the jitted programs, after the checks (shared by the subclasses) ------
     def _decode_one(self, y, mask, **extras):
         """``decode`` after its checks: the code's jitted program."""
         with errors_named(f"{type(self).__name__}.decode"):
-            return _decode_jit(self, y, mask, extras)
+            return decode_program(self, y, mask, extras)
 
     def _decode_many(self, y, masks, shared_y, **extras):
         """``decode_batched`` after its checks: the code's jitted program.
@@ -462,9 +410,9 @@ class Code:
         """
         with errors_named(f"{type(self).__name__}.decode_batched"):
             if masks.shape[0] == 0:
-                return _empty_batch(self, y, masks, bool(shared_y), extras)
+                return empty_batch(self, y, masks, bool(shared_y), extras)
             return serialised_call(
-                _decode_batched_jit, self, y, masks, bool(shared_y), extras
+                decode_batched_program, self, y, masks, bool(shared_y), extras
             )
 
     # --- hooks for subclasses (traced) -------------------------------------------
@@ -500,135 +448,3 @@ class Code:
         eye = jnp.eye(n, dtype=dtype).reshape((self.num_workers,) + cs + (n,))
         a = self._decode(eye, mask).value  # [K, n]
         return a.reshape((a.shape[0], self.num_workers) + cs)
-
-
-# The keywords of a decode that only some codes take: who takes it, for the error
-# a code that does not take it raises (Python's own names the base class's method).
-_CODE_KEYWORDS = {
-    "order": (
-        "order (the arrival order) is taken only by a threshold code "
-        "(lagrange_code(..., decoder='threshold') -> ThresholdCode, circle_code(..., "
-        "decoder='threshold') -> CircleThresholdCode)"
-    ),
-    "noise_sd": (
-        "noise_sd (a per-answer noise level) is taken only by a robust code "
-        "(lagrange_code(..., decoder='robust') -> RobustCode)"
-    ),
-}
-
-
-def refuse_keywords(code, method: str, unknown: dict) -> None:
-    """Raise the TypeError of keyword arguments ``code``'s ``method`` does not
-    take, naming the code's own method and, for a keyword another code takes
-    (``order``, ``noise_sd``), which codes take it."""
-    fname = f"{type(code).__name__}.{method}"
-    name = sorted(unknown)[0]
-    if name in _CODE_KEYWORDS:
-        raise TypeError(
-            f"{fname}: {_CODE_KEYWORDS[name]}, not by {type(code).__name__}, which "
-            f"decodes from {', '.join(code.answer_fields)}"
-        )
-    raise TypeError(
-        f"{fname}: unexpected keyword argument {name!r} (it decodes from "
-        f"{', '.join(code.answer_fields)})"
-    )
-
-
-def check_answer_fields(code, method: str, answers: Answers) -> None:
-    """A code given :class:`Answers` with a ``noise_sd`` it does not read refuses
-    it, as its ``decode`` does (a runtime hands it only to a code that takes it);
-    ``order`` is known to every runtime and ignored where it does not apply."""
-    if answers.noise_sd is not None and "noise_sd" not in code.answer_fields:
-        refuse_keywords(code, method, {"noise_sd": answers.noise_sd})
-
-
-def _empty_batch(code, y, masks, shared_y, extras):
-    """decode_batched of B = 0 masks: an empty result (as jax.vmap over zero masks
-    gives), of the shapes and dtypes one mask's result has, with a leading 0."""
-
-    def one(x):  # an argument with the leading B = 0 axis: shaped as for B = 1
-        if x is None or x.ndim == 0 or x.shape[0] != 0:
-            return x
-        return jax.ShapeDtypeStruct((1,) + x.shape[1:], x.dtype)
-
-    ys = y if shared_y else one(y)
-    ex = {k: one(v) for k, v in extras.items()}
-    spec = jax.eval_shape(
-        lambda yy, mk, e: _decode_batched_jit(code, yy, mk, shared_y, e),
-        ys,
-        one(masks),
-        ex,
-    )
-    return jax.tree_util.tree_map(
-        lambda s: jnp.zeros((0,) + s.shape[1:], s.dtype), spec
-    )
-
-
-# One request of a served code is an encode and a decode of arrays of the same
-# shapes every time. ``encode`` and ``decode`` remember the signatures (shape,
-# dtype, weak type, placement of each argument) whose checks passed and whose
-# program ran; a later call with the same signature calls the jitted program
-# directly, without the checks (they read nothing the signature does not hold) and
-# without the Python context that names errors (a failure there retries the checked
-# path, which names it). Only concrete jax arrays are remembered: tracers (a code
-# inside the user's jit or vmap), numpy inputs and the rest are checked every time.
-_ARRAY = None  # the concrete array type, found at the first call: making an array
-# at import would start jax's backend, before a user's jax.distributed.initialize
-
-
-def _array_type():
-    global _ARRAY
-    if _ARRAY is None:  # concrete even when the first call is inside a trace
-        with jax.ensure_compile_time_eval():
-            _ARRAY = type(jnp.zeros(()))
-    return _ARRAY
-
-
-_MAX_SIGNATURES = 64  # per code
-
-
-def _signature(method, arrays):
-    """(method, each argument's shape, dtype, weak type and sharding, x64) when
-    every argument is a concrete jax array, else None."""
-    sig = [method, x64_enabled()]
-    for a in arrays:
-        if type(a) is not _array_type():
-            return None
-        sig.append((a.shape, a.dtype, a.weak_type, a.sharding))
-    return tuple(sig)
-
-
-def _remember(code, sig):
-    """Record that ``sig`` passed a method's checks (a code is frozen: the set is
-    kept beside its fields, not in them, so it is no part of eq or hash)."""
-    if sig is None:
-        return
-    seen = code.__dict__.get("_checked")
-    if seen is None or len(seen) >= _MAX_SIGNATURES:
-        seen = set()
-        object.__setattr__(code, "_checked", seen)
-    seen.add(sig)
-
-
-def _drop_none(extras):
-    return {k: v for k, v in extras.items() if v is not None}
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _encode_jit(code, x):
-    return code._encode(x)
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _decode_jit(code, y, mask, extras):
-    return code._decode(y, mask, **_drop_none(extras))
-
-
-@functools.partial(jax.jit, static_argnums=(0, 3))
-def _decode_batched_jit(code, y, masks, shared_y, extras):
-    return code._decode_batched(y, masks, shared_y, **_drop_none(extras))
-
-
-@functools.partial(jax.jit, static_argnums=(0, 2))
-def _matrix_jit(code, mask, dtype):
-    return code._matrix(mask, dtype)

@@ -1,9 +1,12 @@
 """Lagrange codes: exact for workers that compute a polynomial of degree d.
 
 One class per decoder, all subclasses of :class:`LagrangeCode` (which holds K, M, the
-degree and the kind of the worker points): :class:`ChebyLSCode`,
-:class:`ThresholdCode`, :class:`GracefulCode` and :class:`RobustCode`. The settings of
-a decoder live on the class that uses them; :func:`lagrange_code` is the factory.
+degree, the kind of the worker points and whether they contain the data points):
+:class:`ChebyLSCode`, :class:`ThresholdCode`, :class:`GracefulCode` and
+:class:`RobustCode`. The settings of a decoder live on the class that uses them;
+:func:`lagrange_code` is the factory. A systematic code (``systematic=True``)
+returns a query whose own worker answered as that answer
+(``codedjax._systematic``).
 """
 
 from __future__ import annotations
@@ -17,35 +20,39 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from ._code import (
-    Answers,
-    Code,
-    acc_of,
+from ._argchecks import check_floating, check_int, check_worker_dtype, errors_named
+from ._chebyshev import systematic_points_f64
+from ._code import Answers, Code, acc_of
+from ._code_checks import (
     check_answer_fields,
-    check_code_points,
-    device_points,
-    points,
+    check_answers,
+    check_answers_batched,
     refuse_keywords,
 )
-from ._dtypes import (
-    accumulation_dtype,
-    check_floating,
-    check_int,
-    check_worker_dtype,
-    errors_named,
-)
-from ._graceful import graceful_decode
-from ._polynomial import (
-    chebyls_decode,
-    chebyls_decode_batched,
-    chebyls_decoding_matrix,
-    lagrange_encode,
+from ._code_points import check_code_points, device_points, points
+from ._dtypes import accumulation_dtype
+from ._lagrange_graceful import graceful_decode_unchecked
+from ._lagrange_kernels import (
+    chebyls_decode_batched_unchecked,
+    chebyls_decode_unchecked,
+    chebyls_decoding_matrix_unchecked,
+    lagrange_encode_unchecked,
     recovery_threshold,
-    spread_order,
-    threshold_decode,
+    spread_order_unchecked,
+    threshold_decode_unchecked,
+)
+from ._lagrange_robust import (
+    MAX_CORRUPTED,
+    RobustDecodeResult,
+    robust_decode_unchecked,
 )
 from ._result import DecodeResult
-from ._robust import MAX_CORRUPTED, RobustDecodeResult, robust_decode
+from ._systematic import (
+    copy_systematic,
+    copy_systematic_batched,
+    decodable_with_copies,
+    systematic_matrix,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,19 +64,33 @@ class LagrangeCode(Code):
         degree: d, the degree of the worker function.
         kind: 1 or 2, the kind of the Chebyshev worker points (the data points
             are of the first kind).
+        systematic: the worker points contain the data points (the Chebyshev
+            points of ``kind`` with the K nearest to the data points moved onto
+            them, ``codedjax._chebyshev.systematic_points_f64``): worker
+            ``systematic_workers[k]`` is sent query k itself, and a decode returns
+            its answer for query k where it answered (:func:`lagrange_code`).
     """
 
     degree: int = 1
     kind: int = 1
+    systematic: bool = False
 
     answers_chunk = 32  # QR, SVD and LU decoders (see Code.answers_chunk)
 
+    #: a systematic decode with every query's own answer is ``ok`` without the
+    #: fit (False for the robust decoder, which trusts no unchecked answer)
+    _copies_decode = True
+
     def __post_init__(self):
-        # the points are fixed by the settings: checked here, once per code
+        # the points and sizes are fixed by the settings: checked here, once per
+        # code (the decoders' unchecked entries rely on it)
         cls = type(self).__name__
-        if self.kind in (1, 2):
+        if self.systematic and self.kind in (1, 2):
+            _systematic_points(cls, self.num_inputs, self.num_workers, self.kind)
+        elif self.kind in (1, 2):
             check_code_points(cls, "alpha", self.num_workers, self.kind)
         check_code_points(cls, "beta", self.num_inputs, 1)
+        _check_redundancy(cls, self.num_coeffs, self.num_workers, 0)
 
     @property
     def num_coeffs(self) -> int:
@@ -77,41 +98,106 @@ class LagrangeCode(Code):
         return recovery_threshold(self.num_inputs, self.degree)
 
     @property
-    def threshold(self) -> int:
-        """D = d (K - 1) + 1."""
+    def _fit_threshold(self) -> int:
+        """The fewest answers from which the fit decodes every query: D."""
         return self.num_coeffs
+
+    @property
+    def threshold(self) -> int:
+        """D = d (K - 1) + 1; a systematic code (not robust): min(D, K), since the
+        K systematic answers decode on their own."""
+        if self.systematic and self._copies_decode:
+            return min(self._fit_threshold, self.num_inputs)
+        return self._fit_threshold
 
     @property
     def exact(self) -> bool:
         return True
 
     @property
+    def systematic_workers(self) -> tuple[int, ...] | None:
+        """The worker at data point beta_k, sent query k itself (None unless
+        ``systematic``)."""
+        if not self.systematic:
+            return None
+        return systematic_points_f64(self.num_inputs, self.num_workers, self.kind)[1]
+
+    def may_decode(self, mask: ArrayLike) -> np.ndarray:
+        """At least ``threshold`` responders; a systematic code: also every
+        query's own worker (:meth:`decodable_queries` for all K)."""
+        if not (self.systematic and self._copies_decode):
+            return super().may_decode(mask)
+        return self.decodable_queries(mask).all(axis=-1)
+
+    def decodable_queries(self, mask: ArrayLike) -> np.ndarray:
+        """All K together (at least D responders; 1 for the graceful decoder);
+        a systematic code's query k also where its own worker answered (not the
+        robust decoder's, which decodes none below D)."""
+        if not (self.systematic and self._copies_decode):
+            return super().decodable_queries(mask)
+        whole = np.asarray(mask, bool).sum(axis=-1) >= self._fit_threshold
+        return decodable_with_copies(mask, self.systematic_workers, whole)
+
+    @property
     def encoder_key(self) -> tuple:
-        """("lagrange", K, M, kind): every Lagrange code on these points encodes
-        alike, whatever its degree and decoder."""
-        return ("lagrange", self.num_inputs, self.num_workers, self.kind)
+        """("lagrange", K, M, kind) (and "systematic" for a systematic code): every
+        Lagrange code on these points encodes alike, whatever its degree and
+        decoder."""
+        key = ("lagrange", self.num_inputs, self.num_workers, self.kind)
+        return key + (("systematic",) if self.systematic else ())
 
     def alpha(self, dtype: Any = jnp.float32) -> jax.Array:
-        """Worker points [M] (Chebyshev, of the code's kind)."""
+        """Worker points [M] (Chebyshev, of the code's kind; a systematic code's
+        with the data points among them)."""
+        if self.systematic:
+            a, _ = systematic_points_f64(self.num_inputs, self.num_workers, self.kind)
+            return jnp.asarray(a, dtype=dtype)
         return points(self.num_workers, self.kind, dtype)
+
+    def _device_alpha(self, dtype: Any) -> jax.Array:
+        """:meth:`alpha` made once per dtype, outside any trace (an argument)."""
+        if self.systematic:
+            return _device_systematic(
+                self.num_inputs, self.num_workers, self.kind, jnp.dtype(dtype)
+            )
+        return device_points(self.num_workers, self.kind, dtype)
 
     def beta(self, dtype: Any = jnp.float32) -> jax.Array:
         """Data points [K] (first-kind Chebyshev)."""
         return points(self.num_inputs, 1, dtype)
 
+    # The hooks below run inside the code's jitted programs, after its methods
+    # checked the call's arguments (and __post_init__ the code's points): they call
+    # the kernels' unchecked entries, so nothing is checked twice.
     def _encode(self, x):
         acc = acc_of(x)
-        return lagrange_encode(x, self.beta(acc), self.alpha(acc))
+        return lagrange_encode_unchecked(x, self.beta(acc), self.alpha(acc), acc)
 
     def _chebyls_matrix(self, mask, dtype):
         acc = accumulation_dtype(dtype)
-        return chebyls_decoding_matrix(
-            mask,
-            self.alpha(acc),
-            self.beta(acc),
-            num_coeffs=self.num_coeffs,
-            accum_dtype=acc,
-        ).value
+        r = chebyls_decoding_matrix_unchecked(
+            mask, self.alpha(acc), self.beta(acc), self.num_coeffs, acc
+        )
+        if not self.systematic:
+            return r.value
+        return systematic_matrix(
+            r.value, r.ok, mask, *self._sources(), rescue=self._copies_decode
+        )
+
+    def _sources(self):
+        """(workers [K], parts [K], 1): where each query's own answer is."""
+        k = self.num_inputs
+        return np.asarray(self.systematic_workers), np.zeros(k, int), 1
+
+    def _copies(self, r, y, mask, **kw):
+        """The fit's result ``r`` with each query whose own worker answered
+        replaced by that answer (a systematic code; ``r`` otherwise)."""
+        if not self.systematic:
+            return r
+        return copy_systematic(
+            r, y, mask, *self._sources(), r.value.dtype,
+            rescue=self._copies_decode, **kw,
+        )  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,19 +211,20 @@ class ChebyLSCode(LagrangeCode):
 
     def _decode(self, y, mask):
         acc = acc_of(y)
-        return chebyls_decode(
-            y, mask, self.alpha(acc), self.beta(acc), num_coeffs=self.num_coeffs
+        r = chebyls_decode_unchecked(
+            y, mask, self.alpha(acc), self.beta(acc), self.num_coeffs, acc
         )
+        return self._copies(r, y, mask)
 
     def _decode_batched(self, y, masks, shared_y):
         acc = acc_of(y)
-        return chebyls_decode_batched(
-            y,
-            masks,
-            self.alpha(acc),
-            self.beta(acc),
-            num_coeffs=self.num_coeffs,
-            shared_y=shared_y,
+        r = chebyls_decode_batched_unchecked(
+            y, masks, self.alpha(acc), self.beta(acc), self.num_coeffs, acc, shared_y
+        )
+        if not self.systematic:
+            return r
+        return copy_systematic_batched(
+            r, y, masks, shared_y, *self._sources(), acc, rescue=True
         )
 
     def _matrix(self, mask, dtype):
@@ -183,7 +270,7 @@ class ThresholdCode(LagrangeCode):
         if unknown:
             refuse_keywords(self, "decode", unknown)
         fname = f"{type(self).__name__}.decode"
-        y, mask = self._check(fname, y, mask)
+        y, mask = check_answers(self, fname, y, mask)
         order = self._check_order(fname, order, ())
         return self._decode_one(y, mask, order=order)
 
@@ -200,7 +287,7 @@ class ThresholdCode(LagrangeCode):
         if unknown:
             refuse_keywords(self, "decode_batched", unknown)
         fname = f"{type(self).__name__}.decode_batched"
-        y, masks, _ = self._check_batched(fname, y, masks, shared_y)
+        y, masks, _ = check_answers_batched(self, fname, y, masks, shared_y)
         order = self._check_order(fname, order, (masks.shape[0],))
         return self._decode_many(y, masks, shared_y, order=order)
 
@@ -235,15 +322,17 @@ class ThresholdCode(LagrangeCode):
     def _decode(self, y, mask, order=None):
         acc = acc_of(y)
         if order is None:
-            order = spread_order(mask, num_coeffs=self.num_coeffs)
-        return threshold_decode(
+            order = spread_order_unchecked(mask, self.num_coeffs)
+        r = threshold_decode_unchecked(
             y,
             mask,
             self.alpha(acc),
             self.beta(acc),
-            num_coeffs=self.num_coeffs,
-            order=order.astype(jnp.int32),
+            order.astype(jnp.int32),
+            self.num_coeffs,
+            acc,
         )
+        return self._copies(r, y, mask)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,9 +347,18 @@ class GracefulCode(LagrangeCode):
 
     worker_dtype: str | None = None
 
+    def __post_init__(self):
+        super().__post_init__()
+        if self.worker_dtype is not None:
+            check_worker_dtype(type(self).__name__, self.worker_dtype)
+
     @property
     def name(self) -> str:
         return "graceful"
+
+    @property
+    def _fit_threshold(self) -> int:
+        return 1
 
     @property
     def threshold(self) -> int:
@@ -270,14 +368,11 @@ class GracefulCode(LagrangeCode):
 
     def _decode(self, y, mask):
         acc = acc_of(y)
-        return graceful_decode(
-            y,
-            mask,
-            self.alpha(acc),
-            self.beta(acc),
-            num_coeffs=self.num_coeffs,
-            worker_dtype=self.worker_dtype,
+        wdt = jnp.dtype(y.dtype if self.worker_dtype is None else self.worker_dtype)
+        r = graceful_decode_unchecked(
+            y, mask, self.alpha(acc), self.beta(acc), self.num_coeffs, acc, wdt
         )
+        return self._copies(r, y, mask)
 
     def _matrix(self, mask, dtype):
         # the matrix of its ChebyLS branch (its smooth branch depends on y)
@@ -302,6 +397,15 @@ class RobustCode(LagrangeCode):
     noise_scale: float | None = None
 
     answer_fields = ("y", "mask", "noise_sd")
+    _copies_decode = False  # copies only answers the fit checked (not suspects)
+
+    def __post_init__(self):
+        super().__post_init__()
+        cls = type(self).__name__
+        if self.worker_dtype is not None:
+            check_worker_dtype(cls, self.worker_dtype)
+        _robust_settings(cls, self.max_corrupted, self.false_alarm, self.noise_scale)
+        _check_redundancy(cls, self.num_coeffs, self.num_workers, self.max_corrupted)
 
     @property
     def name(self) -> str:
@@ -342,7 +446,7 @@ class RobustCode(LagrangeCode):
         if unknown:
             refuse_keywords(self, "decode", unknown)
         fname = f"{type(self).__name__}.decode"
-        y, mask = self._check(fname, y, mask)
+        y, mask = check_answers(self, fname, y, mask)
         noise_sd = self._check_noise(fname, noise_sd, (self.num_workers,), "[M]")
         return self._decode_one(y, mask, noise_sd=noise_sd)
 
@@ -360,7 +464,7 @@ class RobustCode(LagrangeCode):
         if unknown:
             refuse_keywords(self, "decode_batched", unknown)
         fname = f"{type(self).__name__}.decode_batched"
-        y, masks, lead = self._check_batched(fname, y, masks, shared_y)
+        y, masks, lead = check_answers_batched(self, fname, y, masks, shared_y)
         want = "[M] (shared_y)" if shared_y else "[B, M]"
         noise_sd = self._check_noise(fname, noise_sd, lead, want)
         return self._decode_many(y, masks, shared_y, noise_sd=noise_sd)
@@ -386,7 +490,7 @@ class RobustCode(LagrangeCode):
         # program is robust_decode's own, so code.decode equals it (with the
         # code's points) bit for bit, without its Python checks
         acc = acc_of(y)
-        a = device_points(self.num_workers, self.kind, acc)
+        a = self._device_alpha(acc)
         b = device_points(self.num_inputs, 1, acc)
         with errors_named(f"{type(self).__name__}.decode"):
             return _decode_points_jit(self, y, mask, noise_sd, a, b)
@@ -394,18 +498,22 @@ class RobustCode(LagrangeCode):
     def _decode(self, y, mask, noise_sd=None, points=None):
         acc = acc_of(y)
         a, b = (self.alpha(acc), self.beta(acc)) if points is None else points
-        return robust_decode(
+        wdt = jnp.dtype(y.dtype if self.worker_dtype is None else self.worker_dtype)
+        r = robust_decode_unchecked(
             y,
             mask,
             a,
             b,
+            noise_sd,
             num_coeffs=self.num_coeffs,
+            acc=acc,
+            wdt=wdt,
             max_corrupted=self.max_corrupted,
-            worker_dtype=self.worker_dtype,
             false_alarm=self.false_alarm,
             noise_scale=self.noise_scale,
-            noise_sd=noise_sd,
         )
+        # a suspect's answer is never copied, and the copies never decode alone
+        return self._copies(r, y, mask, exclude=r.suspects)
 
     def _matrix(self, mask, dtype):
         # ChebyLS's (its exclusions and row weights depend on y)
@@ -415,6 +523,22 @@ class RobustCode(LagrangeCode):
 @functools.partial(jax.jit, static_argnums=0)
 def _decode_points_jit(code, y, mask, noise_sd, alpha, beta):
     return code._decode(y, mask, noise_sd=noise_sd, points=(alpha, beta))
+
+
+@functools.lru_cache(maxsize=64)
+def _device_systematic(k: int, m: int, kind: int, dtype: Any) -> jax.Array:
+    """A systematic code's worker points in ``dtype``, made once outside any trace
+    (as ``device_points``)."""
+    with jax.ensure_compile_time_eval():
+        return jnp.asarray(systematic_points_f64(k, m, kind)[0], dtype=dtype)
+
+
+def _systematic_points(fname: str, k: int, m: int, kind: int) -> None:
+    """A systematic code's points exist (raises a ValueError naming ``fname``)."""
+    try:
+        systematic_points_f64(k, m, kind)
+    except ValueError as e:
+        raise ValueError(f"{fname}: systematic=True: {e}") from None
 
 
 _CLASSES = {
@@ -443,6 +567,7 @@ def lagrange_code(
     max_corrupted: int | None = None,
     false_alarm: float | None = None,
     noise_scale: float | None = None,
+    systematic: bool = False,
 ) -> LagrangeCode:
     """A Lagrange code: exact for workers that compute a polynomial of degree d.
 
@@ -483,6 +608,30 @@ def lagrange_code(
     ``code.decode(y, mask, noise_sd=sd)`` (and ``Server(..., noise_fn=)`` in
     ``codedjax.serving``) replaces gamma with it.
 
+    **Systematic codes** (``systematic=True``): the worker points are the Chebyshev
+    points of ``kind`` with the K nearest to the data points moved onto them
+    (``systematic_workers[k]`` sits at beta_k and is sent query k itself; at
+    K = 8, M = 40 the first-kind points contain the data points already, and the
+    points are those of ``systematic=False``). Why these points: they move K of
+    the M points by at most half a spacing, so the rest keep the Chebyshev spacing
+    that conditions the least-squares fit on any subset; the data points with
+    the Chebyshev points of the other M - K repeat points at M = 2K and condition
+    worse at M = 40, degree 3 (``codedjax._chebyshev.systematic_points_f64``).
+    What they cost against today's points, measured (``benchmarks/systematic.py``,
+    ``docs/decoding.md`` section 4): at K = 8, M = 12 the median cond at N = D is
+    18.6 against 11.9, and 1.41 against 1 at N = M; nothing at M = 40. The decoder
+    fits every answer as before (least squares over every responder, the first
+    D for the threshold decoder) and then returns, for each query whose own
+    worker answered, that answer as it is: the fit interpolates it only
+    approximately, while the answer is the query's value up to the worker's own
+    rounding (an uncoded worker's accuracy). The fit serves the other queries.
+    ``error`` is then the larger of the copies' predicted rounding and the
+    fit's; ``decoding_matrix`` has unit rows for the copied queries. K
+    systematic answers decode on their own, so ``threshold`` is min(D, K) and
+    ``decodable_queries`` gives query k from its own worker below D. The robust
+    decoder copies only answers its fit checked (never a suspect's) and never
+    decodes below D (its ``threshold`` stays D).
+
     Args:
         num_inputs: K >= 1. num_workers: M >= D (M >= D + 2A for the robust
             decoder). degree: d >= 0.
@@ -499,19 +648,23 @@ def lagrange_code(
         noise_scale: robust decoder only: gamma > 0, one answer's rounding error
             in units of u_w times its size (default: ``robust_decode``'s, from K
             and D).
+        systematic: worker points that contain the data points (above); needs
+            M >= K (M >= K + 1 with ``kind=2``).
 
     Returns:
         The decoder's :class:`LagrangeCode` subclass, with ``threshold`` D = d (K -
-        1) + 1 (1 for the graceful decoder) and ``correction_threshold`` D + 2A (the
-        threshold for the other decoders).
+        1) + 1 (1 for the graceful decoder; min(D, K) for a systematic code but a
+        robust one) and ``correction_threshold`` D + 2A (the threshold for the
+        other decoders).
 
     Raises:
         ValueError: unknown decoder or kind, M < D, a decoder-specific argument
             with a decoder that does not use it, the robust decoder without
             max_corrupted, A < 0, M < D + 2A, false_alarm outside (0, 1),
-            noise_scale not finite and > 0.
+            noise_scale not finite and > 0, systematic points that do not exist
+            (M < K).
         TypeError: a worker_dtype that is not a floating dtype, a max_corrupted
-            that is not an int.
+            that is not an int, a systematic that is not a bool.
 
     Examples:
         >>> import jax, jax.numpy as jnp, codedjax as cj
@@ -567,20 +720,32 @@ def lagrange_code(
         settings.update(
             _robust_settings(fname, max_corrupted, false_alarm, noise_scale)
         )
-    code = _CLASSES[decoder](k, m, degree=d, kind=int(kind), **settings)
-    if code.num_coeffs > m:
+    num_coeffs = recovery_threshold(k, d)
+    _check_redundancy(fname, num_coeffs, m, settings.get("max_corrupted", 0))
+    if not isinstance(systematic, bool):
+        raise TypeError(
+            f"{fname}: systematic must be True or False, got {systematic!r}"
+        )
+    if systematic:
+        _systematic_points(fname, k, m, int(kind))
+    return _CLASSES[decoder](
+        k, m, degree=d, kind=int(kind), systematic=systematic, **settings
+    )
+
+
+def _check_redundancy(fname, num_coeffs, m, a):
+    """M >= D (every decoder) and M >= D + 2A (the robust decoder's A)."""
+    if num_coeffs > m:
         raise ValueError(
             f"{fname}: num_workers M={m} is below the recovery threshold "
-            f"D = d (K - 1) + 1 = {code.num_coeffs}"
+            f"D = d (K - 1) + 1 = {num_coeffs}"
         )
-    if code.correction_threshold > m:
-        a = settings["max_corrupted"]
+    if num_coeffs + 2 * a > m:
         raise ValueError(
             f"{fname}: correcting max_corrupted A={a} corrupted answers needs "
-            f"D + 2A = {code.correction_threshold} answers, more than num_workers "
-            f"M={m} (D = {code.num_coeffs})"
+            f"D + 2A = {num_coeffs + 2 * a} answers, more than num_workers "
+            f"M={m} (D = {num_coeffs})"
         )
-    return code
 
 
 def _robust_settings(fname, max_corrupted, false_alarm, noise_scale):

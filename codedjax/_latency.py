@@ -146,6 +146,14 @@ class LatencyModel:
         rows, m = _rows(shape)
         return self._columns(Streams.of(rng), rows, m, 0).reshape(shape)
 
+    def sample_streams(
+        self, streams: Streams, rows: int, num_workers: int
+    ) -> np.ndarray:
+        """float64 [rows, M] service times, worker i's column from its own stream
+        (``Streams.seeded``: worker i's delays do not depend on M): the serving
+        injector's draws."""
+        return self._columns(streams, int(rows), int(num_workers), 0)
+
     def sample_jax(self, key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
         """float32 [*shape] service times from a jax key; the last axis is the
         workers."""

@@ -5,7 +5,9 @@ the K/k parity workers computes a *parity model* F_P on the sum of its group's k
 queries, F_P trained so that F_P(x_1 + ... + x_k) approximates F(x_1) + ... + F(x_k).
 A missing F(x_j) is decoded as F_P(P) minus the other answers of its group. The code
 is the first whose workers run different functions: :attr:`ParityCode.roles` names
-them (``"base"``, ``"parity"``) and a server is given one function per role.
+them (``"base"``, ``"parity"``) and a server is given one function per role. It is
+systematic (worker k is sent query k itself) and each group decodes on its own
+(:meth:`ParityCode.decodable_queries`).
 
 References:
     J. Kosaian, K. V. Rashmi and S. Venkataraman, Parity models: erasure-coded
@@ -22,8 +24,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from ._argchecks import check_int
 from ._code import BASE_ROLE, Code, acc_of
-from ._dtypes import accumulation_dtype, check_int
+from ._dtypes import accumulation_dtype
 from ._result import Status, apply_decoding, finish, predicted_error
 
 #: the role of a parity worker (:attr:`ParityCode.roles`)
@@ -72,16 +75,47 @@ class ParityCode(Code):
         """``("base",) * K + ("parity",) * (K / k)``."""
         return (BASE_ROLE,) * self.num_inputs + (PARITY_ROLE,) * self.num_groups
 
+    @property
+    def systematic(self) -> bool:
+        """True: the K base workers are sent the queries themselves."""
+        return True
+
+    @property
+    def systematic_workers(self) -> tuple[int, ...]:
+        """Query k's base worker, worker k."""
+        return tuple(range(self.num_inputs))
+
     def may_decode(self, mask: ArrayLike) -> np.ndarray:
         """True where every group has lost at most one base answer and, if one, its
         parity worker answered (then the decode is ``ok`` unless an answer is not
         finite)."""
+        return self.decodable_queries(mask).all(axis=-1)
+
+    def decodable_queries(self, mask: ArrayLike) -> np.ndarray:
+        """Each group decodes on its own: query j where its base worker answered,
+        or where its group lost at most one base answer (j's) and the group's
+        parity worker answered."""
         mask = np.asarray(mask, bool)
         k, g = self.group, self.num_groups
         base = mask[..., : self.num_inputs].reshape(mask.shape[:-1] + (g, k))
         lost = k - base.sum(axis=-1)
-        par = mask[..., self.num_inputs :]
-        return np.all((lost == 0) | ((lost == 1) & par), axis=-1)
+        rebuilt = (lost == 1) & mask[..., self.num_inputs :]  # [..., G]
+        out = base | rebuilt[..., None]
+        return out.reshape(mask.shape[:-1] + (self.num_inputs,))
+
+    def decodable_from_per_query(self, times: ArrayLike) -> np.ndarray:
+        """Query j's own answer, or the last of its group's parity and other k - 1
+        answers, whichever arrives first, [..., K]:
+        :meth:`Code.decodable_from_per_query` in closed form."""
+        t = np.asarray(times, np.float64)
+        k, g = self.group, self.num_groups
+        base = t[..., : self.num_inputs].reshape(t.shape[:-1] + (g, k))
+        others = np.stack(
+            [np.delete(base, j, axis=-1).max(axis=-1) for j in range(k)], axis=-1
+        )  # [..., G, k]: the latest of the group's other base answers
+        rebuild = np.maximum(others, t[..., self.num_inputs :, None])
+        out = np.minimum(base, rebuild)
+        return out.reshape(t.shape[:-1] + (self.num_inputs,))
 
     # --- the code's own plan: the decoding matrix of one mask ------------------------
     def _plan(self, sel: jax.Array, dtype):

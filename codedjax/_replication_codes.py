@@ -3,7 +3,9 @@
 RepApprox replicates each input on c servers and falls back to an approximation
 (Berrut or NeRCC) for an input whose replicas all straggle; replication and uncoded
 serving are codes too, because they are the baselines a serving user compares
-against.
+against. All three are systematic: a query's replica is sent the query itself and
+its answer is returned as it is, and each query decodes on its own
+(``decodable_queries``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from ._argchecks import check_int, errors_named
 from ._code import Code, acc_of
-from ._dtypes import check_int, errors_named
-from ._repapprox import repapprox_decode, repapprox_encode, repapprox_layout
+from ._repapprox_kernels import (
+    repapprox_decode_unchecked,
+    repapprox_encode_unchecked,
+    repapprox_layout,
+)
 from ._result import DecodeResult, Status, finish, predicted_error
 
 
@@ -29,11 +35,27 @@ def _layout(k: int, c: int, m: int):
 
 @dataclasses.dataclass(frozen=True)
 class RepApproxCode(Code):
-    """Replication with an approximate fallback (see :func:`repapprox_code`)."""
+    """Replication with an approximate fallback (see :func:`repapprox_code`).
+
+    Systematic: query k's replicas are sent the query itself, and a query with a
+    responding replica is that replica's answer (``systematic`` True).
+    """
 
     replication: int = 1
     fallback: str = "berrut"
     smoothing: float = 0.0
+
+    def __post_init__(self):
+        # the settings are checked here, once per code (the kernels' unchecked
+        # entries rely on them)
+        _check_settings(
+            type(self).__name__,
+            self.num_inputs,
+            self.num_workers,
+            self.replication,
+            self.fallback,
+            self.smoothing,
+        )
 
     @property
     def name(self) -> str:
@@ -48,16 +70,47 @@ class RepApproxCode(Code):
         return True
 
     @property
+    def systematic(self) -> bool:
+        """True: a query's replicas answer it as it is."""
+        return True
+
+    @property
+    def systematic_workers(self) -> tuple[int, ...]:
+        """Query k's first replica, worker k c."""
+        return tuple(range(0, self.num_inputs * self.replication, self.replication))
+
+    @property
     def layout(self):
         """The :class:`RepApproxLayout` (which server computes what)."""
         return _layout(self.num_inputs, self.replication, self.num_workers)
 
+    def decodable_queries(self, mask: ArrayLike) -> np.ndarray:
+        """Query k where a worker at its data point answered (a replica, or an
+        extra server whose point is beta_k), or where the fallback decodes: at
+        least one distinct responding point (Berrut), two (NeRCC)."""
+        mask = np.asarray(mask, bool)
+        nodes = np.asarray(self.layout.nodes, np.float64)
+        beta = np.asarray(self.layout.beta, np.float64)
+        at = nodes[None, :] == beta[:, None]  # [K, M]: worker i sits at beta_k
+        hit = np.stack([mask[..., at[q]].any(axis=-1) for q in range(len(beta))], -1)
+        _, group = np.unique(nodes, return_inverse=True)
+        distinct = sum(
+            mask[..., group == g].any(axis=-1) for g in range(group.max() + 1)
+        )
+        enough = np.asarray(distinct) >= (1 if self.fallback == "berrut" else 2)
+        return hit | enough[..., None]
+
+    def may_decode(self, mask: ArrayLike) -> np.ndarray:
+        """Every query has a responding replica, or the fallback has enough
+        distinct points (:meth:`decodable_queries` for all K)."""
+        return self.decodable_queries(mask).all(axis=-1)
+
     def _encode(self, x):
-        return repapprox_encode(x, self.layout)
+        return repapprox_encode_unchecked(x, self.layout, acc_of(x))
 
     def _decode(self, y, mask):
-        r = repapprox_decode(
-            y, mask, self.layout, fallback=self.fallback, smoothing=self.smoothing
+        r = repapprox_decode_unchecked(
+            y, mask, self.layout, self.fallback, self.smoothing, acc_of(y)
         )
         return DecodeResult(*(getattr(r, f) for f in DecodeResult._fields))
 
@@ -88,6 +141,14 @@ def repapprox_code(
         (8, True)
     """
     fname = "repapprox_code"
+    k, m, c, lam = _check_settings(
+        fname, num_inputs, num_workers, replication, fallback, smoothing
+    )
+    return RepApproxCode(k, m, replication=c, fallback=fallback, smoothing=lam)
+
+
+def _check_settings(fname, num_inputs, num_workers, replication, fallback, smoothing):
+    """(K, M, c, smoothing) of a RepApprox code, checked (errors name ``fname``)."""
     k = check_int(fname, "num_inputs", num_inputs, minimum=1)
     m = check_int(fname, "num_workers", num_workers, minimum=1)
     c = check_int(fname, "replication", replication, minimum=1)
@@ -107,7 +168,7 @@ def repapprox_code(
         )
     with errors_named(fname):  # K c <= M, as the layout checks it
         _layout(k, c, m)
-    return RepApproxCode(k, m, replication=c, fallback=fallback, smoothing=lam)
+    return k, m, c, lam
 
 
 def _first_replica(sel: jax.Array, task: np.ndarray, k: int) -> jax.Array:
@@ -119,7 +180,8 @@ def _first_replica(sel: jax.Array, task: np.ndarray, k: int) -> jax.Array:
 
 @dataclasses.dataclass(frozen=True)
 class ReplicationCode(Code):
-    """Plain replication (see :func:`replication_code`)."""
+    """Plain replication (see :func:`replication_code`); systematic: each query
+    decodes as soon as one of its replicas answered."""
 
     @property
     def name(self) -> str:
@@ -134,27 +196,45 @@ class ReplicationCode(Code):
         return True
 
     @property
+    def systematic(self) -> bool:
+        """True: every worker is sent a query itself."""
+        return True
+
+    @property
+    def systematic_workers(self) -> tuple[int, ...]:
+        """Query k's first replica, worker k."""
+        return tuple(range(self.num_inputs))
+
+    @property
     def task(self) -> np.ndarray:
         """int [M]: the input each worker computes (i mod K)."""
         return np.arange(self.num_workers) % self.num_inputs
 
-    def may_decode(self, mask: ArrayLike) -> np.ndarray:
-        """True where every input has a responding replica (the decode is then
-        ``ok`` unless a replica's answer is not finite)."""
+    def decodable_queries(self, mask: ArrayLike) -> np.ndarray:
+        """Query k where one of its replicas answered."""
         mask = np.asarray(mask, bool)
-        covered = np.stack(
+        return np.stack(
             [mask[..., self.task == t].any(axis=-1) for t in range(self.num_inputs)],
             axis=-1,
         )
-        return covered.all(axis=-1)
+
+    def may_decode(self, mask: ArrayLike) -> np.ndarray:
+        """True where every input has a responding replica (the decode is then
+        ``ok`` unless a replica's answer is not finite)."""
+        return self.decodable_queries(mask).all(axis=-1)
 
     def decodable_from(self, times: ArrayLike) -> np.ndarray:
         """The latest of each input's first replica to arrive (inf when an
         input's replicas never do): :meth:`Code.decodable_from` in closed form."""
+        return self.decodable_from_per_query(times).max(axis=-1)
+
+    def decodable_from_per_query(self, times: ArrayLike) -> np.ndarray:
+        """The first of query k's replicas to arrive, [..., K] (inf when none
+        does): :meth:`Code.decodable_from_per_query` in closed form."""
         t = np.asarray(times, np.float64)
         perm = np.argsort(self.task, kind="stable")
         cuts = np.searchsorted(self.task[perm], np.arange(self.num_inputs))
-        return np.minimum.reduceat(t[..., perm], cuts, axis=-1).max(axis=-1)
+        return np.minimum.reduceat(t[..., perm], cuts, axis=-1)
 
     def _encode(self, x):
         return x[self.task]

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from ._dtypes import check_int, check_vector, is_concrete
+from ._argchecks import check_int, check_vector, is_concrete
 from ._latency import LatencyModel, ShiftedExponential
 
 _DEFAULT_MODEL = ShiftedExponential(shift=1.0, mean=1.0)

@@ -10,12 +10,12 @@ can run: the process deadlocks. Two concurrent executions suffice on a 2-core
 machine; one execution with two independent batched LAPACK calls can do it too.
 
 codedjax's batched entry points therefore run their compiled programs under
-:data:`lapack_lock` and wait for the result before releasing it, so at most one
-such program runs at a time in the process (and within a program, codedjax chains
-its LAPACK calls through data dependencies, see ``codedjax._lsq``). A program the
-caller compiles around a codedjax decoder (``jax.jit(jax.vmap(cj.chebyls_decode))``)
-is outside the library's reach: call it under ``with cj.lapack_lock:`` and block on
-its result inside the block when several threads may run it.
+:data:`lapack_lock` and wait for the result before releasing it, so at most one such
+program runs at a time in the process (and within a program, codedjax chains its LAPACK
+calls through data dependencies, see ``codedjax._lagrange_lsq``). A program the caller
+compiles around a codedjax decoder (``jax.jit(jax.vmap(cj.chebyls_decode))``) is outside
+the library's reach: call it under ``with cj.lapack_lock:`` and block on its result
+inside the block when several threads may run it.
 """
 
 from __future__ import annotations

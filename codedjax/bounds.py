@@ -65,12 +65,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import optimize, stats
 
-from ._dtypes import check_int, check_number
-from ._repapprox import exact_recovery_probability as exact_recovery_probability
-from ._repapprox import recovery_probability_bound as recovery_probability_bound
-from ._repapprox import recovery_probability_union as recovery_probability_union
+from ._argchecks import check_int, check_number
+from ._repapprox_kernels import exact_recovery_probability as exact_recovery_probability
+from ._repapprox_kernels import recovery_probability_bound as recovery_probability_bound
+from ._repapprox_kernels import recovery_probability_union as recovery_probability_union
 
 __all__ = [
+    "BASES",
+    "BASIS",
     "chebyshev_coherence",
     "chebyshev_leverage_scores",
     "chernoff_delta",
@@ -93,7 +95,6 @@ __all__ = [
     "recovery_probability_bound",
     "recovery_probability_union",
     "sampling_condition_bound",
-    "SCHEMES",
     "sufficient_responses",
     "worst_case_condition",
     "WorstCaseCondition",
@@ -583,8 +584,21 @@ def worst_case_condition(
 # ----------------------------------------------------------------------------------
 # the exhaustive worst and average case of the literature's codes
 
-#: The generator matrices :func:`exhaustive_condition` knows (see its docstring).
-SCHEMES = ("circle", "chebyshev", "chebyshev_equilibrated", "monomial", "random")
+#: The evaluation bases of the condition-number study: the generator matrices
+#: :func:`generator_matrix` builds and :func:`exhaustive_condition` examines. They
+#: are the bases of the catalogue's codes whose decoders solve a system
+#: (``codedjax.catalogue``; :data:`BASIS` maps each such code family to its
+#: basis), ``"chebyshev"`` (the Lagrange codes), ``"circle"`` and ``"random"``,
+#: and two references: ``"monomial"`` (the real Vandermonde baseline of
+#: polynomial codes) and ``"chebyshev_equilibrated"`` (the Chebyshev rows scaled
+#: as ChebyLS factorises them). Bases, not serving schemes: which schemes exist
+#: and where they apply is the catalogue's.
+BASES = ("circle", "chebyshev", "chebyshev_equilibrated", "monomial", "random")
+
+#: The basis of :data:`BASES` in which each code family of the catalogue
+#: (``codedjax.Scheme.family``) decodes; the other families (uncoded,
+#: replication, Berrut, NeRCC, RepApprox, parity) solve no such system.
+BASIS = {"lagrange": "chebyshev", "circle": "circle", "random": "random"}
 
 
 class ExhaustiveCondition(NamedTuple):
@@ -611,8 +625,10 @@ class ExhaustiveCondition(NamedTuple):
 
 
 def _scheme(fname: str, scheme: Any) -> str:
-    if scheme not in SCHEMES:
-        raise ValueError(f"{fname}: scheme must be one of {SCHEMES}, got {scheme!r}")
+    if scheme not in BASES:
+        raise ValueError(
+            f"{fname}: scheme must be one of the bases {BASES}, got {scheme!r}"
+        )
     return scheme
 
 
@@ -630,12 +646,12 @@ def generator_matrix(
       workers, the matrix ChebyLS factorises (docs/theory.md section 2);
     - ``"monomial"``: x_j^m at M equispaced points x = linspace(-1, 1, M) (the real
       Vandermonde baseline of polynomial codes);
-    - ``"random"``: :func:`codedjax._random_code.gaussian_encoding_matrix` with
+    - ``"random"``: :func:`codedjax._random_kernels.gaussian_encoding_matrix` with
       ``jax.random.key(seed)`` (N(0, 1/K) entries, D = K; drawn in float32, so the
       same numbers with or without float64).
 
     Args:
-        scheme: one of :data:`SCHEMES`.
+        scheme: the basis, one of :data:`BASES`.
         num_workers: M. num_coeffs: D <= M (K for ``"random"``).
         seed: the draw of ``"random"`` (ignored otherwise).
 
@@ -643,7 +659,7 @@ def generator_matrix(
         [M, D] float64 (complex128 for ``"circle"``).
 
     Raises:
-        ValueError: an unknown scheme, D > M. TypeError: non-int sizes or seed.
+        ValueError: an unknown basis, D > M. TypeError: non-int sizes or seed.
 
     Examples:
         >>> import numpy as np, codedjax.bounds as cb
@@ -666,7 +682,7 @@ def generator_matrix(
         return np.vander(np.linspace(-1.0, 1.0, m), d, increasing=True)
     import jax  # the draw itself: codedjax's Gaussian encoding matrix
 
-    from ._random_code import gaussian_encoding_matrix
+    from ._random_kernels import gaussian_encoding_matrix
 
     g = gaussian_encoding_matrix(jax.random.key(s), num_inputs=d, num_workers=m)
     return np.asarray(g, dtype=np.float64)
@@ -737,7 +753,7 @@ def exhaustive_condition(
     equal norm).
 
     Args:
-        scheme: one of :data:`SCHEMES`.
+        scheme: the basis, one of :data:`BASES`.
         num_workers: M. num_coeffs: D <= M (K for ``"random"``).
         num_responses: N with D <= N <= M (default D).
         seeds: the draws of ``"random"`` (ignored otherwise), at least one.
@@ -749,7 +765,7 @@ def exhaustive_condition(
         draws_mean). Values above about 1e15 are not resolved by float64.
 
     Raises:
-        ValueError: an unknown scheme, D > M, N outside [D, M], C(M, N) > max_sets,
+        ValueError: an unknown basis, D > M, N outside [D, M], C(M, N) > max_sets,
             no seeds.
         TypeError: non-int sizes or seeds.
 

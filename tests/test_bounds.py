@@ -683,16 +683,16 @@ def _scheme_rows(scheme, m, d, seed=0):
         return np.linspace(-1, 1, m)[:, None] ** np.arange(d)
     import jax  # the draw is the library's own; the loop checks everything after it
 
-    from codedjax import _random_code
+    from codedjax import _random_kernels
 
     key = jax.random.key(seed)
     return np.asarray(
-        _random_code.gaussian_encoding_matrix(key, num_inputs=d, num_workers=m),
+        _random_kernels.gaussian_encoding_matrix(key, num_inputs=d, num_workers=m),
         np.float64,
     )
 
 
-@pytest.mark.parametrize("scheme", cb.SCHEMES)
+@pytest.mark.parametrize("scheme", cb.BASES)
 @pytest.mark.parametrize("n", [6, 7])
 def test_exhaustive_condition_against_a_loop(scheme, n):
     m, d = 9, 6

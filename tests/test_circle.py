@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import codedjax as cj
-from codedjax import _circle as circ
+from codedjax import _circle_kernels as circ
 
 M, K, DEG, F = 12, 3, 3, 4
 D = DEG * (K - 1) + 1  # 7

@@ -1714,7 +1714,7 @@ def test_code_methods_name_themselves_and_empty_batches(monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("chebyls_decode: a mistake found inside")
 
-    monkeypatch.setattr(lc, "chebyls_decode", broken)
+    monkeypatch.setattr(lc, "chebyls_decode_unchecked", broken)
     fresh = cj.lagrange_code(num_inputs=2, num_workers=5, degree=1)  # not compiled
     with pytest.raises(ValueError, match=r"^ChebyLSCode.decode: a mistake found"):
         fresh.decode(jnp.ones((5, 1)), jnp.ones(5, bool))

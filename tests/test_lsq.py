@@ -14,7 +14,7 @@ import pytest
 from numpy.polynomial import chebyshev as npcheb
 
 import codedjax as cj
-from codedjax import _lsq
+from codedjax import _lagrange_lsq
 
 EPS32 = float(np.finfo(np.float32).eps)
 K, M, D = 8, 40, 22
@@ -52,7 +52,7 @@ def _batched(y, masks, alpha, beta):
     return out
 
 
-_qr_jit = jax.jit(_lsq.qr_decoding_matrices, static_argnums=(3, 4))
+_qr_jit = jax.jit(_lagrange_lsq.qr_decoding_matrices, static_argnums=(3, 4))
 
 
 def _qr(masks, alpha, beta):
@@ -116,7 +116,7 @@ def test_batched_float32_is_backward_stable_in_both_tiers(key, np_rng, kind):
     assert np.all(err[solvable] <= bound[solvable]), worst
     # both tiers did work: well-conditioned masks (normal equations) and masks past
     # the cond^2 eps limit (QR)
-    limit = np.sqrt(_lsq._NE_COND_SQ_EPS / EPS32)
+    limit = np.sqrt(_lagrange_lsq._NE_COND_SQ_EPS / EPS32)
     assert (cond < limit / 2).sum() > 50 and (cond > 2 * limit).sum() > 5
 
 
@@ -140,7 +140,7 @@ def test_qr_tier_loops_when_most_masks_need_it(key, np_rng):
     y = jnp.asarray(np_rng.standard_normal((M, F)), jnp.float32)
     r = _batched(y, masks, alpha, beta)
     a_qr, ok_qr, cond_qr, _ = _qr(masks, alpha, beta)
-    assert np.all(np.asarray(cond_qr) ** 2 * EPS32 > _lsq._NE_COND_SQ_EPS)
+    assert np.all(np.asarray(cond_qr) ** 2 * EPS32 > _lagrange_lsq._NE_COND_SQ_EPS)
     assert np.asarray(r.ok).all() and np.asarray(ok_qr).all()
     # the same QR estimate, up to the rounding of a cond ~ 1e4 factorisation
     cq = np.asarray(cond_qr, np.float64)
@@ -223,9 +223,11 @@ def test_sweep_inverse_matches_numpy(np_rng):
     q, _ = np.linalg.qr(np_rng.standard_normal((b, d, d)))
     lam = np.exp(np_rng.uniform(-np.log(1e3), 0, (b, d)))  # cond up to 1e3
     h = np.einsum("bij,bj,bkj->bik", q, lam, q)
-    ii, jj, _ = _lsq._packed_index(d)
+    ii, jj, _ = _lagrange_lsq._packed_index(d)
     packed = jnp.asarray(h[:, ii, jj].T, jnp.float32)  # [P, B]
-    sweep = jax.jit(_lsq._sweep_inverse, static_argnums=1)  # one compile per shape
+    sweep = jax.jit(
+        _lagrange_lsq._sweep_inverse, static_argnums=1
+    )  # one compile per shape
     got = np.asarray(sweep(packed, d), np.float64).T
     want = np.linalg.inv(h)[:, ii, jj]
     cond = lam.max(1) / lam.min(1)
@@ -248,7 +250,7 @@ def test_tridiagonal_lambda_max_matches_eigvalsh(np_rng):
     m, b = 4, 200
     diag = np_rng.uniform(0, 10, (m, b))
     off = np_rng.standard_normal((m - 1, b))
-    got = jax.jit(_lsq._tridiagonal_lambda_max)(
+    got = jax.jit(_lagrange_lsq._tridiagonal_lambda_max)(
         [jnp.asarray(x, jnp.float32) for x in diag],
         [jnp.asarray(x, jnp.float32) for x in off],
     )
@@ -274,7 +276,7 @@ def test_lanczos_is_a_lower_bound_and_exact_on_the_full_space(np_rng):
         return jnp.einsum("bde,be->bd", mat, x)
 
     v = jnp.asarray(np_rng.standard_normal((b, d)), jnp.float32)
-    lanczos = jax.jit(_lsq._lanczos_lambda_max, static_argnums=(0, 2))
+    lanczos = jax.jit(_lagrange_lsq._lanczos_lambda_max, static_argnums=(0, 2))
     two = np.asarray(lanczos(matvec, v, 2), np.float64)
     full = np.asarray(lanczos(matvec, v, d), np.float64)
     assert np.all(two <= lam * (1 + 1e-5))
@@ -360,15 +362,17 @@ def test_sweep_chunks_change_no_bit_of_the_inverses(key, monkeypatch):
     alpha = cj.chebyshev_points(m)
 
     u = (
-        _lsq.chebyshev_vandermonde(alpha, d)
-        * _lsq.orthonormal_column_scale(m, d, jnp.float32)[None]
+        _lagrange_lsq.chebyshev_vandermonde(alpha, d)
+        * _lagrange_lsq.orthonormal_column_scale(m, d, jnp.float32)[None]
     )
     masks = cj.sample_masks(key, num_workers=m, num_responses=9, shape=(300,))
     w = masks.astype(jnp.float32)
-    last, first = jax.jit(lambda w: _lsq._ne_inverses(u, w, d))(w)
-    assert _lsq._SWEEP_CHUNK < 300 and 300 % _lsq._SWEEP_CHUNK != 0  # padded
-    monkeypatch.setattr(_lsq, "_SWEEP_CHUNK", 300)
-    last1, first1 = jax.jit(lambda w: _lsq._ne_inverses(u, w, d))(w)
+    last, first = jax.jit(lambda w: _lagrange_lsq._ne_inverses(u, w, d))(w)
+    assert (
+        _lagrange_lsq._SWEEP_CHUNK < 300 and 300 % _lagrange_lsq._SWEEP_CHUNK != 0
+    )  # padded
+    monkeypatch.setattr(_lagrange_lsq, "_SWEEP_CHUNK", 300)
+    last1, first1 = jax.jit(lambda w: _lagrange_lsq._ne_inverses(u, w, d))(w)
     np.testing.assert_array_equal(np.asarray(first), np.asarray(first1))
     np.testing.assert_array_equal(np.asarray(last), np.asarray(last1))
     np.testing.assert_array_equal(
@@ -407,10 +411,10 @@ def test_residual_qr_and_semi_normal_forms_match_numpy(key, np_rng):
 
     @jax.jit
     def both(masks, y, usable):
-        *_, q = _lsq.qr_decoding_matrices(
+        *_, q = _lagrange_lsq.qr_decoding_matrices(
             masks, alpha, beta, D, jnp.float32, with_q=True
         )
-        f = lambda q: _lsq.ls_residual_sq(  # noqa: E731
+        f = lambda q: _lagrange_lsq.ls_residual_sq(  # noqa: E731
             masks, alpha, y, D, jnp.float32, usable, q=q
         )
         return f(None), f(q)

@@ -15,7 +15,7 @@ import pytest
 from scipy import stats
 
 import codedjax as cj
-from codedjax import _random_code as rc
+from codedjax import _random_kernels as rc
 
 K, M, F = 3, 7, 2
 EPS32 = float(np.finfo(np.float32).eps)

@@ -14,7 +14,7 @@ import pytest
 from numpy.polynomial import chebyshev as npcheb
 
 import codedjax as cj
-from codedjax import _square
+from codedjax import _lagrange_square
 
 EPS32 = float(np.finfo(np.float32).eps)
 K, M, D = 8, 40, 22
@@ -43,7 +43,7 @@ def test_square_kernel_float32_against_float64_and_every_ill_conditioned_mask(ki
     masks[36, : D - 1] = True  # D - 1 responders: not decodable
     for i in range(37, 40):  # near the middle, a gap at one end
         masks[i, rng.permutation(np.arange(i - 30, M))[:D]] = True
-    kernel = jax.jit(_square.square_decoding_matrices, static_argnums=(3, 4))
+    kernel = jax.jit(_lagrange_square.square_decoding_matrices, static_argnums=(3, 4))
     a, ok, cond, n = kernel(jnp.asarray(masks), alpha, beta, D, jnp.float32)
     a, ok, cond = np.asarray(a, np.float64), np.asarray(ok), np.asarray(cond)
     u = _equilibrated(np.asarray(alpha, np.float64), D)

@@ -1,12 +1,12 @@
 """Compile and run time of the two float32 batched ChebyLS kernels, per batch size.
 
-The batched float32 decode (``cj.chebyls_decode_batched``, ``Code.decode_batched``
-and ``jax.vmap`` of the ChebyLS decoders) runs either the semi-normal-equations
-kernel (``codedjax._lsq.ne_decoding_matrices``) or the Householder QR kernel
-(``codedjax._lsq.qr_decoding_matrices``), each with its form of the residual for
-the predicted error. ``codedjax._lsq.batched_kernel`` picks QR below
-``NE_MIN_MASKS`` masks; this script measures the figures that threshold comes
-from. For each (M, D), batch size B and kernel it builds the whole decode program
+The batched float32 decode (``cj.chebyls_decode_batched``, ``Code.decode_batched`` and
+``jax.vmap`` of the ChebyLS decoders) runs either the semi-normal-equations kernel
+(``codedjax._lagrange_lsq.ne_decoding_matrices``) or the Householder QR kernel
+(``codedjax._lagrange_lsq.qr_decoding_matrices``), each with its form of the residual
+for the predicted error. ``codedjax._lagrange_lsq.batched_kernel`` picks QR below
+``NE_MIN_MASKS`` masks; this script measures the figures that threshold comes from. For
+each (M, D), batch size B and kernel it builds the whole decode program
 (``jax.jit(...).lower(...).compile()``, a fresh function each time, so nothing is
 cached; wall-clock seconds of the compile, and CPU seconds of lowering and compiling
 together), then times runs of the compiled program alone (the median of ``--reps``
@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
-from codedjax import _polynomial
+from codedjax import _lagrange_kernels
 
 SHAPES = ((12, 3, 5), (40, 8, 22))  # (M, K, D)
 BATCHES = (1, 4, 12, 16, 32, 128)
@@ -50,7 +50,7 @@ def measure(m: int, k: int, d: int, b: int, kernel: str, reps: int) -> dict:
     )
     y = jax.random.normal(jax.random.key(1), (m, F), jnp.float32)
     fn = jax.jit(
-        functools.partial(_polynomial._chebyls_batched_impl, kernel=kernel),
+        functools.partial(_lagrange_kernels._chebyls_batched_impl, kernel=kernel),
         static_argnames=("num_coeffs", "acc", "per_mask"),
     )
     args = (y, masks, alpha, beta)

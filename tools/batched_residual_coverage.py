@@ -1,9 +1,9 @@
 """Coverage of the predicted error: the batched QR kernel against the semi-normal one.
 
 The batched float32 ChebyLS decode runs the semi-normal-equations kernel from
-``codedjax._lsq.NE_MIN_MASKS`` masks on and the Householder QR kernel below, each
-with its own form of the least-squares residual behind the predicted error
-(``codedjax._lsq.ls_residual_sq``). This decodes the same requests with both
+``codedjax._lagrange_lsq.NE_MIN_MASKS`` masks on and the Householder QR kernel below,
+each with its own form of the least-squares residual behind the predicted error
+(``codedjax._lagrange_lsq.ls_residual_sq``). This decodes the same requests with both
 (the setting of ``theory.calibration``: K = 8 queries through a degree-3 cross
 tower, M = 40 workers, D = 22; a fresh set of N responders per request) and prints,
 per answer dtype (bf16 and float32 workers, float32 decoding) and N, each kernel's
@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
-from codedjax import _polynomial
+from codedjax import _lagrange_kernels
 from theory.demo import cross_params, cross_tower
 
 K, M, LAYERS, FEATURES = 8, 40, 2, 16
@@ -66,7 +66,7 @@ def one_mask(alpha, beta):
 @functools.cache
 def decoder(kernel: str):
     return jax.jit(
-        functools.partial(_polynomial._chebyls_batched_impl, kernel=kernel),
+        functools.partial(_lagrange_kernels._chebyls_batched_impl, kernel=kernel),
         static_argnames=("num_coeffs", "acc", "per_mask"),
     )
 

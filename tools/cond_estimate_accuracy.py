@@ -1,12 +1,12 @@
 """How close the batched kernel's cond estimate is to the exact condition number.
 
-The float32 batched ChebyLS kernel (``codedjax._lsq.ne_decoding_matrices``) reports
-an estimate of kappa, the 2-norm condition number of the equilibrated selected rows,
-from two short Lanczos runs. This prints, per kind of points and number of
+The float32 batched ChebyLS kernel (``codedjax._lagrange_lsq.ne_decoding_matrices``)
+reports an estimate of kappa, the 2-norm condition number of the equilibrated selected
+rows, from two short Lanczos runs. This prints, per kind of points and number of
 responders N, the distribution of estimate / exact (numpy, float64) over random
 masks with kappa <= 512 (the masks the Lanczos estimate serves; the others go to the
 QR tier): the median, the share within 1e-3, the 1% quantile, the smallest and the
-largest ratio. The figures quoted in ``codedjax/_lsq.py`` come from
+largest ratio. The figures quoted in ``codedjax/_lagrange_lsq.py`` come from
 
     python tools/cond_estimate_accuracy.py [--masks 4096]
 
@@ -23,7 +23,7 @@ import numpy as np
 from numpy.polynomial import chebyshev as npcheb
 
 import codedjax as cj
-from codedjax import _lsq
+from codedjax import _lagrange_lsq
 
 K, M, D = 8, 40, 22
 
@@ -43,7 +43,7 @@ def ratios(kind: int, n: int, num_masks: int) -> np.ndarray:
         )
     )
     _, _, cond, _ = jax.jit(
-        lambda s: _lsq.ne_decoding_matrices(s, alpha, beta, D, jnp.float32)
+        lambda s: _lagrange_lsq.ne_decoding_matrices(s, alpha, beta, D, jnp.float32)
     )(jnp.asarray(masks))
     exact = np.linalg.cond(
         _equilibrated(np.asarray(alpha, np.float64), D)[None] * masks[:, :, None]

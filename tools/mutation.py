@@ -61,7 +61,7 @@ TESTS = {
     # the decoders and codes: their own tests plus the Code contract (test_codes,
     # test_properties) and the edge-input table, which exercise them through the
     # public API
-    "codedjax/_polynomial.py": [
+    "codedjax/_lagrange_kernels.py": [
         "tests/test_polynomial.py",
         "tests/test_properties.py",
         "tests/test_edge_inputs.py",
@@ -71,6 +71,24 @@ TESTS = {
         "tests/test_codes.py",
         "tests/test_properties.py",
         "tests/test_edge_inputs.py",
+    ],
+    "codedjax/_code_checks.py": [
+        "tests/test_codes.py",
+        "tests/test_properties.py",
+        "tests/test_edge_inputs.py",
+    ],
+    "codedjax/_code_points.py": [
+        "tests/test_codes.py",
+        "tests/test_edge_inputs.py",
+    ],
+    "codedjax/_code_programs.py": [
+        "tests/test_codes.py",
+        "tests/test_edge_inputs.py",
+    ],
+    # the argument checks shared by the public functions and the codes
+    "codedjax/_argchecks.py": [
+        "tests/test_edge_inputs.py",
+        "tests/test_codes.py",
     ],
     "codedjax/_lagrange_codes.py": [
         "tests/test_codes.py",
@@ -87,10 +105,29 @@ TESTS = {
         "tests/test_properties.py",
         "tests/test_edge_inputs.py",
     ],
-    "codedjax/_dense_codes.py": [
+    # the circle and random codes and their kernels (the two codes on a given
+    # dense basis share the least-squares kernel of _basis_lsq)
+    "codedjax/_circle_codes.py": [
         "tests/test_circle.py",
+        "tests/test_codes.py",
+        "tests/test_edge_inputs.py",
+    ],
+    "codedjax/_circle_kernels.py": [
+        "tests/test_circle.py",
+        "tests/test_edge_inputs.py",
+    ],
+    "codedjax/_random_codes.py": [
         "tests/test_random_code.py",
         "tests/test_codes.py",
+        "tests/test_edge_inputs.py",
+    ],
+    "codedjax/_random_kernels.py": [
+        "tests/test_random_code.py",
+        "tests/test_edge_inputs.py",
+    ],
+    "codedjax/_basis_lsq.py": [
+        "tests/test_circle.py",
+        "tests/test_random_code.py",
         "tests/test_edge_inputs.py",
     ],
     "codedjax/_parity.py": [
@@ -98,25 +135,42 @@ TESTS = {
         "tests/test_codes.py",
         "tests/test_edge_inputs.py",
     ],
-    "codedjax/_berrut.py": ["tests/test_berrut.py"],
-    "codedjax/_nercc.py": ["tests/test_nercc.py"],
-    "codedjax/_repapprox.py": ["tests/test_repapprox.py"],
+    "codedjax/_berrut_kernels.py": ["tests/test_berrut.py"],
+    "codedjax/_nercc_kernels.py": ["tests/test_nercc.py"],
+    "codedjax/_nercc_tuning.py": ["tests/test_nercc.py"],
+    "codedjax/_repapprox_kernels.py": ["tests/test_repapprox.py"],
+    "codedjax/_lagrange_graceful.py": [
+        "tests/test_error_prediction.py",
+        "tests/test_edge_inputs.py",
+    ],
+    "codedjax/_lagrange_robust.py": [
+        "tests/test_robust.py",
+        "tests/test_robust_code.py",
+        "tests/test_edge_inputs.py",
+    ],
     "codedjax/_sampling.py": ["tests/test_sampling.py"],
-    "codedjax/_lsq.py": [
+    "codedjax/_lagrange_lsq.py": [
         "tests/test_lsq.py",
         "tests/test_polynomial.py",
         "tests/test_properties.py",
         "tests/test_edge_inputs.py",
     ],
-    # split from _lsq.py: the same tests, and the square kernel's own
-    "codedjax/_square.py": [
+    # split from _lagrange_lsq.py: the same tests (the Householder QR tier)
+    "codedjax/_lagrange_qr.py": [
+        "tests/test_lsq.py",
+        "tests/test_polynomial.py",
+        "tests/test_properties.py",
+        "tests/test_edge_inputs.py",
+    ],
+    # split from _lagrange_lsq.py: the same tests, and the square kernel's own
+    "codedjax/_lagrange_square.py": [
         "tests/test_square.py",
         "tests/test_lsq.py",
         "tests/test_polynomial.py",
         "tests/test_properties.py",
         "tests/test_edge_inputs.py",
     ],
-    "codedjax/_linalg.py": [
+    "codedjax/_batched_linalg.py": [
         "tests/test_lsq.py",
         "tests/test_square.py",
         "tests/test_polynomial.py",
