@@ -26,6 +26,8 @@ requests in one vectorised pass. Architecture and measured numbers:
 ``docs/serving.md``.
 """
 
+from ._arrivals import bursty_arrivals as bursty_arrivals
+from ._arrivals import poisson_arrivals as poisson_arrivals
 from ._backends import Backend as Backend
 from ._backends import Completion as Completion
 from ._backends import WorkerFunctions as WorkerFunctions
@@ -35,8 +37,6 @@ from ._faults import WorkerFault as WorkerFault
 from ._faults import latency_shift as latency_shift
 from ._load import LoadRun as LoadRun
 from ._load import SimulatedLoad as SimulatedLoad
-from ._load import bursty_arrivals as bursty_arrivals
-from ._load import poisson_arrivals as poisson_arrivals
 from ._load import run_open_loop as run_open_loop
 from ._load import simulate_load as simulate_load
 from ._pipeline import Pipeline as Pipeline

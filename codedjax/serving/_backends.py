@@ -4,10 +4,11 @@ Every backend has the same small interface (:class:`Backend`): the server calls
 ``start(worker_fn, num_workers)`` once, then ``submit(request_id, rows)``,
 ``next_completed(timeout)`` (one answer, or None when ``timeout`` seconds passed),
 ``cancel(request_id)`` and finally ``close()``; ``now()`` is the backend's clock.
-Four optional members (``warmup``, ``work``, ``advance``, ``wake``) have the
-defaults of :class:`BackendBase`, the base class of the library's clusters
-(``_thread_cluster.py``, ``_virtual.py``, ``_ray.py``); the engine reads any
-backend through :meth:`BackendBase.of`, the one place that looks for them.
+Five optional members (``warmup``, ``work``, ``advance``, ``wake``,
+``next_completions``) have the defaults of :class:`BackendBase`, the base class
+of the library's clusters (``_thread_cluster.py``, ``_virtual.py``,
+``_ray.py``); the engine reads any backend through :meth:`BackendBase.of`,
+the one place that looks for them.
 
 ``worker_fn`` is one function for every worker, or a :class:`WorkerFunctions`
 table: the function of each worker in each round (per-worker roles, multi-round
@@ -202,7 +203,9 @@ class Backend(Protocol):
     nothing), ``work(request_id)`` counts a request's evaluations (default:
     ``(-1, nan)``, not counted), ``advance(seconds)`` moves a virtual clock
     (default: nothing, a real clock) and ``wake()`` interrupts a waiting
-    ``next_completed`` (default: nothing, the streaming frontend polls).
+    ``next_completed`` (default: nothing, the streaming frontend polls) and
+    ``next_completions(timeout)`` every answer ready at once (default: the
+    first answer alone, ``next_completed``'s, in a list).
     """
 
     def start(
@@ -230,7 +233,7 @@ class Backend(Protocol):
 
 # the members of the Backend protocol every backend has, and the optional ones
 REQUIRED_MEMBERS = ("start", "now", "submit", "next_completed", "cancel", "close")
-OPTIONAL_MEMBERS = ("warmup", "work", "advance", "wake")
+OPTIONAL_MEMBERS = ("warmup", "work", "advance", "wake", "next_completions")
 
 
 class BackendBase(Backend):
@@ -273,6 +276,20 @@ class BackendBase(Backend):
     def wake(self) -> None:
         """Makes a waiting ``next_completed`` (or the next one) return None at
         once; callable from any thread (see ``can_wake``). Default: nothing."""
+
+    def next_completions(self, timeout: float | None) -> list[Completion]:
+        """The answers ready now, in the order they arrived: waits like
+        ``next_completed(timeout)`` for the first, then takes every other one
+        already there without waiting (one wake-up of the engine for all of
+        them); ``[]`` when ``timeout`` passed (or a ``wake``). Raises
+        :class:`NoMoreAnswers` like ``next_completed``.
+
+        Default: the first answer alone (``next_completed``'s), so a backend
+        that does not override it is read one answer at a time, as before; a
+        virtual clock keeps that default (its simultaneous answers are then
+        told apart one by one)."""
+        c = self.next_completed(timeout)
+        return [] if c is None else [c]
 
     @classmethod
     def of(cls, backend: Any, fname: str) -> BackendBase:

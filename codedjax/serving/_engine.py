@@ -9,6 +9,13 @@ by request with :meth:`Engine.open`, :meth:`Engine.step` and
 :meth:`Engine.abort`. The engine calls its backend only through the members
 :class:`~codedjax.serving.Backend` and ``BackendBase`` declare
 (``_backends.py``).
+
+Answers are taken in batches: at each wake-up the engine takes every answer
+the backend has ready (``next_completions``), each request's in one pass on
+its arrays (:class:`Request`, ``_request.py``), and asks the policy once per
+batch (:class:`Decisions`, ``_decisions.py``), which finds the answer at which
+it decides, so a round ends where asking after every answer would have ended
+it.
 """
 
 from __future__ import annotations
@@ -24,47 +31,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._arguments import check_answer, check_request, noise_levels
-from ._backends import BackendBase, Completion, NoMoreAnswers, WorkerFunctions
-from ._policy import ArrivalState
+from ._arguments import check_request, noise_levels
+from ._backends import BackendBase, NoMoreAnswers, WorkerFunctions
+from ._decisions import Decisions
+from ._request import Request
 from ._roles import Stage
 from ._serve_result import ServeResult, round_result
 from ._thread_cluster import ThreadCluster
 from ._warmup import warm_up
-
-
-class Request:
-    """One request in flight: its number ``rid`` on the server (the injector's
-    draw), the caller's ``index``, its round (``stage``) and that round's
-    answers so far; ``results`` the :class:`ServeResult` of each round ended."""
-
-    __slots__ = ("rid", "index", "t_start", "x0", "x", "stage", "task", "t_round",
-                 "t_sub", "deadline_at", "y", "mask", "failed", "times", "order",
-                 "num_failed", "failures", "cached", "noise", "results", "sent_at",
-                 "encode_time", "decode_time", "step_time")  # fmt: skip
-
-    def __init__(self, rid, index, t_start, x0, num_rounds):
-        self.rid, self.index, self.t_start = rid, index, t_start
-        self.x0 = self.x = x0
-        self.stage = 0
-        self.task: int | None = None  # the backend's task id, once sent
-        self.results: list[ServeResult] = []
-        nan = np.full(num_rounds, np.nan)
-        self.sent_at = nan.copy()
-        self.encode_time, self.decode_time = nan.copy(), nan.copy()
-        self.step_time = nan.copy()
-
-    def new_round(self, m, t_round, t_sub, deadline_at):
-        self.t_round, self.t_sub, self.deadline_at = t_round, t_sub, deadline_at
-        self.y = None
-        self.mask = np.zeros(m, bool)
-        self.failed = np.zeros(m, bool)
-        self.times = np.full(m, np.inf)
-        self.order: list[int] = []
-        self.num_failed = 0
-        self.failures: list[tuple[int, str]] = []
-        self.cached = None
-        self.noise = None
 
 
 class Engine:
@@ -123,6 +97,7 @@ class Engine:
         self._charge_master = bool(charge)
         self._next_id = 0
         self._active: dict[int, Request] = {}  # by the backend's task id
+        self.decisions = Decisions()
         self.frontend: Any = None
         self.closed = False
         self.input_spec: tuple | None = None
@@ -269,14 +244,15 @@ class Engine:
         return r
 
     def step(self, fname: str, until: float | None = None) -> list:
-        """Ends the requests whose deadline has passed, else waits for one answer
+        """Ends the requests whose deadline has passed, else waits for answers
         (until the earliest deadline, or ``until`` on the backend's clock, or a
-        backend's ``wake``) and handles it.
+        backend's ``wake``) and takes every answer ready at that wake-up
+        (``next_completions``), request by request, in one batch each.
 
         An error of one request (its decode, its policy, its master step, its
         next round's encode) ends that request alone, with ``(request,
         exception)`` in the list; a worker's bad answer is that worker's
-        failure. Only the backend's own errors (``next_completed``) propagate.
+        failure. Only the backend's own errors (``next_completions``) propagate.
 
         Returns:
             ``[(request, result or exception)]`` for the requests that ended
@@ -297,7 +273,7 @@ class Engine:
             return done
         timeout = None if math.isinf(due) else max(0.0, due - now)
         try:
-            c = backend.next_completed(timeout)
+            batch = backend.next_completions(timeout)
         except NoMoreAnswers as exc:
             if timeout is not None:
                 raise
@@ -308,40 +284,36 @@ class Engine:
             for r in stuck or list(self._active.values()):
                 self._end(r, False, done, fname, stalled=True)
             return done
-        if c is None or c.request_id not in self._active:
-            return done
-        r = self._active[c.request_id]
-        try:
-            self._take(r, c, done, fname)
-        except Exception as exc:
-            self._drop(r, exc, done)
+        by_task: dict[Any, list] = {}
+        for c in batch:
+            by_task.setdefault(c.request_id, []).append(c)
+        for task, answers in by_task.items():
+            r = self._active.get(task)
+            if r is None:  # a request already decided (or never ours)
+                continue
+            try:
+                self._take(r, answers, done, fname)
+            except Exception as exc:
+                self._drop(r, exc, done)
         return done
 
-    def _take(self, r: Request, c: Completion, done: list, fname: str) -> None:
-        """Handles worker ``c.worker``'s answer to request ``r``: a failure or an
-        answer for the mask; asks the policy; ends the round when it says so or
-        when nothing more will come."""
-        m = self.num_workers
-        if r.times[c.worker] < math.inf:  # a duplicate answer
-            return
+    def _take(self, r: Request, answers: list, done: list, fname: str) -> None:
+        """Takes a batch of answers to request ``r`` (:meth:`Request.take`),
+        asks the policy once for the batch (:class:`Decisions`), and ends the
+        round when it says so or when nothing more will come."""
         st = self.stages[r.stage]
-        v, why = check_answer(c, st.out)
-        r.times[c.worker] = c.time - r.t_sub
-        if v is None:
-            r.failed[c.worker] = True
-            r.num_failed += 1
-            r.failures.append((int(c.worker), why))
-        else:
-            if r.y is None:
-                r.y = np.zeros((m,) + v.shape, v.dtype)
-            r.y[c.worker] = v
-            r.mask[c.worker] = True
-            r.order.append(c.worker)
-            r.cached = None
-            if self._ask(r, st):
+        before = r.num_ok
+        added = r.take(answers, st.out)
+        if added:
+            n = self.decisions.decide(
+                st.policy, st.code, r, before, added, self.cluster.now(),
+                lambda n: self._decode(r, st, n),
+            )  # fmt: skip
+            if n:
+                r.cut(n)  # the answers after the deciding one: not arrived
                 self._end_round(r, False, done, fname)
                 return
-        if len(r.order) + r.num_failed == m:  # nothing more will come
+        if r.answered == self.num_workers:  # nothing more will come
             self._end_round(r, False, done, fname)
 
     def _start_round(self, r: Request, j: int, x, fname: str, t_round=None) -> None:
@@ -360,7 +332,7 @@ class Engine:
         t_sub = backend.now()
         dl = st.policy.deadline
         r.new_round(self.num_workers, t_round, t_sub,
-                    math.inf if dl is None else t_sub + dl)  # fmt: skip
+                    math.inf if dl is None else t_sub + dl, st.out)  # fmt: skip
         r.sent_at[j] = t_sub - r.t_start
         if single:
             backend.submit(r.task, rows)
@@ -398,35 +370,23 @@ class Engine:
         self._start_round(r, j + 1, out, fname, t_round=t_round)
         self._active[r.task] = r
 
-    def _decode(self, r: Request, st: Stage) -> Any:
-        """The decode of request ``r``'s answers so far (kept until the next
-        answer), timed: charged to the master and added to the round's
+    def _decode(self, r: Request, st: Stage, n: int | None = None) -> Any:
+        """The decode of request ``r``'s first ``n`` successful answers (default
+        all), kept for the round (a policy's decode is the server's when it
+        decides there), timed: charged to the master and added to the round's
         ``decode_time``."""
+        n = r.num_ok if n is None else n
         if r.cached is None:
+            r.cached = {}
+        if n not in r.cached:
             t0 = time.perf_counter()
-            r.cached = jax.block_until_ready(st.decode(*self._inputs(r, st)))
+            res = jax.block_until_ready(st.decode(*r.decode_inputs(n)))
             dt = time.perf_counter() - t0
             self._charge(dt)
-            r.decode_time[r.stage] = np.nan_to_num(r.decode_time[r.stage]) + dt
-        return r.cached
-
-    def _arrivals(self, r: Request, st: Stage) -> ArrivalState:
-        dt = None if r.y is None else r.y.dtype
-        elapsed = self.cluster.now() - r.t_sub
-        order = np.asarray(r.order, np.int32)
-        return ArrivalState(st.code, r.mask.copy(), order, elapsed, r.num_failed,
-                            dt, lambda: self._decode(r, st))  # fmt: skip
-
-    def _ask(self, r: Request, st: Stage) -> bool:
-        return bool(st.policy.decide(self._arrivals(r, st)))
-
-    def _inputs(self, r: Request, st: Stage):
-        m = self.num_workers
-        if r.y is None:
-            r.y = np.zeros((m,) + tuple(st.out.shape), st.out.dtype)
-        rest = [i for i in range(m) if not r.mask[i]]
-        order = np.asarray(r.order + rest, np.int32)
-        return r.y, r.mask.copy(), order, r.noise
+            before = float(r.decode_time[r.stage])
+            r.decode_time[r.stage] = dt if math.isnan(before) else before + dt
+            r.cached[n] = res
+        return r.cached[n]
 
     def _finish(
         self, r: Request, st: Stage, *, timed_out: bool, stalled: bool = False
@@ -435,9 +395,11 @@ class Engine:
         (hung workers, no deadline), so the round is never decided: ``ok``
         False, ``TOO_FEW_RESPONSES``, latency inf."""
         t_dec = self.cluster.now()
-        y, mask, order, _ = self._inputs(r, st)
-        res = jax.device_get(self._decode(r, st))
+        # round_result takes each field to the host (np.asarray, leaf by leaf:
+        # a fraction of jax.device_get's host time for these few small leaves)
+        res = self._decode(r, st)
         t_end = self.cluster.now()
+        y, mask, order, _ = r.decode_inputs()
         # cancel after decoding, outside the latency: a backend's cancel may take time
         # (Ray sends one cancellation per straggler; ThreadCluster's is bookkeeping)
         self.cluster.cancel(r.task)

@@ -166,7 +166,7 @@ class Injector:
         # whatever M is (uncoded K workers and coded M workers share their first K
         # columns); the fault plan is per M
         streams = Streams.seeded((self.seed, block))
-        delay = self.latency._columns(streams, r, m, 0)
+        delay = self.latency.sample_streams(streams, r, m)
         fault = np.zeros((r, m), np.int8)
         if self.fault_kinds:
             rng = np.random.default_rng([self.seed, block, 2, m])

@@ -1,22 +1,21 @@
-"""Open-loop load: arrival processes, a load generator, a discrete-event simulator.
+"""Open-loop load: a load generator and a discrete-event simulator.
 
-* :func:`poisson_arrivals` and :func:`bursty_arrivals` (a two-state
-  Markov-modulated Poisson process) draw arrival times, bounded in count and in
-  time.
-* :func:`run_open_loop` submits queries to a :class:`StreamingServer` at those
-  times (open loop: it never waits for an answer before the next arrival) and
-  accounts for every query: answered (ok or not, with a status), failed with an
-  error, refused (:class:`QueueFull`), or lost (none: a query that has neither an
-  answer nor an error by the end is counted, never dropped silently).
+* :func:`run_open_loop` submits queries to a :class:`StreamingServer` at given
+  arrival times (``_arrivals``: :func:`poisson_arrivals`, :func:`bursty_arrivals`;
+  open loop: it never waits for an answer before the next arrival) and accounts
+  for every query: answered (ok or not, with a status), failed with an error,
+  refused (:class:`QueueFull`), or lost (none: a query that has neither an answer
+  nor an error by the end is counted, never dropped silently).
 * :func:`simulate_load` computes the same frontend's latencies for large sweeps
-  without running a model: the same grouping (K queries in arrival order, the group
-  deadline), the same worker queues (one evaluation at a time per worker, the
-  queued evaluations of a decoded group dropped, the one in service abandoned) and
-  the same delay draws (:class:`Injector`, one draw per group), in numpy.
+  without running a model: the same grouping (K queries in arrival order, the
+  group deadline), the same worker queues (``_events``: the one model the
+  simulated cluster runs too) and the same delay draws (:class:`Injector`, one
+  draw per group), in numpy.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Sequence
@@ -24,162 +23,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._checks import integer, number
-from ._faults import CORRUPT, HANG, NONE, Injector
-from ._policy import ArrivalTimes
+from ._arrivals import arrival_times, positive
+from ._checks import integer
+from ._events import WorkerQueues, serve_batch
+from ._faults import Injector
 from ._simulate import check_flag, check_simulation, decision_times
 from ._stream import QueueFull, StreamingServer
 
 # what simulate_load needs of a code
 _LOAD_MEMBERS = ("num_inputs", "num_workers", "threshold", "may_decode",
                  "decodable_from")  # fmt: skip
-
-
-def _rate(fname: str, name: str, value: Any) -> float:
-    return number(fname, name, value, positive=True)
-
-
-def _count(fname: str, count: Any) -> int:
-    return integer(fname, "count", count)
-
-
-def _times(fname: str, name: str, value: Any, count: int | None = None) -> np.ndarray:
-    """float64 [Q] finite non-decreasing times >= 0 (Q = ``count`` when given), or
-    a clear error naming ``fname``, ``name`` and the first offending entry."""
-    shape = "[Q]" if count is None else f"[Q] = [{count}] (one per query)"
-    what = f"{shape} finite non-decreasing times in seconds >= 0"
-    try:
-        raw = np.asarray(value)
-    except ValueError:  # ragged nesting
-        raise ValueError(
-            f"{fname}: {name} must be {what}, got a ragged {type(value).__name__}"
-        ) from None
-    if raw.dtype.kind not in "iuf":
-        came = "None" if value is None else f"dtype {raw.dtype} {raw.shape}"
-        raise TypeError(f"{fname}: {name} must be {what}, got {came}")
-    t = raw.astype(np.float64)
-    if t.ndim != 1 or (count is not None and t.size != count):
-        raise ValueError(f"{fname}: {name} must be {what}, got shape {t.shape}")
-    bad = np.flatnonzero(~np.isfinite(t) | (t < 0))
-    if bad.size:
-        i = int(bad[0])
-        raise ValueError(
-            f"{fname}: {name} must be finite times >= 0 (seconds), got "
-            f"{name}[{i}] = {raw[i].item()!r}"
-        )
-    down = np.flatnonzero(np.diff(t) < 0)
-    if down.size:
-        i = int(down[0])
-        raise ValueError(
-            f"{fname}: {name} must be non-decreasing (arrival order), got "
-            f"{name}[{i}] = {raw[i].item()!r} > {name}[{i + 1}] = {raw[i + 1].item()!r}"
-        )
-    return t
-
-
-def _bound(fname: str, times: np.ndarray, max_time: Any) -> np.ndarray:
-    if max_time is None:
-        return times
-    return times[times <= _rate(fname, "max_time", max_time)]
-
-
-def poisson_arrivals(
-    rate: float, count: int, *, seed: int = 0, max_time: float | None = None
-) -> np.ndarray:
-    """Arrival times of a Poisson process: ``count`` of them at ``rate`` per second.
-
-    Args:
-        rate: queries per second (finite, > 0).
-        count: how many arrivals (>= 0).
-        seed: the seed of the exponential gaps.
-        max_time: optional: only the arrivals at or before this many seconds.
-
-    Returns:
-        float64 [count] (fewer with ``max_time``) increasing times in seconds from
-        0 (the first gap included).
-
-    Raises:
-        ValueError: a rate (or max_time) that is not finite and > 0, count < 0.
-
-    Examples:
-        >>> from codedjax.serving import poisson_arrivals
-        >>> t = poisson_arrivals(1000.0, 10_000, seed=1)
-        >>> round(len(t) / t[-1])  # about the rate
-        995
-    """
-    fname = "poisson_arrivals"
-    lam = _rate(fname, "rate", rate)
-    n = _count(fname, count)
-    seed = integer(fname, "seed", seed)
-    gaps = np.random.default_rng([seed, 1]).exponential(1.0 / lam, n)
-    return _bound(fname, np.cumsum(gaps), max_time)
-
-
-def bursty_arrivals(
-    rate: float,
-    count: int,
-    *,
-    peak: float = 3.0,
-    duty: float = 0.25,
-    burst: float = 0.05,
-    seed: int = 0,
-    max_time: float | None = None,
-) -> np.ndarray:
-    """Arrival times of a two-state Markov-modulated Poisson process (bursts).
-
-    The process alternates between a burst state, in which queries arrive at
-    ``peak * rate`` per second, and a quiet state at the rate that keeps the mean
-    at ``rate``; a burst lasts Exp(mean ``burst``) seconds and bursts take a
-    fraction ``duty`` of the time (quiet spells last Exp(mean ``burst * (1 -
-    duty) / duty``)). The process starts in its stationary state.
-
-    Args:
-        rate: the mean queries per second (finite, > 0).
-        count: how many arrivals (>= 0).
-        peak: the burst rate as a multiple of ``rate`` (>= 1, ``peak * duty <=
-            1`` so the quiet rate is not negative).
-        duty: the fraction of the time in bursts (in (0, 1)).
-        burst: the mean burst length in seconds (> 0).
-        seed: the seed of the draws.
-        max_time: optional: only the arrivals at or before this many seconds.
-
-    Returns:
-        float64 [count] (fewer with ``max_time``) increasing times in seconds.
-
-    Raises:
-        ValueError: parameters outside the ranges above.
-    """
-    fname = "bursty_arrivals"
-    lam = _rate(fname, "rate", rate)
-    n = _count(fname, count)
-    pk = _rate(fname, "peak", peak)
-    q = _rate(fname, "duty", duty)
-    b = _rate(fname, "burst", burst)
-    if pk < 1 or q >= 1 or pk * q > 1:
-        raise ValueError(
-            f"{fname}: need peak >= 1, 0 < duty < 1 and peak * duty <= 1 (the "
-            f"quiet rate (1 - peak duty) / (1 - duty) x rate must be >= 0), got "
-            f"peak={peak!r}, duty={duty!r}"
-        )
-    rates = (lam * (1 - pk * q) / (1 - q), lam * pk)  # quiet, burst
-    means = (b * (1 - q) / q, b)
-    rng = np.random.default_rng([integer(fname, "seed", seed), 2])
-    state = int(rng.random() < q)
-    t, out = 0.0, []
-    got = 0
-    while got < n:
-        length = rng.exponential(means[state])
-        lam_s = rates[state]
-        if lam_s > 0:
-            k = rng.poisson(lam_s * length)
-            if k:
-                pts = np.sort(t + length * rng.random(k))
-                out.append(pts[: n - got])
-                got += min(k, n - got)
-        t += length
-        state = 1 - state
-    times = np.concatenate(out) if out else np.zeros(0)
-    return _bound(fname, times, max_time)
 
 
 # ------------------------------------------------------------------ the generator
@@ -266,11 +119,11 @@ def run_open_loop(
             f"of Q queries), got {queries!r:.80}"
         )
     n = len(queries)
-    t = _times(fname, "times", times, n)
+    t = arrival_times(fname, "times", times, n)
     if max_seconds is not None:
-        t = t[t <= _rate(fname, "max_seconds", max_seconds)]
+        t = t[t <= positive(fname, "max_seconds", max_seconds)]
     if timeout is not None:
-        timeout = _rate(fname, "timeout", timeout)
+        timeout = positive(fname, "timeout", timeout)
     q = len(t)
     futures: list = [None] * q
     rejected = 0
@@ -444,8 +297,8 @@ def simulate_load(
             f"StreamingServer for others"
         )
     rule, dl = check_simulation(fname, code, policy, injector, _LOAD_MEMBERS)
-    gd = _rate(fname, "group_deadline", group_deadline)
-    a = _times(fname, "arrivals", arrivals)
+    gd = positive(fname, "group_deadline", group_deadline)
+    a = arrival_times(fname, "arrivals", arrivals)
     first_group = integer(fname, "first_group", first_group)
     queueing = check_flag(fname, "queueing", queueing)
     per_query = check_flag(fname, "per_query", per_query)
@@ -467,8 +320,6 @@ def simulate_load(
         d, f = injector.plan(first_group + np.arange(rounds), nsh * m)
         delays = d.reshape(rounds, m, nsh).transpose(0, 2, 1).reshape(-1, m)[:g]
         faults = f.reshape(rounds, m, nsh).transpose(0, 2, 1).reshape(-1, m)[:g]
-    success = (faults == NONE) | (faults == CORRUPT)
-    hang = faults == HANG
     can_hang = "hang" in injector.fault_kinds or any(
         kind == "hang" for _, kind in injector.failed_workers
     )
@@ -483,39 +334,27 @@ def simulate_load(
     busy = np.empty(g)
     in_hand = np.empty((g, m), bool)
     first = np.empty((g, k)) if per_query else None
-    free = np.full((nsh, m), -math.inf)
+    queues = WorkerQueues((nsh, m), queueing=queueing)
+    # the policy's own rule, on times from the simulation's origin (no deadline:
+    # serve_batch applies it from each group's fan-out)
+    decide = functools.partial(decision_times, fname, policy, rule)
     if per_query:  # the workers sorted by query, where each query's run starts
         perm = np.argsort(task, kind="stable")
         cuts = np.searchsorted(np.asarray(task)[perm], np.arange(k))
     # the shards are independent queues: groups r S .. r S + S - 1 (one per shard)
-    # are computed together, in lockstep
+    # are served together, a round after the other
     for r0 in range(0, g, nsh):
-        js = np.arange(r0, min(r0 + nsh, g))
-        b = len(js)
-        d = sent[js][:, None]
-        start = np.maximum(d, free[:b]) if queueing else np.broadcast_to(d, (b, m))
-        done = np.where(hang[js], math.inf, start + delays[js])
-        t_ok = np.where(success[js], done, math.inf)
-        t_all = done.max(axis=1)
-        # the policy's own rule, on times from the simulation's origin (the
-        # deadline is applied below, from each group's fan-out)
-        c = decision_times(fname, policy, rule, ArrivalTimes(code, t_ok, t_all, None))
-        c = np.minimum(c, t_all)
-        late = c > d[:, 0] + dl
-        c = np.where(late, d[:, 0] + dl, c)
-        timed[js] = late
-        decided[js] = c
-        mask = t_ok <= c[:, None]
+        js = slice(r0, min(r0 + nsh, g))
+        out = serve_batch(queues, slice(0, js.stop - r0), code, decide, sent[js],
+                          delays[js], faults[js], dl)  # fmt: skip
+        timed[js] = out.timed_out
+        decided[js] = out.decided
+        in_hand[js] = out.mask
+        evals[js] = out.evaluations
+        busy[js] = out.busy
         if per_query:
-            fq = np.minimum.reduceat(t_ok[:, perm], cuts, axis=1)
-            first[js] = np.minimum(fq, c[:, None])
-        in_hand[js] = mask
-        began = start < c[:, None]
-        end = np.minimum(done, c[:, None])
-        evals[js] = began.sum(axis=1)
-        busy[js] = np.where(began, end - start, 0.0).sum(axis=1)
-        if queueing:
-            free[:b] = np.where(began, end, free[:b])
+            fq = np.minimum.reduceat(out.success[:, perm], cuts, axis=1)
+            first[js] = np.minimum(fq, out.decided[:, None])
     used = in_hand.sum(axis=1)
     okg = np.asarray(code.may_decode(in_hand), bool).reshape(g)
     size = ends - starts

@@ -28,8 +28,9 @@ import numpy as np
 
 from ._arguments import check_in_flight
 from ._backends import Backend
-from ._engine import Engine, Request
+from ._engine import Engine
 from ._policy import WaitPolicy
+from ._request import Request
 from ._roles import make_round
 from ._serve_result import ServeResult
 

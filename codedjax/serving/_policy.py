@@ -2,19 +2,26 @@
 
 A policy is any object with a ``deadline`` attribute (seconds after the request was
 sent, or None for no deadline) and a ``decide(arrivals) -> bool`` method that the
-server calls after every successful answer. At the deadline the server decodes with
-whatever has arrived (``ok`` is False when that is fewer than the code needs).
+server calls once per batch of successful answers taken in one wake-up (when the
+batch decides, the server finds the answer at which it did, so a policy sees the
+same answers as if asked after each one; a policy's yes must then stay yes as
+answers arrive, as every built-in policy's does). At the deadline the server
+decodes with whatever has arrived (``ok`` is False when that is fewer than the
+code needs).
 
 A policy that also has ``decision_times(times) -> [R]`` can be simulated in one
 vectorised pass (:func:`codedjax.serving.simulate_latency`): it states the same rule
 as ``decide`` for R requests at once, from their arrival times
-(:class:`ArrivalTimes`). Every built-in policy has one.
+(:class:`ArrivalTimes`). Every built-in policy has one, and states its rule once
+(a :class:`Rule`: the answers it needs, whether it then asks the decoder, the
+predicted error it accepts); ``decide`` and ``decision_times`` are both derived
+from that statement, by :func:`decide_by` and :func:`decision_times_by`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -209,7 +216,81 @@ def policy_deadline(fname: str, policy: Any) -> float | None:
         raise
 
 
-class FixedN:
+class Rule(NamedTuple):
+    """A built-in policy's rule, stated once: decide at the first successful
+    answer, from the ``need``-th on, after which the answers in hand pass the
+    test; when none passes, wait until every worker is done (the deadline, a
+    policy attribute, is applied by the server or simulator that runs it).
+
+    Attributes:
+        need: answers before the policy decides (more than M: wait for every
+            worker).
+        decode: whether the test asks the decoder: the code must allow a decode
+            of the answers in hand (``code.may_decode``, from its structure
+            alone) and the decode must be ``ok``; False: the count alone
+            passes.
+        budget: with ``decode``, the largest predicted absolute error accepted
+            (the decode's ``error``, max over the outputs); None: any.
+    """
+
+    need: int
+    decode: bool = False
+    budget: float | None = None
+
+
+def decide_by(rule: Rule, arrivals: ArrivalState) -> bool:
+    """``rule`` at one event: whether to decide with the answers in ``arrivals``
+    (what a policy's ``decide`` returns)."""
+    if arrivals.num_arrived < rule.need:
+        return False
+    if not rule.decode:
+        return True
+    if not bool(arrivals.code.may_decode(arrivals.mask)):
+        return False
+    r = arrivals.decode()
+    if not bool(np.asarray(r.ok)):
+        return False
+    return rule.budget is None or float(np.max(np.asarray(r.error))) <= rule.budget
+
+
+def decision_times_by(rule: Rule, times: ArrivalTimes) -> np.ndarray:
+    """``rule`` for R requests at once: [R] the times :func:`decide_by` first
+    says yes at, each request's answers taken in their arrival order (when
+    every worker is done where it never does; what a policy's
+    ``decision_times`` returns)."""
+    if not rule.decode:
+        n = rule.need
+        if n > times.code.num_workers:
+            return times.all_done.copy()
+        return np.minimum(times.sorted[:, n - 1], times.all_done)
+    budget = rule.budget
+    if budget is None:
+        return times.first_accepted(rule.need, lambda ok, err: ok)
+    # the error compared as decide_by compares it: in float64
+    return times.first_accepted(
+        rule.need, lambda ok, err: ok & (np.asarray(err, np.float64) <= budget)
+    )
+
+
+class _StatedRule:
+    """A built-in policy: it states its :class:`Rule` once (``_rule(code)``), and
+    its ``decide`` and ``decision_times`` are that rule's."""
+
+    def _rule(self, code: Any) -> Rule:  # pragma: no cover - every subclass has one
+        raise NotImplementedError
+
+    def decide(self, arrivals: ArrivalState) -> bool:
+        """True to decode now, with the answers in ``arrivals`` (the policy's
+        rule at this event)."""
+        return decide_by(self._rule(arrivals.code), arrivals)
+
+    def decision_times(self, times: ArrivalTimes) -> np.ndarray:
+        """[R] when the policy decides each of R requests (the same rule as
+        ``decide``, for all of them at once)."""
+        return decision_times_by(self._rule(times.code), times)
+
+
+class FixedN(_StatedRule):
     """Decode at the N-th successful answer.
 
     N defaults to the code's threshold, or for a robust code (``decoder="robust"``)
@@ -237,22 +318,16 @@ class FixedN:
                 f"{code.num_workers}, got {n}"
             )
 
-    def decide(self, arrivals: ArrivalState) -> bool:
-        n = self.num_responses or responses_needed(arrivals.code)
-        return arrivals.num_arrived >= n
-
-    def decision_times(self, times: ArrivalTimes) -> np.ndarray:
-        """The N-th successful arrival (when every worker is done, if sooner)."""
-        n = self.num_responses or responses_needed(times.code)
-        if n > times.code.num_workers:
-            return times.all_done.copy()
-        return np.minimum(times.sorted[:, n - 1], times.all_done)
+    def _rule(self, code) -> Rule:
+        """N answers, the count alone (decided at the N-th successful arrival,
+        or when every worker is done if sooner)."""
+        return Rule(self.num_responses or responses_needed(code))
 
     def __repr__(self):
         return f"FixedN({self.num_responses}, deadline={self.deadline})"
 
 
-class Deadline:
+class Deadline(_StatedRule):
     """Wait for every worker, but decode at ``deadline`` seconds with what arrived."""
 
     def __init__(self, deadline: float):
@@ -260,18 +335,16 @@ class Deadline:
             raise TypeError("Deadline: deadline must be a number of seconds, got None")
         self.deadline = _check_deadline("Deadline", deadline)
 
-    def decide(self, arrivals: ArrivalState) -> bool:
-        return arrivals.num_arrived >= arrivals.code.num_workers
-
-    def decision_times(self, times: ArrivalTimes) -> np.ndarray:
-        """When every worker is done (the deadline cuts it short)."""
-        return times.all_done.copy()
+    def _rule(self, code) -> Rule:
+        """Every worker's answer (decided when every worker is done; the
+        deadline cuts it short)."""
+        return Rule(int(code.num_workers))
 
     def __repr__(self):
         return f"Deadline({self.deadline})"
 
 
-class FirstDecodable:
+class FirstDecodable(_StatedRule):
     """Decode at the first answer after which the decoder reports ``ok``.
 
     The decoder is asked only once the code says the answers can decode
@@ -286,29 +359,29 @@ class FirstDecodable:
     def __init__(self, *, deadline: float | None = None):
         self.deadline = _check_deadline("FirstDecodable", deadline)
 
-    def decide(self, arrivals: ArrivalState) -> bool:
-        code = arrivals.code
-        if arrivals.num_arrived < responses_needed(code):
-            return False
-        if not bool(code.may_decode(arrivals.mask)):
-            return False
-        return bool(np.asarray(arrivals.decode().ok))
-
-    def decision_times(self, times: ArrivalTimes) -> np.ndarray:
-        """The first successful arrival after which the decode is ``ok``."""
-        return times.first_accepted(responses_needed(times.code), lambda ok, e: ok)
+    def _rule(self, code) -> Rule:
+        """The code's fewest answers (:func:`responses_needed`), then a decode
+        that is ``ok``."""
+        return Rule(responses_needed(code), decode=True)
 
     def __repr__(self):
         return f"FirstDecodable(deadline={self.deadline})"
 
 
-class Adaptive:
+class Adaptive(_StatedRule):
     """Decode at the first answer where the decoder's predicted error is small enough.
 
     After each answer beyond the code's threshold the server decodes what has
     arrived; the policy accepts when the result is ``ok`` and its predicted absolute
     error (``error``, from ``cond`` and the workers' precision) is at most
     ``budget``. The deadline is the backstop.
+
+    Its rule is stated once like the other policies', but it is the one
+    built-in policy whose rule reads the answers' values (the predicted
+    error scales with them, ``needs_answers``): its ``decision_times`` decodes
+    representative answers, which :func:`~codedjax.serving.simulate_latency`
+    takes as ``responses``, and :func:`~codedjax.serving.simulate_load` (which
+    judges the answers by the code's structure alone) refuses it.
 
     Args:
         budget: the largest acceptable predicted absolute error (> 0).
@@ -341,22 +414,11 @@ class Adaptive:
                 f"{code.num_workers}, got {n}"
             )
 
-    def decide(self, arrivals: ArrivalState) -> bool:
-        need = max(responses_needed(arrivals.code), self.min_responses or 0)
-        if arrivals.num_arrived < need:
-            return False
-        if not bool(arrivals.code.may_decode(arrivals.mask)):
-            return False
-        r = arrivals.decode()
-        return (
-            bool(np.asarray(r.ok)) and float(np.max(np.asarray(r.error))) <= self.budget
-        )
-
-    def decision_times(self, times: ArrivalTimes) -> np.ndarray:
-        """The first successful arrival after which the decode is ``ok`` with a
-        predicted error within the budget."""
-        need = max(responses_needed(times.code), self.min_responses or 0)
-        return times.first_accepted(need, lambda ok, err: ok & (err <= self.budget))
+    def _rule(self, code) -> Rule:
+        """The code's fewest answers (or ``min_responses``, if more), then a
+        decode that is ``ok`` with a predicted error within the budget."""
+        need = max(responses_needed(code), self.min_responses or 0)
+        return Rule(need, decode=True, budget=self.budget)
 
     def __repr__(self):
         return f"Adaptive(budget={self.budget}, deadline={self.deadline})"

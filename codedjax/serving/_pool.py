@@ -68,8 +68,12 @@ class Pool:
 
     def put(self, entries: list) -> None:
         with self.cv:
-            for e in entries:
-                heapq.heappush(self.heap, e)
+            if len(entries) > 1:
+                self.heap += entries
+                heapq.heapify(self.heap)
+            else:
+                for e in entries:
+                    heapq.heappush(self.heap, e)
             if self.idle:
                 self.cv.notify(min(self.idle, len(entries)))
 
@@ -92,27 +96,32 @@ class Pool:
     def take(self):
         """The next task, (worker, task), or None: the thread is to end."""
         with self.cv:
-            while True:
-                if self.stopped:
-                    self.live -= 1
-                    return None
-                while self.heap:
-                    entry = heapq.heappop(self.heap)
-                    i, task = entry[2], entry[3]
-                    if task.cancel.is_set():
-                        continue  # its request was decided: dropped unrun
-                    if i in self.busy:
-                        self.held.setdefault(i, []).append(entry)
-                        continue
-                    self.busy[i] = time.perf_counter()
-                    return i, task
-                self.idle += 1
-                self.cv.wait()
-                self.idle -= 1
+            return self._next()
 
-    def done(self, worker: int) -> bool:
-        """Worker ``worker``'s call returned. False: this thread is to end (the
-        pool has more threads than ``size`` besides those in a call)."""
+    def _next(self):  # under cv
+        while True:
+            if self.stopped:
+                self.live -= 1
+                return None
+            while self.heap:
+                entry = heapq.heappop(self.heap)
+                i, task = entry[2], entry[3]
+                if task.cancel.is_set():
+                    continue  # its request was decided: dropped unrun
+                if i in self.busy:
+                    self.held.setdefault(i, []).append(entry)
+                    continue
+                self.busy[i] = time.perf_counter()
+                return i, task
+            self.idle += 1
+            self.cv.wait()
+            self.idle -= 1
+
+    def done(self, worker: int):
+        """Worker ``worker``'s call returned: the thread's next task, as
+        :meth:`take` (one acquisition of the lock for both), or None: this
+        thread is to end (stopped, or the pool has more threads than ``size``
+        besides those in a call)."""
         with self.cv:
             del self.busy[worker]
             back = self.held.pop(worker, ())
@@ -122,8 +131,8 @@ class Pool:
                 self.cv.notify()
             if self.live - len(self.busy) > self.size:
                 self.live -= 1
-                return False
-            return True
+                return None
+            return self._next()
 
     def stop(self) -> None:
         with self.cv:
@@ -138,10 +147,8 @@ def _pool_loop(pool: Pool, ref: weakref.WeakMethod, config) -> None:
     method that computes one task, held weakly between tasks (so is the
     cluster)."""
     with config():
-        while True:
-            job = pool.take()
-            if job is None:
-                return
+        job = pool.take()
+        while job is not None:
             serve = ref()
             if serve is None:  # its cluster was collected without close()
                 pool.stop()
@@ -150,6 +157,4 @@ def _pool_loop(pool: Pool, ref: weakref.WeakMethod, config) -> None:
                 serve(*job)
             finally:
                 del serve
-                keep = pool.done(job[0])
-            if not keep:
-                return
+                job = pool.done(job[0])

@@ -2,12 +2,16 @@
 
 Worker i of a request runs on actor ``i % num_actors``, with the function of its
 role (and round) from the :class:`~codedjax.serving.WorkerFunctions` table every
-actor holds; each actor is an async actor
-with ``slots_per_actor`` concurrent slots, so a straggler's injected delay is an
-``asyncio.sleep`` that ``ray.cancel`` interrupts. Answers are collected with a
-``ray.wait`` loop that always passes a timeout (a ``ray.wait`` without one can hang),
-and a reference that failed (the actor died, the task raised) is ready like any
-other: its answer is the exception, which the server counts as a failed worker.
+actor holds; each actor is an async actor with ``slots_per_actor`` concurrent
+evaluations, so a straggler's injected delay is an ``asyncio.sleep`` that
+``ray.cancel`` interrupts. A round is one call per actor (a streaming
+generator that yields each of its workers' answers as it ends), so a request
+costs one submission and one cancellation per actor, not per worker. Answers
+are collected with a ``ray.wait`` loop that always passes a timeout (a
+``ray.wait`` without one can hang) and takes every answer ready at once, fetched
+in one ``ray.get`` (nothing the engine does not take is fetched); a call that
+failed (its actor died) fails every worker it had not answered for: the server
+counts them as failed workers.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from ._backends import BackendBase, Completion, WorkerFunctions, round_draws
 from ._checks import integer, number
 from ._faults import HANG, Injector, apply_fault
 
+_MAX_CALLS = 1000  # calls an actor serves at once: requests (and rounds) in flight
+
 
 def _import_ray():
     try:
@@ -43,11 +49,13 @@ class _WorkerActor:
     """One Ray actor: runs the jitted worker functions (each distinct function of
     the :class:`WorkerFunctions` table jitted once) for several worker slots."""
 
-    def __init__(self, functions, corrupt_scale):
+    def __init__(self, functions, corrupt_scale, slots):
         import jax
 
         self._fns = functions.compiled(jax.jit)
         self._scale = corrupt_scale
+        self._slots = slots
+        self._sem: asyncio.Semaphore | None = None  # made in the actor's loop
         self._locks: dict[int, asyncio.Lock] = {}
 
     def ping(self):
@@ -57,11 +65,14 @@ class _WorkerActor:
         np.asarray(self._fns[round][worker](row))
         return True
 
-    async def run(self, row, delay, fault, worker, round=0):
-        # each worker is a machine: one evaluation at a time, in submission order
-        # (asyncio.Lock is FIFO); a cancelled evaluation still waiting is dropped
+    async def _evaluate(self, row, delay, fault, worker, round):
+        # at most `slots` evaluations at once; each worker is a machine: one
+        # evaluation at a time, in submission order (asyncio.Lock is FIFO); a
+        # cancelled evaluation still waiting is dropped
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self._slots)
         lock = self._locks.setdefault(worker, asyncio.Lock())
-        async with lock:
+        async with self._sem, lock:
             start = time.perf_counter()
             try:
                 value = np.asarray(self._fns[round][worker](row))
@@ -73,9 +84,30 @@ class _WorkerActor:
             remaining = start + delay - time.perf_counter()
             if remaining > 0:
                 await asyncio.sleep(remaining)
-        if isinstance(value, BaseException):
-            raise value
         return value
+
+    async def run(self, rows, delays, faults, workers, round=0):
+        """One call per actor per round: its workers' evaluations, each yielded
+        as ``(worker, answer or exception)`` when it ends (a streaming
+        generator: the driver sees each answer as it comes). Cancelling the
+        call cancels the evaluations still running."""
+        done: asyncio.Queue = asyncio.Queue()
+
+        async def one(k):
+            try:
+                v = await self._evaluate(rows[k], delays[k], faults[k], workers[k],
+                                         round)  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - the worker's failure
+                v = exc
+            done.put_nowait((workers[k], v))
+
+        tasks = [asyncio.ensure_future(one(k)) for k in range(len(workers))]
+        try:
+            for _ in tasks:
+                yield await done.get()
+        finally:
+            for t in tasks:
+                t.cancel()
 
 
 class RayCluster(BackendBase):
@@ -128,7 +160,9 @@ class RayCluster(BackendBase):
         self.poll = poll
         self.actors: list = []
         self.functions: WorkerFunctions | None = None
-        self._refs: dict[Any, tuple[int, int]] = {}
+        # each call still running (one per actor per request and round): its
+        # request and the workers it has not answered for yet
+        self._calls: dict[Any, tuple[int, set]] = {}
         self._by_request: dict[int, list] = {}
         self._ready: deque = deque()
         self._work: dict[int, list] = {}
@@ -153,10 +187,12 @@ class RayCluster(BackendBase):
             ray.init(**kw)
             self._owns_ray = True
         scale = self.injector.corrupt_scale if self.injector is not None else 0.0
-        cls = ray.remote(num_cpus=0, max_concurrency=self.slots, max_restarts=0)(
+        # the slots bound the evaluations at once (in the actor); the calls at
+        # once are one per request (and round) in flight
+        cls = ray.remote(num_cpus=0, max_concurrency=_MAX_CALLS, max_restarts=0)(
             _WorkerActor
         )
-        self.actors = [cls.remote(table, scale) for _ in range(a)]
+        self.actors = [cls.remote(table, scale, self.slots) for _ in range(a)]
         ray.get([act.ping.remote() for act in self.actors], timeout=120)
 
     def now(self) -> float:
@@ -193,61 +229,121 @@ class RayCluster(BackendBase):
             raise RuntimeError("RayCluster.submit: the cluster is closed")
         m = self.num_workers
         delays, faults = round_draws(self.injector, request_id, draw, work, m)
-        refs = []
-        for i in range(m):
-            act = self.actors[i % len(self.actors)]
-            ref = act.run.remote(rows[i], float(delays[i]), int(faults[i]), i, round)
-            self._refs[ref] = (request_id, i)
-            refs.append(ref)
-        self._by_request[request_id] = refs
+        n = len(self.actors)
+        gens = []
+        for a, act in enumerate(self.actors):  # one call per actor: its workers
+            ws = np.arange(a, m, n)
+            gen = act.run.options(num_returns="streaming").remote(
+                np.ascontiguousarray(rows[ws]), delays[ws].tolist(),
+                faults[ws].tolist(), ws.tolist(), round,
+            )  # fmt: skip
+            self._calls[gen] = (request_id, set(ws.tolist()))
+            gens.append(gen)
+        self._by_request[request_id] = gens
         self._work[request_id] = [0, math.nan]
 
     def _collect(self, ready) -> None:
+        """Takes every answer the ready calls have yielded, fetched in one
+        ``ray.get`` (one by one only when one failed: a dead actor's call
+        fails every worker it had not answered for)."""
         ray = self.ray
-        for ref in ready:
-            rid, i = self._refs.pop(ref)
-            if rid in self._work:
-                self._work[rid][0] += 1
-            try:
-                value = ray.get(ref, timeout=0)
-            except Exception as exc:  # failed refs count as ready: a failed worker
-                value = exc
-            self._ready.append(Completion(rid, i, value, time.perf_counter()))
+        refs, owners = [], []
+        for gen in ready:
+            call = self._calls.get(gen)
+            while call is not None:
+                try:
+                    ref = next(gen)
+                except StopIteration:  # every worker of the call answered
+                    del self._calls[gen]
+                    break
+                refs.append(ref)
+                owners.append((gen, call))
+                if not gen.next_ready():
+                    break
+        try:
+            values = ray.get(refs, timeout=0)
+        except Exception:
+            values = []
+            for ref in refs:
+                try:
+                    values.append(ray.get(ref, timeout=0))
+                except Exception as exc:  # the call failed: its actor is gone
+                    values.append(exc)
+        now = time.perf_counter()
+        for (gen, (rid, pending)), got in zip(owners, values, strict=True):
+            if isinstance(got, BaseException):  # every worker it still had
+                answers = [(w, got) for w in sorted(pending)]
+                self._calls.pop(gen, None)
+            else:
+                answers = [got]
+            for w, value in answers:
+                pending.discard(w)
+                if rid in self._work:
+                    self._work[rid][0] += 1
+                self._ready.append(Completion(rid, int(w), value, now))
 
-    def next_completed(self, timeout: float | None) -> Completion | None:
+    def _wait(self, timeout: float | None) -> bool:
+        """Waits for the answers (at most ``poll`` seconds at a time) until one
+        is ready: True; False when ``timeout`` passed or a ``wake`` came. Every
+        reference ready by then is collected at once, without fetching the
+        others (``fetch_local=False``)."""
         ray = self.ray
         end = None if timeout is None else time.perf_counter() + timeout
         while not self._ready:
             if self._wake.is_set():
                 self._wake.clear()
-                return None
-            if not self._refs:
+                return False
+            if not self._calls:
                 if end is None:
                     raise RuntimeError(
                         "RayCluster.next_completed: nothing in flight and no timeout"
                     )
                 self._wake.wait(max(0.0, end - time.perf_counter()))
                 self._wake.clear()
-                return None
+                return False
             left = (
                 self.poll if end is None else min(self.poll, end - time.perf_counter())
             )
-            if left <= 0:
-                return None
-            ready, _ = ray.wait(list(self._refs), num_returns=1, timeout=left)
-            self._collect(ready)
-        return self._ready.popleft()
+            if left < 0:
+                return False
+            refs = list(self._calls)
+            ready, rest = ray.wait(refs, num_returns=1, timeout=left,
+                                   fetch_local=False)  # fmt: skip
+            # every other call with an answer ready now (a local look, no
+            # second ray.wait)
+            ready += [g for g in rest if g.next_ready()] if ready else []
+            if ready:
+                self._collect(ready)
+            elif end is not None and time.perf_counter() >= end:
+                return False
+        return True
+
+    def next_completions(self, timeout: float | None) -> list[Completion]:
+        """Every answer ready now, in one look (see
+        :meth:`BackendBase.next_completions`)."""
+        if not self._wait(timeout):
+            return []
+        out = list(self._ready)
+        self._ready.clear()
+        return out
+
+    def next_completed(self, timeout: float | None) -> Completion | None:
+        return self._ready.popleft() if self._wait(timeout) else None
 
     def cancel(self, request_id: int) -> None:
+        """Cancels the request's calls still running: one cancellation per
+        actor, for all its workers that had not answered."""
         w = self._work.get(request_id)
-        for ref in self._by_request.pop(request_id, []):
-            if self._refs.pop(ref, None) is not None:
-                if w is not None:  # it may have begun: counted as work done
-                    w[0] += 1
-                try:
-                    self.ray.cancel(ref)
-                except Exception:  # already finished or its actor is gone
-                    pass
+        for gen in self._by_request.pop(request_id, []):
+            call = self._calls.pop(gen, None)
+            if call is None:
+                continue
+            if w is not None:  # they may have begun: counted as work done
+                w[0] += len(call[1])
+            try:
+                self.ray.cancel(gen)
+            except Exception:  # already finished or its actor is gone
+                pass
 
     def work(self, request_id: int) -> tuple[int, float]:
         """``(evaluations, busy)`` of a request, from the driver's side: the

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from .._code import BASE_ROLE, Answers
-from ._arguments import check_code, check_noise_fn, check_policy
+from ._arguments import check_code, check_noise_fn, check_policy, on_device
 
 
 class Stage:
@@ -40,7 +40,7 @@ def _decode_fn(code: Any) -> Callable:
 
     def decode(y, mask, order, noise):
         noise = None if noise is None else jnp.asarray(noise)
-        answers = Answers(jnp.asarray(y), jnp.asarray(mask), jnp.asarray(order))
+        answers = Answers(*on_device(y, mask, order))
         return code.decode_answers(answers._replace(noise_sd=noise))
 
     return decode

@@ -2,13 +2,17 @@
 
 Given the injected delays and faults of R requests (one :class:`Injector` plan), the
 decision time of a wait policy is an order statistic of the successful arrival
-times, so 1e5 requests take one sort instead of an event loop per request. Each
-policy states its rule itself (its ``decision_times`` method); this module builds
-the arrival times and the batched decode the rule asks for.
+times, so 1e5 requests take one sort instead of an event loop per request. It is
+the serving model of ``_events`` with every request finding its workers idle (one
+:func:`serve_batch` of all R requests, sent at 0: the load simulator's step, on
+idle workers). Each policy states its rule itself (its ``decision_times``
+method); this module checks what the simulators are given and builds the batched
+decode the rule asks for.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -17,8 +21,9 @@ import numpy as np
 
 from .._result import Status
 from ._checks import integer
-from ._faults import CORRUPT, HANG, NONE, Injector
-from ._policy import ArrivalTimes, policy_deadline
+from ._events import WorkerQueues, serve_batch
+from ._faults import Injector
+from ._policy import policy_deadline
 
 # what simulate_latency needs of a code
 _LATENCY_MEMBERS = ("num_workers", "threshold", "may_decode", "decode_batched")
@@ -191,7 +196,9 @@ def simulate_latency(
 
     Uses the same draws as the thread and simulated clusters for request numbers
     ``first_request ...`` (``injector.plan``). Workers that raise or answer NaN count
-    as failed at their arrival time, hung workers never answer. A request whose
+    as failed at their arrival time, hung workers never answer. Nothing arrives
+    once every worker is done, so a server decides then at the latest, and so
+    does the simulation (a rule's later time is taken as that one). A request whose
     policy waits for an answer that never comes (a hung worker, no deadline) is
     never decided: ``ok`` False, ``status`` ``TOO_FEW_RESPONSES``, latency inf,
     as a :class:`Server` on a :class:`SimulatedCluster` returns it.
@@ -251,17 +258,16 @@ def simulate_latency(
     )
     r_ids = np.arange(first_request, first_request + num_requests)
     delays, faults = injector.plan(r_ids, m)
-    success = (faults == NONE) | (faults == CORRUPT)
-    t_succ = np.where(success, delays, np.inf)
-    t_all = np.where(faults == HANG, np.inf, delays).max(axis=1)
-    times = ArrivalTimes(
-        code, t_succ, t_all, dl, lambda mk: _batched_decode(code, y, mk)
-    )
-    t_dec = decision_times(fname, policy, rule, times)
-    timed_out = t_dec > dl
-    t_dec = np.minimum(t_dec, dl)
+    # every request sent at 0 onto idle workers: the times are from submission,
+    # and the rule sees the deadline (a decode past it is never asked for)
+    out = serve_batch(
+        WorkerQueues((m,), queueing=False), slice(None), code,
+        functools.partial(decision_times, fname, policy, rule),
+        np.zeros(num_requests), delays, faults, dl, rule_deadline=dl,
+        decode=lambda mk: _batched_decode(code, y, mk), account=False,
+    )  # fmt: skip
+    t_dec, timed_out, masks = out.decided, out.timed_out, out.mask
     decided = np.isfinite(t_dec)
-    masks = np.isfinite(t_succ) & (t_succ <= t_dec[:, None])
     status = np.full(t_dec.shape, int(Status.TOO_FEW_RESPONSES), np.int32)
     if check_ok:
         ok, _, st = _batched_decode(code, y, masks, status=True)

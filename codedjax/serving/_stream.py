@@ -22,119 +22,31 @@ No query is lost: every accepted query's future gets its answer or a
 lost"). A worker's bad answer is that worker's failure; a group's own error (its
 encode, dispatch, decode, ...) fails that group alone; a failed warm-up or a
 broken backend stops the frontend and ends every waiting query with its error.
+
+The grouping (the inbox, the group being filled, its deadline) is
+:class:`Groups` (``_grouping.py``); the futures and the ledger of the queries
+not yet answered, :class:`Ledger` (``_queries.py``).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import heapq
 import itertools
 import math
 import threading
-from collections import deque
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from ._backends import captured_config
-from ._checks import integer, is_real, number
+from ._checks import integer
+from ._grouping import Groups, clock_time, positive_seconds
 from ._pipeline import PipelineServer
+from ._queries import Ledger, Query, VirtualFuture, query_results
+from ._queries import QueryResult as QueryResult
+from ._queries import QueueFull as QueueFull
 from ._server import Server
-
-
-class QueueFull(RuntimeError):
-    """:meth:`StreamingServer.submit` refused a query: ``max_pending`` queries are
-    already waiting for their answers (back-pressure: retry later)."""
-
-
-class QueryResult(NamedTuple):
-    """The answer to one query of a :class:`StreamingServer`.
-
-    Attributes:
-        value: the query's decoded output [...] (its row of the group's value;
-            zeros when not ok).
-        ok: its group decoded.
-        status: the group's status (``codedjax.Status``; 0 = success).
-        error: the group's predicted absolute error (inf when not ok).
-        latency: seconds from the query's arrival to its answer.
-        waited: seconds from its arrival to its group's fan-out (the wait for
-            the group to fill, or for its group deadline).
-        arrival: its arrival time on the backend's clock.
-        group: its group's request number on the server (the injector's draw).
-        slot: its row in the group (0 .. K - 1).
-        group_size: the real queries in its group (K minus the padding).
-        evaluations: the evaluations its group's request began at the workers
-            (every round's, for a pipeline), per real query of the group: the
-            work this query cost (nan when the backend does not count).
-        busy: worker-seconds of those evaluations, per real query (nan when the
-            backend does not measure them).
-        result: the group's :class:`ServeResult` (or ``PipelineResult``).
-    """
-
-    value: np.ndarray
-    ok: bool
-    status: int
-    error: float
-    latency: float
-    waited: float
-    arrival: float
-    group: int
-    slot: int
-    group_size: int
-    evaluations: float
-    busy: float
-    result: Any
-
-
-class _Query:
-    __slots__ = ("x", "arrival", "future", "seq")
-
-    def __init__(self, x, arrival, future, seq):
-        self.x, self.arrival, self.future, self.seq = x, arrival, future, seq
-
-
-class _VirtualFuture(concurrent.futures.Future):
-    """A future of a virtual-clock frontend: asking for its result runs the
-    simulation until it is answered."""
-
-    def __init__(self, frontend):
-        super().__init__()
-        self._frontend = frontend
-
-    def result(self, timeout=None):
-        if not self.done():
-            self._frontend._drive(self)
-        return super().result(timeout)
-
-    def exception(self, timeout=None):
-        if not self.done():
-            self._frontend._drive(self)
-        return super().exception(timeout)
-
-
-def _positive(fname: str, name: str, value: Any) -> float:
-    return number(fname, name, value, positive=True, what="a number of seconds")
-
-
-def _clock_time(fname: str, at: Any) -> float:
-    """``at=``: a finite number of seconds (its order is checked against the
-    clock and the previous arrival)."""
-    if not is_real(at):
-        raise TypeError(f"{fname}: at must be a number of seconds, got {at!r}")
-    if not math.isfinite(float(at)):
-        raise ValueError(f"{fname}: at must be finite seconds, got {at!r}")
-    return float(at)
-
-
-def _outcome(res) -> tuple:
-    """(evaluations, busy) of a group's result (a pipeline: every round's)."""
-    rounds = getattr(res, "rounds", None)
-    parts = rounds if rounds is not None else (res,)
-    ev = [getattr(p, "evaluations", -1) for p in parts]
-    busy = [getattr(p, "busy", math.nan) for p in parts]
-    total = math.nan if any(e < 0 for e in ev) else float(sum(ev))
-    return total, float(sum(busy))
 
 
 class StreamingServer:
@@ -185,7 +97,7 @@ class StreamingServer:
         >>> with StreamingServer(server, group_deadline=0.01) as front:
         ...     futs = [front.submit(np.full(3, q, np.float32)) for q in range(3)]
         ...     answers = [f.result() for f in futs]
-        >>> [a.value.round(3).tolist() for a in answers]
+        >>> [(a.value.round(3) + 0.0).tolist() for a in answers]  # + 0.0: no -0.0
         [[0.0, 0.0, 0.0], [2.0, 2.0, 2.0], [4.0, 4.0, 4.0]]
         >>> [a.group_size for a in answers], [a.group for a in answers]
         ([2, 2, 1], [0, 0, 1])
@@ -211,8 +123,8 @@ class StreamingServer:
             raise RuntimeError(f"{fname}: the server is closed")
         if engine.frontend is not None:
             raise RuntimeError(f"{fname}: the server already has a StreamingServer")
-        self.group_deadline = _positive(fname, "group_deadline", group_deadline)
-        self.poll = _positive(fname, "poll", poll)
+        self.group_deadline = positive_seconds(fname, "group_deadline", group_deadline)
+        self.poll = positive_seconds(fname, "poll", poll)
         self.max_pending = integer(fname, "max_pending", max_pending, minimum=1)
         self.server = server
         self.backend = server.backend
@@ -221,17 +133,14 @@ class StreamingServer:
         self._cluster = engine.cluster  # the backend with its optional members
         self.virtual = self._cluster.virtual_clock
         self._wake = self._cluster.wake if self._cluster.can_wake else None
-        self._lock = threading.Lock()
-        self._cv = threading.Condition(self._lock)
-        self._inbox: list = []  # virtual: a heap (at, seq, query); real: a list
-        self._seq = itertools.count()
-        self._open: list[_Query] = []  # the group being filled
-        self._ready: deque = deque()  # closed groups not yet sent
-        self._groups: dict[int, tuple[list[_Query], float]] = {}  # rid: (group, sent)
         # every query accepted and not yet answered, wherever it is (inbox, open
         # group, ready, in flight): an error anywhere resolves all of them
-        self._live: dict[int, _Query] = {}
-        self._pending = 0
+        self._ledger = Ledger()
+        self._lock, self._cv = self._ledger.lock, self._ledger.cv
+        self._queue = Groups(self.num_inputs, self.group_deadline,
+                             virtual=self.virtual)  # fmt: skip
+        self._seq = itertools.count()
+        self._groups: dict[int, tuple[list[Query], float]] = {}  # rid: (group, sent)
         self._last_at = -math.inf
         self._shape = None
         self._dtype = None
@@ -310,28 +219,28 @@ class StreamingServer:
         with self._lock:
             self._check_open(fname)
             now = self._cluster.now()
-            t = now if at is None else _clock_time(fname, at)
+            t = now if at is None else clock_time(fname, at)
             if not (t >= max(self._last_at, now if self.virtual else -math.inf)):
                 raise ValueError(
                     f"{fname}: arrivals must come in time order, at or after the "
                     f"clock: got at={at!r}, the previous arrival "
                     f"{self._last_at:.9g}, the clock {now:.9g}"
                 )
-            if self._pending >= self.max_pending:
+            if self._ledger.pending >= self.max_pending:
                 self.rejected += 1
                 raise QueueFull(
-                    f"{fname}: {self._pending} queries are waiting for their answers "
-                    f"(max_pending = {self.max_pending}); retry later"
+                    f"{fname}: {self._ledger.pending} queries are waiting for their "
+                    f"answers (max_pending = {self.max_pending}); retry later"
                 )
             self._last_at = t
-            fut = _VirtualFuture(self) if self.virtual else concurrent.futures.Future()
-            q = _Query(x, t, fut, next(self._seq))
-            self._pending += 1
-            self._live[q.seq] = q
             if self.virtual:
-                heapq.heappush(self._inbox, (t, q.seq, q))
+                fut = VirtualFuture(self._drive)
             else:
-                self._inbox.append(q)
+                fut = concurrent.futures.Future()
+            q = Query(x, t, fut, next(self._seq))
+            self._ledger.add(q)
+            self._queue.arrive(q)
+            if not self.virtual:
                 self._cv.notify_all()
         if self._wake is not None and not self.virtual:
             self._wake()
@@ -348,33 +257,9 @@ class StreamingServer:
     @property
     def pending(self) -> int:
         """Queries accepted and not yet answered."""
-        return self._pending
+        return self._ledger.pending
 
     # ---------------------------------------------------------------- the loop
-
-    def _absorb(self, now: float) -> None:
-        """Moves the queries that have arrived into groups (under the lock)."""
-        if self.virtual:
-            while self._inbox and self._inbox[0][0] <= now + 1e-12:
-                self._add(heapq.heappop(self._inbox)[2])
-        else:
-            for q in self._inbox:
-                self._add(q)
-            self._inbox.clear()
-
-    def _add(self, q: _Query) -> None:
-        self._open.append(q)
-        if len(self._open) == self.num_inputs:
-            self._ready.append(self._open)
-            self._open = []
-
-    def _group_due(self) -> float:
-        return self._open[0].arrival + self.group_deadline if self._open else math.inf
-
-    def _close_due(self, now: float, flush: bool) -> None:
-        if self._open and (flush or self._group_due() <= now + 1e-12):
-            self._ready.append(self._open)
-            self._open = []
 
     def _send(self, fname: str) -> None:
         """Sends the closed groups. A group whose request cannot be sent (its
@@ -382,8 +267,7 @@ class StreamingServer:
         failed warm-up (the model cannot serve these queries: a worker_fn that
         returns no floating array, cannot run on a coded row, ...) stops the
         frontend, every waiting query ending with its error."""
-        while self._ready:
-            group = self._ready.popleft()
+        while (group := self._queue.next_ready()) is not None:
             rows = [q.x for q in group]
             rows += [rows[-1]] * (self.num_inputs - len(rows))
             sent = self._cluster.now()
@@ -393,33 +277,9 @@ class StreamingServer:
                 if not self._engine.warm:  # every group would fail alike: stop
                     self._fail(exc, what="the server's warm-up failed")
                     raise
-                self._reject(group, exc, "its group could not be sent")
+                self._ledger.reject(group, exc, "its group could not be sent")
                 continue
             self._groups[r.rid] = (group, sent)
-
-    def _answers(self, r, res, group: list, sent: float) -> list:
-        t = self._cluster.now()
-        evals, busy = _outcome(res)
-        n = len(group)
-        value = np.asarray(res.value)
-        return [
-            QueryResult(
-                value=value[slot],
-                ok=bool(res.ok),
-                status=int(res.status),
-                error=float(res.error),
-                latency=t - q.arrival,
-                waited=sent - q.arrival,
-                arrival=q.arrival,
-                group=r.rid,
-                slot=slot,
-                group_size=n,
-                evaluations=evals / n,
-                busy=busy / n,
-                result=res,
-            )
-            for slot, q in enumerate(group)
-        ]
 
     def _resolve(self, done: list) -> None:
         """Answers the groups that ended; a group that ended with its own error
@@ -428,39 +288,19 @@ class StreamingServer:
             group, sent = self._groups.pop(r.rid)
             if not isinstance(res, BaseException):
                 try:
-                    answers = self._answers(r, res, group, sent)
+                    answers = query_results(
+                        r.rid, res, group, sent, self._cluster.now()
+                    )
                 except Exception as exc:
                     res = exc
             if isinstance(res, BaseException):
-                self._reject(group, res, f"its group (request {r.rid}) failed")
+                self._ledger.reject(group, res, f"its group (request {r.rid}) failed")
                 continue
             for q, qr in zip(group, answers, strict=True):
-                self._settle(q, result=qr)
-
-    def _settle(self, q: _Query, *, result=None, error=None) -> None:
-        """Resolves one query's future (once; a future its caller cancelled
-        stays cancelled)."""
-        with self._lock:
-            if self._live.pop(q.seq, None) is None:
-                return
-            self._pending -= 1
-            self._cv.notify_all()
-        with contextlib.suppress(concurrent.futures.InvalidStateError):
-            if error is None:
-                q.future.set_result(result)
-            else:
-                q.future.set_exception(error)
-
-    def _reject(self, queries: list, exc: BaseException, what: str) -> None:
-        """Ends ``queries`` with an error naming the cause (one exception each,
-        chained to ``exc``)."""
-        for q in queries:
-            err = RuntimeError(f"StreamingServer: {what}: {exc!r}")
-            err.__cause__ = exc
-            self._settle(q, error=err)
+                self._ledger.settle(q, result=qr)
 
     def _idle(self) -> bool:
-        return not (self._inbox or self._open or self._ready or self._engine.in_flight)
+        return self._queue.empty and not self._engine.in_flight
 
     def _dispatch(self) -> None:
         """The dispatcher thread (real clock), in the JAX settings of the thread
@@ -479,18 +319,18 @@ class StreamingServer:
             while not self._stop:
                 now = self._cluster.now()
                 with self._lock:
-                    self._absorb(now)
+                    self._queue.absorb(now)
                     if self._closing and self._idle():
                         return
-                    self._close_due(now, flush=self._closing)
+                    self._queue.close_due(now, flush=self._closing)
                 self._send(fname)
-                due = self._group_due()
+                due = self._queue.due()
                 if engine.in_flight:
                     until = due if self._wake is not None else min(due, now + self.poll)
                     self._resolve(engine.step(fname, until=until))
                 else:
                     with self._cv:
-                        if not self._inbox and not self._closing:
+                        if not self._queue.inbox and not self._closing:
                             wait = None if math.isinf(due) else max(0.0, due - now)
                             self._cv.wait(wait)
         except BaseException as exc:  # fail every waiting query, never drop one
@@ -508,13 +348,12 @@ class StreamingServer:
             while until is None or not until.done():
                 now = self._cluster.now()
                 with self._lock:
-                    self._absorb(now)
-                    self._close_due(now, flush=self._closing)
+                    self._queue.absorb(now)
+                    self._queue.close_due(now, flush=self._closing)
                 self._send(fname)
                 if self._idle():
                     return
-                nxt = self._inbox[0][0] if self._inbox else math.inf
-                target = min(nxt, self._group_due())
+                target = min(self._queue.next_arrival(), self._queue.due())
                 if engine.in_flight:
                     self._resolve(engine.step(fname, until=target))
                 elif math.isfinite(target):
@@ -536,7 +375,7 @@ class StreamingServer:
             self._drive(None)
             return
         with self._cv:
-            while self._pending > 0 and self._error is None:
+            while self._ledger.pending > 0 and self._error is None:
                 self._cv.wait()
 
     def _fail(
@@ -551,14 +390,12 @@ class StreamingServer:
         with self._lock:
             if stop and self._error is None:
                 self._error = exc
-            self._inbox.clear()
-            self._open = []
-            self._ready.clear()
-            queries = list(self._live.values())
+            self._queue.clear()
+            queries = self._ledger.waiting()
         self._groups.clear()
         with contextlib.suppress(Exception):  # best effort after an error
             self._engine.abort()
-        self._reject(queries, exc, what)
+        self._ledger.reject(queries, exc, what)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -598,7 +435,7 @@ class StreamingServer:
     def _finish_close(self) -> None:
         """Ends what is still waiting (close(wait=False), an interrupted drain)
         with an error, and closes the server."""
-        if self._live:
+        if self._ledger.live:
             err = RuntimeError("StreamingServer.close: closed before its answer")
             self._fail(err, stop=False)
         self._closed = True

@@ -60,8 +60,10 @@ class ThreadCluster(BackendBase):
     previous task, if it was still busy, so queueing shows), and never before its
     computation has returned. The wait is not spent in the
     worker's thread: a worker thread computes and deposits its answer, and
-    :meth:`next_completed` (the server's thread) delivers the answers at their
-    times. So one thread wakes per answer, not two, and :meth:`cancel` releases a
+    :meth:`next_completions` (the server's thread) delivers the answers at
+    their times, every answer due at one wake-up together. So the server's
+    thread wakes once for all the answers due, not once per answer (nor do the
+    workers' threads wait out the delays), and :meth:`cancel` releases a
     worker waiting out its service time at once (bookkeeping, nothing has to run); a
     hung worker is released the same way, a cancelled task still queued is skipped,
     and a worker whose thread is inside its jitted call when its request is
@@ -194,15 +196,18 @@ class ThreadCluster(BackendBase):
             self._events[request_id] = ev
             self._work[request_id] = [0, 0.0]
         sent = time.perf_counter()
-        entries = []
-        for i in range(m):
-            task = _Task(
-                request_id, round, rows[i], sent, float(delays[i]), int(faults[i]), ev
+        seq = self._seq
+        tasks = [
+            _Task(request_id, round, row, sent, d, f, ev)
+            for row, d, f in zip(
+                list(rows), np.asarray(delays, float).tolist(),
+                np.asarray(faults).tolist(), strict=True,
             )
-            self._lines[i].append(task)
-            # the soonest-due answers are computed first
-            entries.append((sent + task.delay, next(self._seq), i, task))
-        self._pool.put(entries)
+        ]  # fmt: skip
+        for line, task in zip(self._lines, tasks, strict=True):
+            line.append(task)
+        # the soonest-due answers are computed first
+        self._pool.put([(sent + t.delay, next(seq), i, t) for i, t in enumerate(tasks)])
 
     def _take_deposits(self) -> None:
         """Moves the answers the worker threads computed into ``_values`` (under
@@ -217,53 +222,103 @@ class ThreadCluster(BackendBase):
             if not task.cancel.is_set() and value is not _SKIPPED:
                 self._values[key] = (value, t_done)
 
+    def _scan(self, workers, now: float) -> tuple[list, float, float]:
+        """The heads of ``workers``' lines (under ``_cv``): ``(ready, soon,
+        computing)``: ``[(due, worker)]`` of the answers due by ``now`` (their
+        delay passed and their computation returned), the earliest due time of
+        an answer computed but not yet due, the earliest of one still being
+        computed (its thread will notify); hung workers are skipped."""
+        ready, soon, computing = [], math.inf, math.inf
+        lines, free_at, values = self._lines, self._free_at, self._values
+        for i in workers:
+            line = lines[i]
+            if not line:
+                continue
+            task = line[0]
+            if task.fault == HANG:
+                continue
+            due = max(task.sent, free_at[i]) + task.delay
+            got = values.get((task.request_id, i))
+            if got is None:
+                computing = min(computing, due)
+            else:
+                t = max(due, got[1])
+                if t <= now:
+                    ready.append((t, i))
+                else:
+                    soon = min(soon, t)
+        return ready, soon, computing
+
+    def _deliver(self, t: float, i: int, now: float) -> Completion:
+        """Worker ``i``'s answer to the head of its line, due at ``t`` (under
+        ``_cv``)."""
+        task = self._lines[i].popleft()
+        value, _ = self._values.pop((task.request_id, i))
+        self._account(task, i, t)
+        self._free_at[i] = t
+        return Completion(task.request_id, i, value, now)
+
+    def _wait(self, end, first: bool) -> list[Completion]:
+        """The answers due now, soonest first (``first``: the soonest alone),
+        waiting until ``end`` (None: no limit) for one (under ``_cv``)."""
+        while True:
+            if self._closed:
+                return []
+            if self._woken:
+                self._woken = False
+                return []
+            self._take_deposits()
+            now = time.perf_counter()
+            ready, soon, computing = self._scan(range(self.num_workers), now)
+            if ready:
+                if first:
+                    return [self._deliver(*min(ready), now)]
+                out: list = []
+                while ready:  # a worker's next task may be due right after
+                    ready.sort()
+                    out += [(t, self._deliver(t, i, now)) for t, i in ready]
+                    ready, _, _ = self._scan([i for _, i in ready], now)
+                out.sort(key=lambda e: e[0])
+                return [c for _, c in out]
+            if end is not None and now >= end:
+                return []
+            if end is None and math.isinf(soon) and math.isinf(computing):
+                hung = {ln[0].request_id for ln in self._lines if ln}
+                if hung:  # every worker with a task is hung: none will answer
+                    raise NoMoreAnswers(
+                        "ThreadCluster.next_completed: every task still out is "
+                        "at a hung worker and no deadline was given",
+                        sorted(hung),
+                    )
+            wake = soon if computing <= now else min(soon, computing)
+            if end is not None:
+                wake = min(wake, end)
+            if self._pool.waiting():  # tasks wait for a thread: look again soon
+                self._pool.unstick(now)
+                wake = min(wake, now + STUCK)
+            self._cv.wait(None if math.isinf(wake) else wake - now)
+
     def next_completed(self, timeout: float | None) -> Completion | None:
         end = None if timeout is None else time.perf_counter() + timeout
         with self._cv:
-            while True:
-                if self._closed:
-                    return None
-                if self._woken:
-                    self._woken = False
-                    return None
-                self._take_deposits()
-                now = time.perf_counter()
-                best, best_t, wait_due = -1, math.inf, math.inf
-                for i, line in enumerate(self._lines):
-                    if not line:
-                        continue
-                    task = line[0]
-                    if task.fault == HANG:
-                        continue
-                    due = max(task.sent, self._free_at[i]) + task.delay
-                    got = self._values.get((task.request_id, i))
-                    if got is None:  # still computing: its thread will notify
-                        wait_due = min(wait_due, due)
-                    elif max(due, got[1]) < best_t:
-                        best, best_t = i, max(due, got[1])
-                if best >= 0 and best_t <= now:
-                    task = self._lines[best].popleft()
-                    value, _ = self._values.pop((task.request_id, best))
-                    self._account(task, best, best_t)
-                    self._free_at[best] = best_t
-                    return Completion(task.request_id, best, value, now)
-                if end is not None and now >= end:
-                    return None
-                if end is None and best < 0 and math.isinf(wait_due):
-                    hung = {ln[0].request_id for ln in self._lines if ln}
-                    if hung:  # every worker with a task is hung: none will answer
-                        raise NoMoreAnswers(
-                            "ThreadCluster.next_completed: every task still out is "
-                            "at a hung worker and no deadline was given",
-                            sorted(hung),
-                        )
-                wake = best_t if wait_due <= now else min(best_t, wait_due)
-                if end is not None:
-                    wake = min(wake, end)
-                if self._pool.waiting():  # tasks wait for a thread: look again soon
-                    self._pool.unstick(now)
-                    wake = min(wake, now + STUCK)
-                self._cv.wait(None if math.isinf(wake) else wake - now)
+            got = self._wait(end, True)
+        return got[0] if got else None
+
+    def next_completions(self, timeout: float | None) -> list[Completion]:
+        """Every answer due now, soonest first, in one wake-up (waiting up to
+        ``timeout`` for the first): see :meth:`BackendBase.next_completions`.
+        A subclass that overrides :meth:`next_completed` is read through it:
+        its first answer, then every one it has ready."""
+        if type(self).next_completed is not ThreadCluster.next_completed:
+            out: list[Completion] = []
+            c = self.next_completed(timeout)
+            while c is not None:
+                out.append(c)
+                c = self.next_completed(0.0)
+            return out
+        end = None if timeout is None else time.perf_counter() + timeout
+        with self._cv:
+            return self._wait(end, False)
 
     def cancel(self, request_id: int) -> None:
         with self._lock:
@@ -275,7 +330,7 @@ class ThreadCluster(BackendBase):
         with self._cv:
             self._take_deposits()
             for i, line in enumerate(self._lines):
-                if not any(t.request_id == request_id for t in line):
+                if not line:
                     continue
                 if line[0].request_id == request_id:  # worker i was serving it
                     self._account(line.popleft(), i, t0)
@@ -284,7 +339,8 @@ class ThreadCluster(BackendBase):
                         self.release_delays.append(time.perf_counter() - t0)
                     elif (request_id, i) in self._computing:  # inside its call
                         self._pending[(request_id, i)] = t0
-                else:  # queued behind another request's task: never begun
+                elif any(t.request_id == request_id for t in line):
+                    # queued behind another request's task: never begun
                     kept = [t for t in line if t.request_id != request_id]
                     line.clear()
                     line.extend(kept)
@@ -336,7 +392,8 @@ class ThreadCluster(BackendBase):
                 fn = aot[2]  # compiled by warmup for rows like this one
             try:
                 value = np.asarray(fn(row))
-                value = apply_fault(value, task.fault, scale, i)
+                if task.fault:  # an injected fault (0: none)
+                    value = apply_fault(value, task.fault, scale, i)
             except BaseException as exc:  # noqa: BLE001 - a failing worker
                 value = exc  # answers its exception (a SystemExit too): never lost
         t_done = time.perf_counter()

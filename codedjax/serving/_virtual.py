@@ -4,14 +4,14 @@ Each worker is a machine: it serves one evaluation at a time from its own FIFO
 queue, for the injected service time; a cancelled request's evaluation in service
 is abandoned (the worker is free at the cancellation) and its queued evaluations
 are dropped. ``queueing=False`` gives every worker unlimited capacity instead (each
-request finds its workers idle: the model of :func:`simulate_latency`).
+request finds its workers idle: the model of :func:`simulate_latency`). The
+queues and the clock are ``_events``' :class:`EventQueues`, the model
+:func:`simulate_load` and :func:`simulate_latency` run too; this module computes
+the workers' answers.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
-from collections import deque
 from collections.abc import Callable
 
 import jax
@@ -25,19 +25,8 @@ from ._backends import (
     round_draws,
 )
 from ._checks import number
+from ._events import EventQueues
 from ._faults import HANG, Injector, apply_fault
-
-
-class _Eval:
-    """One evaluation: request ``rid`` at worker ``worker``."""
-
-    __slots__ = ("rid", "worker", "value", "service", "hang", "start", "live")
-
-    def __init__(self, rid, worker, value, service, hang):
-        self.rid, self.worker, self.value = rid, worker, value
-        self.service, self.hang = service, hang
-        self.start = None
-        self.live = True
 
 
 class SimulatedCluster(BackendBase):
@@ -93,17 +82,10 @@ class SimulatedCluster(BackendBase):
         self.compute_time = ct
         self.vectorize = vectorize
         self.queueing = bool(queueing)
-        self._t = 0.0
-        self._heap: list = []
-        self._seq = itertools.count()
         self.functions: WorkerFunctions | None = None
         self._row_fns: list[list[Callable]] = []
         self._vmapped: dict[int, Callable] = {}
-        self._queues: list[deque] = []
-        self._serving: list[list[_Eval]] = []
-        self._by_request: dict[int, list[_Eval]] = {}
-        self._work: dict[int, list] = {}
-        self.busy_time = np.zeros(0)
+        self._events = EventQueues(0, queueing=self.queueing)
         self.num_workers = 0
         self._closed = False
 
@@ -125,12 +107,17 @@ class SimulatedCluster(BackendBase):
             if self.vectorize
             else {}
         )
-        self._queues = [deque() for _ in range(m)]
-        self._serving = [[] for _ in range(m)]
-        self.busy_time = np.zeros(m)
+        events = EventQueues(m, queueing=self.queueing)
+        events.now = self._events.now
+        self._events = events
+
+    @property
+    def busy_time(self) -> np.ndarray:
+        """float [M] seconds each worker has spent serving evaluations."""
+        return self._events.queues.busy_time
 
     def now(self) -> float:
-        return self._t
+        return self._events.now
 
     def _compute(self, rows: np.ndarray, round: int) -> list:
         """Every worker's answer to ``rows`` in round ``round`` (an exception for
@@ -163,30 +150,7 @@ class SimulatedCluster(BackendBase):
 
     def advance(self, seconds: float) -> None:
         """Moves the virtual clock forward (time spent at the master)."""
-        self._t += max(0.0, float(seconds))
-
-    def _begin(self, e: _Eval) -> None:
-        e.start = self._t
-        self._serving[e.worker].append(e)
-        if not e.hang:  # a hung evaluation ends only when it is cancelled
-            heapq.heappush(self._heap, (self._t + e.service, next(self._seq), e))
-
-    def _release(self, e: _Eval, t_end: float, answered: bool) -> None:
-        """Worker ``e.worker`` is done with ``e`` at ``t_end``: account its time
-        (an evaluation abandoned the instant it began did no work), start its next
-        queued evaluation."""
-        e.live = False
-        i = e.worker
-        self._serving[i].remove(e)
-        self.busy_time[i] += t_end - e.start
-        w = self._work[e.rid]
-        w[0] += answered or t_end > e.start
-        w[1] += t_end - e.start
-        q = self._queues[i]
-        while q and not self._serving[i]:
-            nxt = q.popleft()
-            if nxt.live:
-                self._begin(nxt)
+        self._events.advance(seconds)
 
     def submit(
         self,
@@ -203,54 +167,29 @@ class SimulatedCluster(BackendBase):
         delays, faults = round_draws(self.injector, request_id, draw, work, m)
         scale = self.injector.corrupt_scale if self.injector is not None else 0.0
         values = self._compute(rows, round)
-        self._work[request_id] = [0, 0.0]
-        evals = []
-        for i in range(m):
-            v = values[i]
-            if not isinstance(v, BaseException):
-                try:  # worker i's fault is its own, whatever its answer
-                    v = apply_fault(v, int(faults[i]), scale, i)
-                except Exception as exc:
-                    v = exc
-            e = _Eval(request_id, i, v, self.compute_time + float(delays[i]),
-                      faults[i] == HANG)  # fmt: skip
-            evals.append(e)
-            if self.queueing and (self._serving[i] or self._queues[i]):
-                self._queues[i].append(e)
-            else:
-                self._begin(e)
-        self._by_request[request_id] = evals
+        values = [
+            v if isinstance(v, BaseException) else _faulty(v, int(faults[i]), scale, i)
+            for i, v in enumerate(values)
+        ]
+        self._events.submit(request_id, self.compute_time + delays,
+                            faults == HANG, values)  # fmt: skip
 
     def next_completed(self, timeout: float | None) -> Completion | None:
-        while self._heap and not self._heap[0][2].live:
-            heapq.heappop(self._heap)
-        if not self._heap or (
-            timeout is not None and self._heap[0][0] > self._t + timeout
-        ):
+        e = self._events.pop(timeout)
+        if e is None:
             if timeout is None:
-                hung = {e.rid for q in self._serving for e in q if e.live and e.hang}
                 raise NoMoreAnswers(
                     "SimulatedCluster.next_completed: no answer will ever arrive and "
                     "no deadline was given (a hung worker without a deadline)",
-                    sorted(hung),
+                    self._events.hung(),
                 )
-            self._t += timeout
             return None
-        t, _, e = heapq.heappop(self._heap)
-        self._t = max(self._t, t)
-        self._release(e, t, True)
-        return Completion(e.rid, e.worker, e.value, self._t)
+        return Completion(e.rid, e.worker, e.value, self._events.now)
 
     def cancel(self, request_id: int) -> None:
         """Drops the request's queued evaluations and abandons those in service
         (their workers start their next evaluation now)."""
-        for e in self._by_request.pop(request_id, ()):
-            if not e.live:
-                continue
-            if e.start is None:  # still queued: dropped, never begun
-                e.live = False
-            else:
-                self._release(e, self._t, False)
+        self._events.cancel(request_id)
 
     def work(self, request_id: int) -> tuple[int, float]:
         """``(evaluations, busy)`` of a request: how many of its evaluations began
@@ -258,12 +197,17 @@ class SimulatedCluster(BackendBase):
         cancellation); queued evaluations that were dropped count for nothing.
         Final once the request is cancelled (the server cancels it when it
         decodes); forgotten after this call."""
-        got = self._work.pop(request_id, None)
-        if got is None:
-            return 0, 0.0
-        return int(got[0]), float(got[1])
+        return self._events.work(request_id)
 
     def close(self) -> None:
         self._closed = True
-        self._heap.clear()
-        self._by_request.clear()
+        self._events.clear()
+
+
+def _faulty(value: np.ndarray, fault: int, scale: float, worker: int):
+    """Worker ``worker``'s answer after its fault; its own failure, whatever its
+    answer (an exception the fault raises is the answer)."""
+    try:
+        return apply_fault(value, fault, scale, worker)
+    except Exception as exc:
+        return exc
