@@ -7,7 +7,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.codedjax-installed
 OUT ?= results
 
-.PHONY: run test install clean lint mutation device-table
+.PHONY: run test install clean lint mutation device-table results results-quick \
+	results-make-run
 
 install: $(STAMP)
 
@@ -41,6 +42,66 @@ QUICK ?=
 device-table: $(STAMP)
 	$(PY) -m benchmarks.device_table --device $(DEVICE) $(QUICK) \
 		--out $(OUT)/device-$(DEVICE) --results-page docs/results/device-$(DEVICE).md
+
+# The pages of docs/results/, each rewritten by the command that measures it
+# (docs/results/README.md): `make results` runs the full forms (hours on 2 cores),
+# `make results-quick` the quick forms (minutes each). A page keeps what follows
+# its figures (the reading) and gets a new header: command, commit, date, load.
+PAGES := docs/results
+results: $(STAMP) results-make-run
+	$(PY) -m theory.example --out $(OUT)/example --results-page $(PAGES)/decoding.md
+	$(PY) -m theory.calibration --codes all --masks 500 --out $(OUT)/calibration_codes \
+		--results-page $(PAGES)/calibration.md
+	$(PY) -m models.nercc_experiment --out $(OUT)/nercc --results-page $(PAGES)/nercc.md
+	$(PY) -m models.parity_experiment --out $(OUT)/parity --results-page $(PAGES)/parity.md
+	$(PY) -m benchmarks.schemes --models --out $(OUT)/schemes \
+		--results-page $(PAGES)/schemes.md
+	$(PY) -m benchmarks.regimes --out $(OUT)/regimes --results-page $(PAGES)/regimes.md
+	$(PY) -m benchmarks.serving --out $(OUT)/serving --results-page $(PAGES)/serving.md
+	$(PY) -m models.serve_dcn --no-progress --out $(OUT)/serve_dcn_full \
+		--results-page $(PAGES)/serve-dcn.md
+	$(PY) -m benchmarks.load --out $(OUT)/load --results-page $(PAGES)/load.md
+	OPENBLAS_NUM_THREADS=1 $(PY) -m benchmarks.run --out $(OUT)/bench \
+		--results-page $(PAGES)/benchmarks.md
+	OPENBLAS_NUM_THREADS=1 $(PY) -m benchmarks.decode --out $(OUT)/bench_decode \
+		--results-page $(PAGES)/decode.md
+	$(PY) -m benchmarks.latency --out $(OUT)/bench_latency \
+		--results-page $(PAGES)/latency.md
+	$(PY) -m benchmarks.systematic --out $(OUT)/systematic \
+		--results-page $(PAGES)/systematic.md
+	$(MAKE) device-table DEVICE=cpu QUICK=--quick
+
+results-quick: $(STAMP) results-make-run
+	$(PY) -m theory.example --quick --out $(OUT)/example \
+		--results-page $(PAGES)/decoding.md
+	$(PY) -m theory.calibration --codes all --masks 100 --out $(OUT)/calibration_codes \
+		--results-page $(PAGES)/calibration.md
+	$(PY) -m models.nercc_experiment --quick --out $(OUT)/nercc \
+		--results-page $(PAGES)/nercc.md
+	$(PY) -m models.parity_experiment --quick --out $(OUT)/parity \
+		--results-page $(PAGES)/parity.md
+	$(PY) -m benchmarks.schemes --quick --out $(OUT)/schemes \
+		--results-page $(PAGES)/schemes.md
+	$(PY) -m benchmarks.regimes --quick --out $(OUT)/regimes \
+		--results-page $(PAGES)/regimes.md
+	$(PY) -m benchmarks.serving --quick --out $(OUT)/serving \
+		--results-page $(PAGES)/serving.md
+	$(PY) -m models.serve_dcn --quick --no-progress --out $(OUT)/serve_dcn \
+		--results-page $(PAGES)/serve-dcn.md
+	$(PY) -m benchmarks.load --quick --out $(OUT)/load --results-page $(PAGES)/load.md
+	OPENBLAS_NUM_THREADS=1 $(PY) -m benchmarks.run --quick --out $(OUT)/bench \
+		--results-page $(PAGES)/benchmarks.md
+	OPENBLAS_NUM_THREADS=1 $(PY) -m benchmarks.decode --out $(OUT)/bench_decode \
+		--results-page $(PAGES)/decode.md
+	$(PY) -m benchmarks.latency --calls 200 --out $(OUT)/bench_latency \
+		--results-page $(PAGES)/latency.md
+	$(PY) -m benchmarks.systematic --quick --out $(OUT)/systematic \
+		--results-page $(PAGES)/systematic.md
+	$(MAKE) device-table DEVICE=cpu QUICK=--quick
+
+# make-run.md: what `make run` writes, gathered (the same for both forms)
+results-make-run: run
+	$(PY) -m theory.collect --out $(OUT) --results-page $(PAGES)/make-run.md
 
 # Mutation testing of the numerical modules (minutes to hours; not part of CI):
 # make mutation MUTATE="codedjax/_chebyshev.py codedjax/bounds.py" MUTATION_ARGS="--max 60"

@@ -70,8 +70,8 @@ def _equilibrated(x: np.ndarray, d: int) -> np.ndarray:
 def chebyls_flops_per_mask(m: int, d: int, k: int, f: int) -> dict[str, float]:
     """Operations the float32 batched ChebyLS decode performs per mask, by stage.
 
-    The stages are the named scopes of ``codedjax._lsq.ne_decoding_matrices`` and of
-    the result (``benchmarks.profile_decode`` times the same stages):
+    The stages are the named scopes of ``codedjax._lagrange_lsq.ne_decoding_matrices``
+    and of the result (``benchmarks.profile_decode`` times the same stages):
     packed Gram (2 M P, P = D(D+1)/2), sweep (3 P D), Z = T_b H^-1 and A = Z U^T
     (2 K D^2 + 2 K D M), the refinement (A U, dZ = R H^-1, dZ U^T: 2 K D M + 2 K D^2
     + 2 K D M), the cond estimate on H^-1 (a start vector of two products, 8

@@ -7,7 +7,8 @@
   median relative error <= 1e-5 against float64, every mask within
   100 x cond x float32 eps.
 * ``vmap_chebyls[...]``: ``jax.jit(jax.vmap(cj.chebyls_decode))`` over the masks
-  (shared payload, ``in_axes=(None, 0)``), which runs the same batched kernel;
+  (shared payload, ``in_axes=(None, 0)``), which runs the same batched kernel
+  (``chebyls_decode_batched`` is ``jax.vmap`` of the same one-mask program);
   target: within 1.5x of ``chebyls_decode_batched`` (ratio >= 0.67), same accuracy.
 * ``vmap_threshold[...]`` (N = D = 22): ``jax.vmap(cj.threshold_decode)`` over masks
   and arrival orders against numpy's batched ``solve`` (float64) of the same D x D
@@ -16,7 +17,7 @@
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +26,7 @@ from numpy.polynomial import chebyshev as npcheb
 
 import codedjax as cj
 import runkit
+from runkit.pages import report_page
 
 from .cases import _chebyls, _equilibrated, _name
 from .harness import Built, Case
@@ -113,9 +115,9 @@ def _vmap_threshold(p: dict) -> Built:
         )
         return jax.vmap(dec, in_axes=(None, 0, 0))(yy, ms, os_)  # the whole result
 
-    # per mask (codedjax._lsq.square_decoding_matrices, float32): the barycentric
-    # log-weights and signs (two products with the selection, 4 M^2), the node
-    # products at the K data points and D grid points (4 M (K + D)), the Lagrange
+    # per mask (codedjax._lagrange_square.square_decoding_matrices, float32): the
+    # barycentric log-weights and signs (two products with the selection, 4 M^2), the
+    # node products at the K data points and D grid points (4 M (K + D)), the Lagrange
     # values A [K, M] and E [D, D] (3 K M + 3 D^2), the certified cond bounds
     # (E E^T, G = U^T diag(s) U: 2 D^3 + 2 M D^2, then 3 squarings each: 12 D^3)
     # and the payload product (2 K M F)
@@ -147,22 +149,37 @@ def cases(dtype: str = "float32") -> list[Case]:
     ]
 
 
+@dataclasses.dataclass(frozen=True)
+class DecodeConfig(BenchConfig):
+    """:class:`~benchmarks.run.BenchConfig` for the headline cases, in ``dtype``
+    (``float32`` or ``bfloat16``)."""
+
+    dtype: str = "float32"
+    out: str = "results/benchmarks_decode"
+
+
+FLAGS = {
+    "dtype": ("--dtype", {"choices": ("float32", "bfloat16")}),
+    "only": ("--only", {"help": "a case name or substring"}),
+    "repeats": ("--repeats", {"help": f"default {BenchConfig.repeats}"}),
+}
+
+
+def _run(config: DecodeConfig, cmd: runkit.Invocation) -> list[dict]:
+    case_list = cases(config.dtype)
+    runkit.make_config(cmd.parser, FLAGS, select, case_list, config.only)
+    records = run(config, case_list=case_list)
+    report_page(cmd, title="Speed on CPU: the batched decode")
+    return records
+
+
 def main(argv=None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    runkit.add_run_arguments(
-        parser, out="results/benchmarks_decode", quick=False, seed=False
-    )
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    parser.add_argument("--only", default=None, help="a case name or substring")
-    parser.add_argument("--repeats", type=int, default=BenchConfig.repeats)
-    args = parser.parse_args(argv)
-    flags = {"only": "--only", "repeats": "--repeats"}
-    config = runkit.make_config(
-        parser, flags, BenchConfig, only=args.only, out=args.out, repeats=args.repeats
-    )
-    case_list = cases(args.dtype)
-    runkit.make_config(parser, flags, select, case_list, config.only)
-    return run(config, case_list=case_list)
+    """Command-line entry point; returns one record per case."""
+    return runkit.main(
+        DecodeConfig, _run, argv, prog="python -m benchmarks.decode",
+        description=__doc__.split("\n\n")[0], flags=FLAGS, out=DecodeConfig.out,
+        quick=False, seed=False,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

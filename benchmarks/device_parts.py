@@ -3,7 +3,7 @@
 Each part is a function ``(cfg, state) -> dict`` of the table's config (a
 :class:`benchmarks.device_table.DeviceTableConfig`) and a dict the parts share (the
 trained DCNv2 goes from ``dcn_train`` to ``coded_dcn``). It calls the experiment as
-a library, at the config's sizes (``cfg.quick``: tiny ones), and returns ``ok``
+a library, at the config's sizes (``cfg.tiny``: tiny ones), and returns ``ok``
 (its own accuracy checks passed), ``ratios`` (same-run speed ratios, as text),
 ``accuracy`` (one line) and its figures. It runs on whatever device the caller
 placed it on (``jax.default_device``).
@@ -42,7 +42,7 @@ def tiny_cases() -> list[Case]:
 
 
 def benchmark_cases(cfg, state: dict) -> dict:
-    selected = select(tiny_cases() if cfg.quick else cases(False), cfg.only)
+    selected = select(tiny_cases() if cfg.tiny else cases(False), cfg.only)
     env = runkit.environment()
     records = [
         run_case(
@@ -121,7 +121,7 @@ def dcn_configs(cfg):
     from models.coded_dcn import QUICK_TRAIN, CodedDCNConfig
     from models.train_dcn import TrainConfig, adult_dataset
 
-    if not cfg.quick:
+    if not cfg.tiny:
         return QUICK_TRAIN, CodedDCNConfig.quick(train=QUICK_TRAIN), adult_dataset()
     train = TrainConfig(
         embed_dim=4,
@@ -198,7 +198,7 @@ def coded_dcn(cfg, state: dict) -> dict:
 def schemes(cfg, state: dict) -> dict:
     from .schemes import SchemesConfig, run
 
-    if cfg.quick:  # one panel, one scheme: K = 4 on ParM's M = 6, float32 workers
+    if cfg.tiny:  # one panel, one scheme: K = 4 on ParM's M = 6, float32 workers
         sc = SchemesConfig(
             num_inputs=4,
             num_workers=6,

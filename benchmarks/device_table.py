@@ -24,7 +24,9 @@ Full form: every benchmark row, 2,000 latency calls, the Adult DCNv2 of
 ``SchemesConfig.quick()``. ``--quick``: tiny sizes for every part (tiny benchmark
 rows, a tiny DCNv2 on synthetic data, one small schemes panel), a CPU check in CI
 that the command runs end to end on any device. Writes ``DIR/summary.json``,
-``DIR/report.md`` and, with ``--results-page``, that page too (docs/results/).
+``DIR/report.md``, a results page (:func:`runkit.write_page`) that, with
+``--results-page``, is also written to that page (docs/results/), its commentary
+after the figures kept.
 """
 
 from __future__ import annotations
@@ -34,8 +36,7 @@ import dataclasses
 import datetime
 import math
 import os
-import shlex
-import sys
+import shutil
 import time
 import traceback
 from collections.abc import Callable
@@ -44,6 +45,7 @@ from typing import Any
 import jax
 
 import runkit
+from runkit import pages
 
 from . import device_parts as parts
 from .cases import cases
@@ -67,7 +69,8 @@ class DeviceTableConfig:
 
     Attributes:
       device: the jax platform to run on (``cpu``, ``gpu``, ``tpu``).
-      quick: tiny sizes for every part.
+      tiny: tiny sizes for every part (tiny benchmark cases, a tiny DCNv2 on
+        synthetic data, one small schemes panel).
       only: run only the benchmark cases whose name matches (``benchmarks.run``'s
         ``--only``); None: every case.
       repeats: timed repetitions per benchmark case.
@@ -80,7 +83,7 @@ class DeviceTableConfig:
     """
 
     device: str = "gpu"
-    quick: bool = False
+    tiny: bool = False
     only: str | None = None
     repeats: int = 5
     min_seconds: float = 0.5
@@ -111,10 +114,10 @@ class DeviceTableConfig:
             )
 
     @classmethod
-    def quick_config(cls, **overrides) -> DeviceTableConfig:
+    def quick(cls, **overrides) -> DeviceTableConfig:
         """``--quick``: tiny sizes, short timing loops, 20 training steps."""
         base = dict(
-            quick=True,
+            tiny=True,
             repeats=2,
             min_seconds=0.0,
             latency_calls=20,
@@ -180,22 +183,24 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "/").replace("\n", " ")
 
 
-def format_page(summary: dict, command: str) -> str:
-    """The markdown page: the command, revision and date, the device and its
-    floor, one row per part, and the benchmark cases."""
+def page_title(summary: dict) -> str:
+    """The page's heading: ``Accelerator table: <device kind>``."""
+    return f"Accelerator table: {summary['device']['kind']}"
+
+
+def format_body(summary: dict) -> str:
+    """The figures of the page: the run (its start and revision), the device and
+    its floor, one row per part, and the benchmark cases."""
     env, dev = summary["environment"], summary["device"]
     rate = summary["matmul_rate_flops"]
     floor = "not measured (the floor part failed)" if rate is None else (
         f"{rate / 1e9:.1f} GFLOP/s (float32 matmul, "
         f"n = {summary['config'].matmul_size})"
     )  # fmt: skip
-    form = "quick (tiny sizes)" if summary["config"].quick else "full"
+    form = "quick (tiny sizes)" if summary["config"].tiny else "full"
     lines = [
-        f"# Accelerator table: {dev['kind']}",
-        "",
-        f"- Command: `{command}`",
-        f"- Recorded at: git `{env['git_revision']}`, {summary['date']}, "
-        f"jax {env['jax_version']}",
+        f"- Run started: {summary['date']}, git `{env['git_revision']}`, "
+        f"{summary['seconds']:.0f} s",
         f"- Device: {dev['count']} x {dev['kind']} (`{dev['device_kind']}`), "
         f"host `{env['device_name']}`; form: {form}",
         f"- Arithmetic floor of the device: {floor}",
@@ -234,18 +239,32 @@ def format_page(summary: dict, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def format_page(summary: dict, command: str) -> str:
+    """The whole page as :func:`runkit.write_page` lays it out (the heading, the
+    command, where and when it is written, the figures of :func:`format_body`
+    between the markers)."""
+    return pages.page_text(
+        title=page_title(summary),
+        body=format_body(summary),
+        command=command,
+        recorded=pages.recorded_at(),
+    )
+
+
 def _ms(seconds):
     return None if seconds is None else 1e3 * seconds
 
 
 FLAGS = {
-    "device": "--device",
-    "only": "--only",
-    "repeats": "--repeats",
-    "latency_calls": "--calls",
-    "train_steps": "--train-steps",
-    "trials": "--trials",
-    "seed": "--seed",
+    "device": (
+        "--device",
+        {"choices": KINDS, "required": True, "help": "jax platform"},
+    ),
+    "only": ("--only", {"help": "benchmark cases whose name matches (--only)"}),
+    "repeats": ("--repeats", {"help": "default: repeats preset"}),
+    "latency_calls": ("--calls", {"help": "default: latency_calls preset"}),
+    "train_steps": ("--train-steps", {"help": "default: train_steps preset"}),
+    "trials": ("--trials", {"help": "default: trials preset"}),
 }
 
 
@@ -262,46 +281,34 @@ def _check_page(parser: argparse.ArgumentParser, path: str | None) -> None:
         parser.error(f"--results-page: {err}")
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """Command-line entry point; returns the summary."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(
-        prog="python -m benchmarks.device_table",
-        description=__doc__.split("\n\n")[0],
-    )
-    runkit.add_run_arguments(p, quick="tiny sizes for every part (the CI form)")
-    p.add_argument("--device", choices=KINDS, required=True, help="jax platform")
-    p.add_argument("--results-page", type=runkit.text, help="also write this page")
-    p.add_argument("--only", help="benchmark cases whose name matches (--only)")
-    sizes = {"--repeats": "repeats", "--calls": "latency_calls",
-             "--train-steps": "train_steps", "--trials": "trials"}  # fmt: skip
-    for flag, field in sizes.items():
-        p.add_argument(flag, dest=field, type=int, help=f"default: {field} preset")
-    a = p.parse_args(argv)
-    over = {
-        f: getattr(a, f)
-        for f in ("only", "repeats", "latency_calls", "train_steps", "trials")
-        if getattr(a, f) is not None
-    }
-    make = DeviceTableConfig.quick_config if a.quick else DeviceTableConfig
-    cfg = runkit.make_config(p, FLAGS, make, device=a.device, seed=a.seed, **over)
+def _run(cfg: DeviceTableConfig, cmd: runkit.Invocation) -> dict:
+    p = cmd.parser
     runkit.make_config(
-        p, FLAGS, select, parts.tiny_cases() if cfg.quick else cases(False), cfg.only
+        p, FLAGS, select, parts.tiny_cases() if cfg.tiny else cases(False), cfg.only
     )
-    _check_page(p, a.results_page)
+    _check_page(p, cmd.results_page)
     runkit.make_config(p, FLAGS, require_device, cfg.device)
     summary = run_table(cfg)
-    command = "python -m benchmarks.device_table " + shlex.join(argv)
-    page = format_page(summary, command)
-    runkit.write_summary(os.path.join(a.out, "summary.json"), summary)
-    with open(os.path.join(a.out, "report.md"), "w") as f:
-        f.write(page)
-    if a.results_page:
-        os.makedirs(os.path.dirname(a.results_page) or ".", exist_ok=True)
-        with open(a.results_page, "w") as f:
-            f.write(page)
-    print(page)
+    runkit.write_summary(os.path.join(cmd.out, "summary.json"), summary)
+    title, body = page_title(summary), format_body(summary)
+    report = os.path.join(cmd.out, "report.md")
+    page = cmd.write_page(title=title, body=body)
+    if page is not None:  # report.md is the page (its kept commentary too)
+        shutil.copyfile(page, report)
+    else:
+        runkit.write_page(report, title=title, body=body, command=cmd.command)
+    with open(report) as f:
+        print(f.read())
     return summary
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Command-line entry point; returns the summary."""
+    return runkit.main(
+        DeviceTableConfig, _run, argv, prog="python -m benchmarks.device_table",
+        description=__doc__.split("\n\n")[0], flags=FLAGS,
+        quick="tiny sizes for every part (the CI form)",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

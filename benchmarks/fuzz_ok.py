@@ -15,7 +15,7 @@ and 40% of the masks get NaN or Inf in some workers' payloads. A wrong ``ok`` is
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import itertools
 import os
 
@@ -138,22 +138,45 @@ def check_path(path: str, b: int, seed: int = 0) -> dict:
 PATHS = ("chebyls_batched", "chebyls_vmap", "threshold", "berrut", "nercc")
 
 
-def main(argv=None) -> list[dict]:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    runkit.add_run_arguments(p, out="results/fuzz_ok", quick=False)
-    p.add_argument("--num-masks", type=int, default=100_000)
-    args = p.parse_args(argv)
-    runkit.at_least(p, args, {"--num-masks": 1})
+@dataclasses.dataclass(frozen=True)
+class FuzzConfig:
+    """The fuzz's size: ``num_masks`` random masks per decoder path, drawn from
+    ``seed``."""
+
+    num_masks: int = 100_000
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.num_masks < 1:
+            raise ValueError(
+                f"FuzzConfig: num_masks must be >= 1, got {self.num_masks}"
+            )
+
+
+def _run(cfg: FuzzConfig, cmd: runkit.Invocation) -> list[dict]:
     out = []
     for path in runkit.progress(PATHS, desc="decoder paths"):
-        res = check_path(path, args.num_masks, args.seed)
+        res = check_path(path, cfg.num_masks, cfg.seed)
         print(res, flush=True)
         out.append(res)
     runkit.write_summary(
-        os.path.join(args.out, "summary.json"),
+        os.path.join(cmd.out, "summary.json"),
         {"paths": out, "environment": runkit.environment()},
     )
+    rows = ["| path | result |", "|---|---|"] + [
+        f"| {i} | {r} |" for i, r in enumerate(out)
+    ]
+    cmd.write_page(title="The ok flag under fuzzed masks", body="\n".join(rows))
     return out
+
+
+def main(argv=None) -> list[dict]:
+    """Command-line entry point; returns one record per decoder path."""
+    return runkit.main(
+        FuzzConfig, _run, argv, prog="python -m benchmarks.fuzz_ok",
+        description=__doc__.splitlines()[0], flags={"num_masks": "--num-masks"},
+        out="results/fuzz_ok",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 
     python -m benchmarks.latency [--calls 2000] [--out DIR]
 
-One request: K = 8 queries of F = 64 features are Lagrange-encoded for M = 40 workers
-and the responses of one straggler mask (N = 30 of 40, D = 22) are decoded by
-ChebyLS. Timed per call (``block_until_ready``), interleaved so that every variant
+One request: K = 8 queries of F = 64 features are Lagrange-encoded for M workers and
+the responses of one straggler mask are decoded by ChebyLS, in two cases (``CASES``):
+the headline M = 40, N = 30 of 40, degree 3 (D = 22), and a small code, M = 12,
+N = 9 of 12, degree 1 (D = 8), where the fixed costs of a call weigh most. Timed
+per call (``block_until_ready``), interleaved so that every variant
 sees the same machine load, and reported as median and 99th percentile:
 
 * ``public``: the library's eager calls (``cj.lagrange_encode``, ``cj.chebyls_decode``)
@@ -26,7 +28,7 @@ Records the device, like every benchmark here (runs unchanged on GPU/TPU).
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import os
 import time
 
@@ -38,8 +40,11 @@ from numpy.polynomial import chebyshev as npcheb
 import codedjax as cj
 import runkit
 from runkit import environment
+from runkit.pages import report_page
 
-K, M, N, D, F = 8, 40, 30, 22, 64
+K, M, N, D, F = 8, 40, 30, 22, 64  # the headline case
+# (K, M, N, degree, F) of each case: D = degree (K - 1) + 1
+CASES = {"headline": (K, M, N, 3, F), "small": (8, 12, 9, 1, 64)}
 
 
 def _percentiles(times: list[float]) -> dict:
@@ -51,8 +56,17 @@ def _percentiles(times: list[float]) -> dict:
     }
 
 
-def measure(calls: int = 2000, seed: int = 0) -> dict:
-    """Median and p99 of each variant, for encode+decode and for decode alone."""
+def case_name(case: tuple = CASES["headline"]) -> str:
+    """``latency[K=..,M=..,N=..,D=..,F=..]`` of a case of :data:`CASES`."""
+    k, m, n, degree, f = case
+    return f"latency[K={k},M={m},N={n},D={degree * (k - 1) + 1},F={f}]"
+
+
+def measure(calls: int = 2000, seed: int = 0, case: tuple = CASES["headline"]) -> dict:
+    """Median and p99 of each variant, for encode+decode and for decode alone, for
+    one ``case`` (K, M, N, degree, F) of :data:`CASES` (default the headline)."""
+    K, M, N, degree, F = case  # the module's names, for this case
+    D = degree * (K - 1) + 1
     alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
     rng = np.random.default_rng(seed)
     x = jnp.asarray(rng.standard_normal((K, F)), jnp.float32)
@@ -88,7 +102,7 @@ def measure(calls: int = 2000, seed: int = 0) -> dict:
         )
     )
 
-    code = cj.lagrange_code(num_inputs=K, num_workers=M, degree=3)
+    code = cj.lagrange_code(num_inputs=K, num_workers=M, degree=degree)
     assert code.num_coeffs == D
 
     def numpy_dec():
@@ -148,46 +162,71 @@ def measure(calls: int = 2000, seed: int = 0) -> dict:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class LatencyConfig:
+    """``calls`` interleaved calls per variant, the inputs drawn from ``seed``."""
+
+    calls: int = 2000
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.calls < 1:
+            raise ValueError(f"LatencyConfig: calls must be >= 1, got {self.calls}")
+
+
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    runkit.add_run_arguments(parser, out="results/benchmarks_latency", quick=False)
-    parser.add_argument("--calls", type=int, default=2000)
-    args = parser.parse_args(argv)
-    runkit.at_least(parser, args, {"--calls": 1})
-    res = measure(args.calls, seed=args.seed)
+    """Command-line entry point; returns the measurements."""
+    return runkit.main(
+        LatencyConfig, _run, argv, prog="python -m benchmarks.latency",
+        description=__doc__.split("\n\n")[0], flags={"calls": "--calls"},
+        out="results/benchmarks_latency",
+    )  # fmt: skip
+
+
+def _run(cfg: LatencyConfig, cmd: runkit.Invocation) -> dict:
+    results = {
+        case_name(case): measure(cfg.calls, seed=cfg.seed, case=case)
+        for case in CASES.values()
+    }
     env = environment()
-    case = f"latency[K={K},M={M},N={N},D={D},F={F}]"
     runkit.write_summary(
-        os.path.join(args.out, "results.json"), {"case": case, **res, **env}
+        os.path.join(cmd.out, "results.json"), {"cases": results, **env}
     )
     lines = [
-        f"# Per-request latency, K={K} M={M} N={N} D={D} F={F}",
+        "# Per-request latency",
         "",
         f"backend `{env['backend']}`, device `{env['device_kind']}`, jax "
-        f"{env['jax_version']}, git `{env['git_revision']}`; {args.calls} interleaved "
+        f"{env['jax_version']}, git `{env['git_revision']}`; {cfg.calls} interleaved "
         "calls per variant.",
-        "",
-        "| variant | median (us) | p99 (us) | max rel. err |",
-        "|---|---|---|---|",
     ]
-    for name, r in res.items():
-        if "median_us" in r:
-            lines.append(
-                f"| {name} | {r['median_us']:.0f} | {r['p99_us']:.0f} | "
-                f"{r['max_err']:.1e} |"
-            )
-    for what in ("decode", "encode+decode"):
-        for ratio, label in (("public_over_jitted", "public / jitted"),
-                             ("code_over_numpy", "code / numpy_f64")):  # fmt: skip
-            r = res[f"{what}/{ratio}"]
-            lines.append(
-                f"\n{what}: {label} = {r['median']:.2f} (median), {r['p99']:.2f} (p99)"
-            )
+    for case, res in results.items():
+        lines += [
+            "",
+            f"## {case}",
+            "",
+            "| variant | median (us) | p99 (us) | max rel. err |",
+            "|---|---|---|---|",
+        ]
+        for name, r in res.items():
+            if "median_us" in r:
+                lines.append(
+                    f"| {name} | {r['median_us']:.0f} | {r['p99_us']:.0f} | "
+                    f"{r['max_err']:.1e} |"
+                )
+        for what in ("decode", "encode+decode"):
+            for ratio, label in (("public_over_jitted", "public / jitted"),
+                                 ("code_over_numpy", "code / numpy_f64")):  # fmt: skip
+                r = res[f"{what}/{ratio}"]
+                lines.append(
+                    f"\n{what}: {label} = {r['median']:.2f} (median), "
+                    f"{r['p99']:.2f} (p99)"
+                )
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(args.out, "report.md"), "w") as f:
+    with open(os.path.join(cmd.out, "report.md"), "w") as f:
         f.write(text)
+    report_page(cmd, title="Speed on CPU: per request")
     print(text)
-    return res
+    return results
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ results/mc_speed).
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -148,32 +148,62 @@ def cond_trials_per_second(
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.mc_speed")
-    runkit.add_run_arguments(p, out="results/mc_speed", quick=False)
-    p.add_argument("--workers", type=int, default=100)
-    p.add_argument("--coeffs", type=int, default=25)
-    p.add_argument("--trials", type=int, default=2000)
-    p.add_argument("--repeats", type=int, default=3)
-    a = p.parse_args(argv)
-    runkit.at_least(
-        p, a, {"--workers": 1, "--coeffs": 1, "--trials": 1, "--repeats": 1}
-    )
-    if a.coeffs > a.workers:
-        p.error(
-            f"--coeffs: D must be at most --workers M = {a.workers}, got {a.coeffs}"
-        )
+@dataclasses.dataclass(frozen=True)
+class McSpeedConfig:
+    """What :func:`cond_trials_per_second` times (the flags of the command).
+
+    Attributes:
+      workers: M. coeffs: D (at most M). trials: responding sets per N.
+      repeats: timed repetitions (the best is kept). seed: of the arrival orders.
+    """
+
+    workers: int = 100
+    coeffs: int = 25
+    trials: int = 2000
+    repeats: int = 3
+    seed: int = 0
+
+    def __post_init__(self):
+        for field in ("workers", "coeffs", "trials", "repeats"):
+            if getattr(self, field) < 1:
+                raise ValueError(
+                    f"McSpeedConfig: {field} must be >= 1, got {getattr(self, field)}"
+                )
+        if self.coeffs > self.workers:
+            raise ValueError(
+                f"McSpeedConfig: coeffs must be at most workers = {self.workers}, "
+                f"got {self.coeffs}"
+            )
+
+
+FLAGS = {"workers": "--workers", "coeffs": "--coeffs", "trials": "--trials",
+         "repeats": "--repeats"}  # fmt: skip
+
+
+def _run(cfg: McSpeedConfig, cmd: runkit.Invocation) -> int:
     rec = cond_trials_per_second(
-        num_workers=a.workers,
-        num_coeffs=a.coeffs,
-        num_trials=a.trials,
-        seed=a.seed,
-        repeats=a.repeats,
+        num_workers=cfg.workers,
+        num_coeffs=cfg.coeffs,
+        num_trials=cfg.trials,
+        seed=cfg.seed,
+        repeats=cfg.repeats,
     )
     rec["environment"] = runkit.environment()
-    path = runkit.write_summary(os.path.join(a.out, "summary.json"), rec, indent=1)
+    path = runkit.write_summary(os.path.join(cmd.out, "summary.json"), rec, indent=1)
     print(path.read_text(), end="")
+    cmd.write_page(
+        title="Monte Carlo speed: condition numbers per second",
+        body="```json\n" + path.read_text().rstrip() + "\n```",
+    )
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point: prints and writes the record."""
+    return runkit.main(
+        McSpeedConfig, _run, argv, prog="python -m benchmarks.mc_speed",
+        description=__doc__.split("\n\n")[0], flags=FLAGS, out="results/mc_speed",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

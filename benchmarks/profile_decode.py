@@ -21,8 +21,8 @@ without the profiler is measured in the same run and printed next to them.
 
 from __future__ import annotations
 
-import argparse
 import collections
+import dataclasses
 import glob
 import gzip
 import json
@@ -203,21 +203,35 @@ def report(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    runkit.add_run_arguments(
-        parser, out="results/profile_decode", quick=False, seed=False
-    )
-    parser.add_argument("--calls", type=int, default=20)
-    args = parser.parse_args(argv)
-    runkit.at_least(parser, args, {"--calls": 1})
-    r = profile(args.calls)
-    runkit.write_summary(os.path.join(args.out, "profile.json"), r, indent=1)
+@dataclasses.dataclass(frozen=True)
+class ProfileConfig:
+    """``calls``: profiled calls of the headline decode."""
+
+    calls: int = 20
+
+    def __post_init__(self):
+        if self.calls < 1:
+            raise ValueError(f"ProfileConfig: calls must be >= 1, got {self.calls}")
+
+
+def _run(cfg: ProfileConfig, cmd: runkit.Invocation) -> dict:
+    r = profile(cfg.calls)
+    runkit.write_summary(os.path.join(cmd.out, "profile.json"), r, indent=1)
     text = report(r)
-    with open(os.path.join(args.out, "report.md"), "w") as fh:
+    with open(os.path.join(cmd.out, "report.md"), "w") as fh:
         fh.write(text)
+    cmd.write_page(title="Where a one-request decode spends its time", body=text)
     print(text)
     return r
+
+
+def main(argv=None) -> dict:
+    """Command-line entry point; returns the profile."""
+    return runkit.main(
+        ProfileConfig, _run, argv, prog="python -m benchmarks.profile_decode",
+        description=__doc__.split("\n\n")[0], flags={"calls": "--calls"},
+        out="results/profile_decode", seed=False,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ master's cost; a ratio to ChebyLS's in the same run).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import sys
@@ -332,24 +331,23 @@ def format_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> RobustServingSummary:
-    """Command-line entry point; returns the summary."""
-    p = argparse.ArgumentParser(
-        prog="python -m benchmarks.robust_serving",
-        description="Corrupted workers in serving: what the robust code reports and "
-        "what it costs.",
-    )
-    runkit.add_run_arguments(p, out="results/robust_serving", quick=False)
-    flags = {"num_requests": "--requests"}
-    runkit.add_config_arguments(p, RobustServingConfig, flags)
-    a = p.parse_args(argv)
-    over = runkit.config_overrides(a, RobustServingConfig)
-    cfg = runkit.make_config(p, flags, RobustServingConfig, **over)
-    summary = run(cfg, show_progress=not a.no_progress)
-    path = runkit.write_summary(Path(a.out) / "summary.json", summary)
+def _run(cfg: RobustServingConfig, cmd: runkit.Invocation) -> RobustServingSummary:
+    summary = run(cfg, show_progress=cmd.progress)
+    path = runkit.write_summary(Path(cmd.out) / "summary.json", summary)
     print(format_table(summary))
+    cmd.write_page(title="Corrupted workers served", body=format_table(summary))
     print(f"wrote {path} ({summary['seconds']:.0f} s)", file=sys.stderr)
     return summary
+
+
+def main(argv: list[str] | None = None) -> RobustServingSummary:
+    """Command-line entry point; returns the summary."""
+    return runkit.main(
+        RobustServingConfig, _run, argv, prog="python -m benchmarks.robust_serving",
+        description="Corrupted workers in serving: what the robust code reports and "
+        "what it costs.", flags={"num_requests": "--requests"},
+        out="results/robust_serving",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

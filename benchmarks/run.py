@@ -11,7 +11,6 @@ inference, the head-to-head) is ``python -m benchmarks.device_table --device gpu
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import fnmatch
@@ -21,9 +20,11 @@ import sys
 import jax
 
 import runkit
+from runkit.pages import report_page
 
 from .cases import cases
 from .harness import (
+    KINDS,
     environment,
     matmul_rate,
     report_markdown,
@@ -35,11 +36,25 @@ from .harness import (
 
 @dataclasses.dataclass(frozen=True)
 class BenchConfig:
+    """What one run of the benchmark cases does.
+
+    Attributes:
+      quick_cases: the fewer, smaller cases of ``--quick``
+        (:func:`benchmarks.cases.cases`).
+      only: run the cases whose name matches (:func:`select`); None: every case.
+      repeats: timed repetitions per case.
+      min_seconds: least time spent timing each case.
+      out: the folder of ``results.jsonl`` and ``report.md``.
+      device: the jax platform the cases are placed on (checked first); None:
+        jax's default backend.
+    """
+
     quick_cases: bool = False
     only: str | None = None
     repeats: int = 5
     min_seconds: float = 0.5
     out: str = "results/benchmarks"
+    device: str | None = None
 
     def __post_init__(self):
         if self.repeats < 1:
@@ -102,38 +117,44 @@ def run(config: BenchConfig, *, case_list=None) -> list[dict]:
     return records
 
 
-FLAGS = {"only": "--only", "repeats": "--repeats", "device": "--device"}
+FLAGS = {
+    "only": (
+        "--only",
+        {"help": "run the cases whose name matches (substring or glob)"},
+    ),
+    "repeats": ("--repeats", {"help": f"default {BenchConfig.repeats}"}),
+    "device": (
+        "--device",
+        {
+            "choices": KINDS,
+            "help": "run on this jax platform (default: jax's default backend); "
+            "every part of the table: python -m benchmarks.device_table",
+        },
+    ),
+}
+
+
+def _run(config: BenchConfig, cmd: runkit.Invocation) -> dict[str, list[dict]]:
+    runkit.make_config(
+        cmd.parser, FLAGS, select, cases(config.quick_cases), config.only
+    )
+    place = contextlib.nullcontext()
+    if config.device is not None:
+        devices = runkit.make_config(cmd.parser, FLAGS, require_device, config.device)
+        place = jax.default_device(devices[0])
+    with place:
+        records = run(config)
+    report_page(cmd, title="Speed on CPU: the benchmark cases")
+    return {"records": records}
 
 
 def main(argv=None) -> dict[str, list[dict]]:
     """Command-line entry point; returns the summary (``records``: one per case)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    runkit.add_run_arguments(
-        parser, out=BenchConfig.out, quick="fewer, smaller cases", seed=False
-    )
-    parser.add_argument(
-        "--only",
-        default=None,
-        help="run the cases whose name matches (substring or glob)",
-    )
-    parser.add_argument("--repeats", type=int, default=BenchConfig.repeats)
-    parser.add_argument(
-        "--device",
-        choices=("cpu", "gpu", "tpu"),
-        help="run on this jax platform (default: jax's default backend); every "
-        "part of the table: python -m benchmarks.device_table",
-    )
-    args = parser.parse_args(argv)
-    over = dict(only=args.only, repeats=args.repeats, out=args.out)
-    make = BenchConfig.quick if args.quick else BenchConfig
-    config = runkit.make_config(parser, FLAGS, make, **over)
-    runkit.make_config(parser, FLAGS, select, cases(config.quick_cases), config.only)
-    place = contextlib.nullcontext()
-    if args.device is not None:
-        devices = runkit.make_config(parser, FLAGS, require_device, args.device)
-        place = jax.default_device(devices[0])
-    with place:
-        return {"records": run(config)}
+    return runkit.main(
+        BenchConfig, _run, argv, prog="python -m benchmarks.run",
+        description=__doc__.split("\n\n")[0], flags=FLAGS, out=BenchConfig.out,
+        quick="fewer, smaller cases", seed=False,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

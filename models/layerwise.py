@@ -19,6 +19,10 @@ row by the branches' input widths and answers the concatenated products.
 * :func:`mlp_rounds`: the rounds of a ReLU MLP given as (W, b) pairs;
   :func:`mlp_layers` reads those pairs from a trained MLP (``models.mlp``), and
   :func:`mlp_worker` is the whole MLP on one worker (one-shot coding's worker).
+* :func:`straggler` and :func:`sweep_n`: the simulated comparisons of
+  ``models.serve_dcn --layerwise`` and ``models.nercc_experiment --layerwise``:
+  a straggler model of :data:`LATENCIES` with its delays drawn once, and the
+  layer-wise answers and latencies at every N from K up.
 """
 
 from __future__ import annotations
@@ -29,18 +33,30 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from codedjax.serving import Pipeline, Round
+import codedjax as cj
+from codedjax.serving import (
+    FixedN,
+    Injector,
+    Pipeline,
+    Round,
+    latency_shift,
+    simulate_latency,
+)
 
 __all__ = [
+    "LATENCIES",
     "CachedPlan",
     "dcn_rounds",
     "layer_pipeline",
     "layer_worker",
+    "latency_text",
     "mlp_layers",
     "mlp_rounds",
     "mlp_worker",
     "pipeline_values",
     "reference",
+    "straggler",
+    "sweep_n",
 ]
 
 #: one round: the branches' weight matrices [F_in_b, F_out_b] and the master's step
@@ -63,6 +79,52 @@ class CachedPlan:
         if key not in self._plans:
             self._plans[key] = self.injector.plan(ids, num_workers)
         return self._plans[key]
+
+
+#: the straggler models of the regime map (``benchmarks.regimes``), text form
+#: (``codedjax.parse_latency``; ``persistent``: two slow workers, see
+#: :func:`straggler`)
+LATENCIES = {
+    "independent": "shifted-exp:5ms,5ms; slow=0.05 extra=exp:100ms",
+    "heavy-tail": "shifted-pareto:5ms,1ms,1.5",
+    "racks": "shifted-exp:5ms,5ms; slow=0.05 extra=exp:100ms rack=5",
+    "persistent": "shifted-exp:5ms,5ms; workers={} factor=10",
+}
+
+
+def latency_text(name: str, m: int, seed: int) -> str:
+    """The text of :data:`LATENCIES`' ``name`` for M workers (``persistent``: two
+    slow workers of the M drawn from ``(seed, M)``, as the regime map's)."""
+    if name not in LATENCIES:
+        raise ValueError(
+            f"latency_text: name must be one of {tuple(LATENCIES)}, got {name!r}"
+        )
+    if name != "persistent":
+        return LATENCIES[name]
+    rng = np.random.default_rng([seed, 24, m])
+    slow = sorted(int(w) for w in rng.choice(m, 2, replace=False))
+    return LATENCIES[name].format(",".join(map(str, slow)))
+
+
+def straggler(name: str, m: int, seed: int) -> tuple[str, CachedPlan, float]:
+    """The straggler model ``name`` on M workers: (its text, an injector whose
+    delays of ``seed`` are drawn once for every policy compared, its shift: the
+    cost of each extra round)."""
+    text = latency_text(name, m, seed)
+    model = cj.parse_latency(text)
+    return text, CachedPlan(Injector(latency=model, seed=seed)), latency_shift(model)
+
+
+def sweep_n(code, rounds: Sequence[LayerRound], x, injector, requests: int, shift):
+    """Layer-wise coding of ``rounds`` on ``code`` at N = K, K + 1, ..., M: yields
+    (N, values [E, K, ...] of x [E, K, F] decoded under the first E of
+    ``requests`` simulated requests' masks (:func:`pipeline_values`), their
+    latencies [requests] plus ``shift`` per round after the first). The caller
+    stops at the first N it accepts."""
+    for n in range(code.num_inputs, code.num_workers + 1):
+        sim = simulate_latency(code, FixedN(n), injector, requests)
+        values = pipeline_values(code, rounds, x, sim.masks[: len(x)])
+        yield n, values, sim.latency + (len(rounds) - 1) * shift
 
 
 def layer_worker(weights: Sequence[np.ndarray], dtype) -> Callable:

@@ -13,10 +13,15 @@ shares, at the bottom of the application layer.
   :func:`make_config` builds the config right after parsing and :func:`refuse`
   reports its errors under the flags of the fields they name; :func:`only_with`
   and :func:`not_with` refuse an option another one makes pointless;
+- :func:`main`: a whole command line from its config class (the parser, the
+  checks, ``Config.quick()`` under ``--quick`` by :func:`config_from_args`, the one
+  place that flag is read), then the run;
 - :func:`write_summary`: strict JSON (``summary.json``): NaN, inf and -inf are
   written as ``null``, never as the non-standard ``NaN``/``Infinity`` tokens;
 - :func:`percentile`, :func:`max_rel_err`, :func:`l2_rel_err`: the statistics of every
   report, with one treatment of empty, infinite and NaN samples (``runkit.stats``);
+- :func:`write_page`: a results page under ``docs/results/`` headed by the command,
+  the commit and the date, its figures between markers (``runkit.pages``);
 - :func:`environment`: the record of where a run ran (jax version, backend, devices,
   git revision, thread settings).
 
@@ -40,11 +45,19 @@ from .arguments import out_folder as out_folder
 from .arguments import refuse as refuse
 from .arguments import text as text
 from .cache import CachedFn as CachedFn
+from .command import Invocation as Invocation
+from .command import command_parser as command_parser
+from .command import config_from_args as config_from_args
+from .command import main as main
+from .command import parse_command as parse_command
+from .command import preset as preset
 from .environment import environment as environment
+from .pages import write_page as write_page
 from .progress import NO_PROGRESS_ENV as NO_PROGRESS_ENV
 from .progress import disable_progress as disable_progress
 from .progress import progress as progress
 from .progress import progress_disabled as progress_disabled
+from .stats import accuracy_target as accuracy_target
 from .stats import l2_rel_err as l2_rel_err
 from .stats import max_rel_err as max_rel_err
 from .stats import percentile as percentile

@@ -432,7 +432,7 @@ def add_config_arguments(
             extra.setdefault("metavar", "A,B,...")
         else:
             extra.setdefault("type", kind)
-        if "help" not in extra and default is not None:
+        if "help" not in extra and default not in (None, ()):
             shown = ",".join(map(str, default)) if is_tuple else default
             extra["help"] = f"default {shown}"
         parser.add_argument(flag, dest=name, default=None, **extra)

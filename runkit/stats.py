@@ -11,6 +11,8 @@
   axis but the first, in float64.
 - :func:`l2_rel_err`: ``||value - truth||_2 / ||truth||_2`` over the last axis, in
   float64.
+- :func:`accuracy_target`: the accuracy target of the serving experiments, a
+  factor times the median error of an uncoded worker.
 
 Confidence intervals for rates: the library's
 :func:`codedjax.bounds.clopper_pearson`.
@@ -22,7 +24,7 @@ import math
 
 import numpy as np
 
-__all__ = ["l2_rel_err", "max_rel_err", "percentile"]
+__all__ = ["accuracy_target", "l2_rel_err", "max_rel_err", "percentile"]
 
 
 def percentile(a, q: float, *, order_statistic: bool = False) -> float:
@@ -65,3 +67,28 @@ def l2_rel_err(value, truth) -> np.ndarray:
     z = np.asarray(value, np.float64)
     ref = np.asarray(truth, np.float64)
     return np.linalg.norm(z - ref, axis=-1) / np.linalg.norm(ref, axis=-1)
+
+
+def accuracy_target(uncoded_errors, factor: float) -> float:
+    """The accuracy target a scheme must meet: its median decoded error at most
+    ``factor`` times the median of ``uncoded_errors``, the errors of an uncoded
+    worker (one per request, in the workers' own dtype) on the same requests.
+
+    Raises:
+        ValueError: ``factor`` not finite and > 0, or no finite median.
+
+    Examples:
+        >>> accuracy_target([1e-3, 2e-3, 4e-3], 2.0)
+        0.004
+    """
+    if not 0 < factor < math.inf:
+        raise ValueError(
+            f"accuracy_target: factor must be finite and > 0, got {factor!r}"
+        )
+    median = percentile(uncoded_errors, 50)
+    if not math.isfinite(median):
+        raise ValueError(
+            f"accuracy_target: the uncoded errors must have a finite median, got "
+            f"{median}"
+        )
+    return factor * median

@@ -47,7 +47,7 @@ def discover() -> list[str]:
 # (values that parse; the bad option then fails the parse on its own)
 COMMANDS = {
     "theory.beyond": [], "theory.calibration.__main__": [], "theory.collect": [],
-    "theory.demo": [], "theory.nercc_vs_bacc": [],
+    "theory.demo": [], "theory.example": [], "theory.nercc_vs_bacc": [],
     "theory.plan.__main__": ["--workers", "5", "--inputs", "2", "--degree", "1"],
     "theory.robust.__main__": [], "theory.verify.__main__": ["--out", "OUT"],
     "models.coded_dcn.__main__": ["--out", "OUT"],
@@ -62,6 +62,7 @@ COMMANDS = {
     "benchmarks.load.__main__": [], "benchmarks.mc_speed": [],
     "benchmarks.profile_decode": [], "benchmarks.regimes.__main__": [],
     "benchmarks.robust_serving": [], "benchmarks.run": [],
+    "benchmarks.systematic": [],
     "benchmarks.device_table": ["--out", "OUT", "--device", "cpu"],
     "benchmarks.schemes.__main__": ["--out", "OUT"],
     "benchmarks.serving.__main__": [],
@@ -146,6 +147,8 @@ def _bad_values(module: str, action: argparse.Action) -> list[str]:
         values = [""]  # a new folder's name is fine; a file is a table of its own
     elif kind in (runkit.text, runkit.input_file) or name == "_run_dir":
         values = ["", "no-such-choice"]  # a name, a file to read, an earlier run
+    elif name == "page_file":
+        values = ["", "no-such-choice", "page.txt"]  # a results page: a .md file
     elif name == "_host_port":
         values = ["", "no-such-choice", "host:0", "host:70000", ":80"]
     else:
@@ -289,6 +292,7 @@ CONFIG_VALUES = [
 
 # the counts each command needs >= 1 (runkit.at_least): zero is refused
 AT_LEAST_ONE = {
+    "benchmarks.systematic": ["--masks", "--requests"],
     "theory.beyond": ["--workers", "--coeffs", "--trials"],
     "theory.demo": ["--inputs", "--workers", "--masks", "--responses"],
     "theory.calibration.__main__": ["--masks", "--responses", "--columns"],

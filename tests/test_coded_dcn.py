@@ -194,6 +194,21 @@ def test_scheme_dictionary_holds_codes_of_the_run_sizes():
     assert tuned.shared and tuned.cross.smoothing == (1e-4, 1e-3)
 
 
+def test_schemes_are_the_catalogues_codes_and_say_why_not():
+    # each branch's code is the catalogue's for its workload: the Cross branch a
+    # polynomial of degree L + 1, the Deep branch not a polynomial
+    (s,) = build_schemes(Sizes(K, M, C, L + 1), ("chebyls+repapprox",)).values()
+    cross = cj.Workload("cross", L + 1)
+    deep = cj.Workload("deep", None)
+    assert s.cross == cj.catalogue(cross, K, M, names=["chebyls"])[0].code
+    assert s.deep == cj.catalogue(deep, K, M, names=["repapprox"], replicas=C)[0].code
+    # below D the Cross branch's Lagrange code does not apply: the catalogue's reason
+    with pytest.raises(ValueError, match=r"the cross branch: does not apply: M = 9"):
+        build_schemes(Sizes(K, D - 1, 1, L + 1), ("chebyls+repapprox",))
+    with pytest.raises(ValueError, match=r"build_schemes: names must be among"):
+        build_schemes(Sizes(K, M, C, L + 1), ("lcc",))
+
+
 def test_one_compiled_decoder_for_every_n(run):
     # the mask is data: a decode at another N reuses the run's program (same code,
     # same shapes: B = R G = 12 patterns of the module run)

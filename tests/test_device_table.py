@@ -62,7 +62,7 @@ def test_a_failing_part_is_a_row_and_the_rest_still_run(monkeypatch):
         raise RuntimeError("no such kernel")
 
     monkeypatch.setattr(dt, "PARTS", {"floor": broken, "schemes": dt.PARTS["schemes"]})
-    cfg = dt.DeviceTableConfig.quick_config(device="cpu", trials=2)
+    cfg = dt.DeviceTableConfig.quick(device="cpu", trials=2)
     summary = dt.run_table(cfg)
     floor, schemes = summary["parts"]
     assert floor["status"] == "failed" and "no such kernel" in floor["error"]

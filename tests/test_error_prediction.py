@@ -12,7 +12,7 @@ from scipy.stats import norm
 
 import codedjax as cj
 
-# the smooth decoder's grids (codedjax._graceful), pinned here
+# the smooth decoder's grids (codedjax._lagrange_graceful), pinned here
 PRIOR_DECAYS = (1.0, 0.9, 0.8, 0.7)
 PRIOR_SCALES = tuple(float(v) for v in np.logspace(-3, 2, 41))
 
@@ -313,7 +313,7 @@ def test_calibration_premise_covers_every_code():
     serves) with float32 answers, where the decoders' own rounding is as large
     as the answers' (bf16 and the quadratic workload: the full table of
     docs/results/calibration.md); BACC at N = 2 needs the rounding of its
-    two-node weights (``codedjax._berrut.weights_rounding``)."""
+    two-node weights (``codedjax._berrut_kernels.weights_rounding``)."""
     from theory import calibration as tc
 
     def pick(name, code, degree):

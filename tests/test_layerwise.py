@@ -13,7 +13,7 @@ from _params import numpy_module
 from flax import nnx
 
 import codedjax as cj
-from benchmarks.regimes.workloads import inputs, workload
+from benchmarks.regimes import inputs, rounds, workload
 from codedjax.serving import (
     FixedN,
     Injector,
@@ -24,13 +24,17 @@ from codedjax.serving import (
 )
 from models.dcn import DCNConfig, DCNv2
 from models.layerwise import (
+    LATENCIES,
     dcn_rounds,
+    latency_text,
     layer_pipeline,
     mlp_layers,
     mlp_rounds,
     mlp_worker,
     pipeline_values,
     reference,
+    straggler,
+    sweep_n,
 )
 from models.mlp import MLP
 
@@ -78,19 +82,19 @@ def test_dcn_rounds_give_the_models_logits_in_float64(x64, code):
 
 def test_vectorised_layerwise_equals_the_served_pipeline_with_bf16_workers(code):
     wl = workload("deep", 8, 0)
-    rounds = wl.rounds()
+    layers = rounds(wl)
     model = cj.RandomSlowdown(
         cj.ShiftedExponential(0.005, 0.005), prob=0.3, factor=10.0
     )
     inj = Injector(latency=model, seed=5)
     xs = inputs(2, 4, K, 8)
-    pipe = layer_pipeline(code, rounds, policy=FixedN(N))
+    pipe = layer_pipeline(code, layers, policy=FixedN(N))
     with PipelineServer(
         pipe, backend=SimulatedCluster(injector=inj), charge_master=False
     ) as server:
         served = server.serve([jnp.asarray(x) for x in xs], max_in_flight=1)
     sim = simulate_latency(code, FixedN(N), inj, len(xs))
-    vals = pipeline_values(code, rounds, xs, sim.masks, chunk=8)
+    vals = pipeline_values(code, layers, xs, sim.masks, chunk=8)
     for r, v in zip(served, vals, strict=True):
         np.testing.assert_allclose(np.asarray(r.value), v, rtol=1e-6, atol=1e-6)
     # L rounds of s + (T - s) / L each: the one-shot time plus (L - 1) shifts
@@ -134,3 +138,26 @@ def test_mnist_mlp_layer_wise_is_the_uncoded_mlp_in_float64(x64, code):
         code, rounds, np.stack([rows] * 2), masks, dtype=jnp.float64, chunk=2
     )
     np.testing.assert_allclose(got, np.stack([want] * 2), rtol=0, atol=1e-10)
+
+
+def test_sweep_n_walks_n_from_k_on_the_straggler_models_draws(code):
+    # the persistent model's two slow workers are drawn from (seed, M): the same
+    # two for the same seed, among the M
+    text, inj, shift = straggler("persistent", M, 3)
+    assert text == latency_text("persistent", M, 3) != LATENCIES["persistent"]
+    slow = [int(w) for w in text.split("workers=")[1].split()[0].split(",")]
+    assert len(set(slow)) == 2 and all(0 <= w < M for w in slow)
+    assert shift == latency_shift(cj.parse_latency(text)) > 0
+    with pytest.raises(ValueError, match="latency_text: name must be one of"):
+        latency_text("bursty", M, 0)
+    wl = workload("deep", 8, 0)
+    layers = rounds(wl)
+    xs = inputs(1, 6, K, 8)
+    got = list(sweep_n(code, layers, xs, inj, 6, shift))
+    assert [n for n, _, _ in got] == list(range(K, M + 1))
+    for n, values, lat in got:
+        sim = simulate_latency(code, FixedN(n), inj, 6)  # the same cached delays
+        np.testing.assert_array_equal(
+            values, pipeline_values(code, layers, xs, sim.masks)
+        )
+        np.testing.assert_array_equal(lat, sim.latency + (len(layers) - 1) * shift)

@@ -9,7 +9,7 @@ import pytest
 import codedjax as cj
 from benchmarks.load.__main__ import main
 from benchmarks.load.config import LoadConfig
-from benchmarks.load.schemes import Scheme
+from benchmarks.load.schemes import Layout
 from benchmarks.load.sweep import simulate_point, sweep_scheme
 from codedjax.serving import FixedN, Injector
 
@@ -17,8 +17,9 @@ from codedjax.serving import FixedN, Injector
 def test_the_largest_sustained_rate_is_bracketed_by_the_p99_target():
     # one worker, 2 ms per query: capacity 500 q/s; p99 <= 10 ms somewhere below
     cfg = LoadConfig(num_queries=1500, bisection=5, p99_target=0.01, warmup=0.05)
-    s = Scheme("one", "uncoded", cj.uncoded_code(num_inputs=1), FixedN(1),
-               workers_used=1)  # fmt: skip
+    one = cj.catalogue(cj.Workload("w", 1), 1, 1, names=("uncoded",))[0]
+    s = Layout("one", one, FixedN(1))
+    assert s.workers_used == 1 and s.family == "uncoded" and s.applies
     inj = Injector(latency=cj.Constant(0.002))
     grid = np.geomspace(50.0, 1000.0, 6)
     got = sweep_scheme(cfg, s, inj, grid)

@@ -20,7 +20,6 @@ import codedjax as cj
 from codedjax import serving
 from theory import plan as tp
 from theory.plan.__main__ import main as plan_main
-from theory.plan.schemes import Workload
 
 INDEPENDENT = "shifted-exp:5ms,5ms; slow=0.05 extra=exp:100ms"
 REQ = 500
@@ -92,7 +91,11 @@ def test_replication_wins_at_five_replicas(high):
     rows = _check_against_delays(high, 15, 3)
     assert high["choice"] == "replication"
     assert rows["replication"]["meets"] and rows["uncoded"]["meets"]
-    assert rows["parity"]["reason"].startswith("does not apply: exact only")
+    # ParM's only group size (k = 3) occupies K + K/k = 4 of the 15 workers
+    assert rows["parity"]["reason"] == (
+        "does not apply: the group sizes that fit occupy K + K/k = 4 workers, "
+        "not M = 15 (equal resources)"
+    )
     assert rows["chebyls"]["meets"] and rows["chebyls"]["N"] > 5
     assert "replication: p99" in high["ranking"][0]
 
@@ -114,8 +117,9 @@ def test_does_not_apply_rows_and_report(tmp_path, capsys):
         ]
     )  # fmt: skip
     rows = {r["scheme"]: r for r in s["schemes"]["rows"]}
-    assert rows["chebyls"]["reason"] == "does not apply: M = 10 < D = 22"
-    assert rows["circle"]["reason"] == "does not apply: M = 10 < D = 22"
+    assert rows["chebyls"]["reason"] == "does not apply: M = 10 < D = 22 (degree 3)"
+    assert rows["circle"]["reason"].startswith("does not apply: circle_code: ")
+    assert "needs D = d (K' - 1) + 1 = 22" in rows["circle"]["reason"]
     text = (tmp_path / "report.md").read_text()
     assert "## Which scheme" in text and "M = 10 < D = 22" in text
     assert "**Scheme: uncoded**" in capsys.readouterr().out
@@ -161,12 +165,14 @@ def test_deep_workload_rules_out_the_exact_polynomial_codes():
     )
     sc = tp.scheme_table(cfg, None)
     assert sc["choice"] is None
-    reasons = [r["reason"] for r in sc["rows"]]
-    assert (
-        reasons[:2]
-        == ["does not apply: a Lagrange-type code needs a polynomial workload"] * 2
+    reasons = {r["scheme"]: r["reason"] for r in sc["rows"]}
+    assert list(reasons) == ["chebyls", "circle", "random", "parity"]
+    assert reasons["chebyls"].startswith(
+        "does not apply: the deep workload is not a polynomial"
     )
-    assert all(t.startswith("does not apply: exact only") for t in reasons[2:])
+    assert reasons["circle"] == "does not apply: the deep workload is not a polynomial"
+    assert reasons["random"].startswith("does not apply: exact only for a linear")
+    assert reasons["parity"].endswith("not M = 10 (equal resources)")
 
 
 @pytest.fixture(scope="module")
@@ -218,12 +224,12 @@ def test_search_over_m_agrees_with_a_fresh_draw_of_the_simulator(search):
     order = np.argsort(t[3][:500], axis=1)
     masks = np.zeros((500, 3), bool)
     np.put_along_axis(masks, order[:, :n], True, axis=1)
-    wl = Workload(cfg)
+    wl = tp.workload(cfg)
     x = np.random.default_rng(5).uniform(-1, 1, (500, 2, 4))
     enc = np.asarray(jax.vmap(code.encode)(jnp.asarray(x, jnp.float32)), np.float64)
-    y = jnp.asarray(wl(enc), jnp.bfloat16)
+    y = jnp.asarray(wl.truth(enc), jnp.bfloat16)
     val = np.asarray(code.decode_batched(y, jnp.asarray(masks)).value)
-    truth = wl(x)
+    truth = wl.truth(x)
     err = np.abs(val - truth).max(axis=(1, 2)) / np.abs(truth).max(axis=(1, 2))
     assert np.mean(err > cfg.target_error) <= cfg.failure
     assert se["ranking"][0].startswith("chebyls: M = 3, N = 2")

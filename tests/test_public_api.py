@@ -51,6 +51,11 @@ PUBLIC = {
     "smooth_chebyshev_decode",
     "RobustDecodeResult",
     "robust_decode",
+    # the catalogue of schemes
+    "SCHEME_NAMES",
+    "Scheme",
+    "Workload",
+    "catalogue",
     # approximate codes
     "bacc_points",
     "berrut_decode",
@@ -102,6 +107,7 @@ PUBLIC = {
 # Layering inside the library: a module may import only modules of lower rank.
 RANK = {
     "_dtypes": 0,
+    "_argchecks": 0.25,
     "_errors": 0.5,
     "_result": 1,
     "_threads": 1,
@@ -110,25 +116,33 @@ RANK = {
     "_chebyshev": 1,
     "_latency": 1,
     "_sampling": 2,
-    "_linalg": 1,
-    "_lsq": 2,
-    "_square": 2,
-    "_dense_lsq": 2,
+    "_batched_linalg": 1,
+    "_lagrange_lsq": 2,
+    "_lagrange_square": 2,
+    "_basis_lsq": 1.5,
+    "_lagrange_qr": 1.5,
     "_nodes": 2,
-    "_polynomial": 3,
-    "_circle": 3.5,
-    "_random_code": 3,
-    "_dense_codes": 6.75,
-    "_graceful": 3,
-    "_robust": 4,
-    "_berrut": 4,
-    "_nercc": 4,
-    "_repapprox": 5,
+    "_lagrange_kernels": 3,
+    "_circle_kernels": 3.5,
+    "_random_kernels": 3,
+    "_lagrange_graceful": 3,
+    "_lagrange_robust": 4,
+    "_berrut_kernels": 4,
+    "_nercc_kernels": 4,
+    "_nercc_tuning": 4.5,
+    "_repapprox_kernels": 5,
+    "_code_checks": 5.5,
+    "_code_points": 5.5,
+    "_code_programs": 5.5,
     "_code": 6,
+    "_systematic": 5.5,
     "_lagrange_codes": 6.5,
+    "_circle_codes": 6.75,
+    "_random_codes": 6.5,
     "_approx_codes": 6.5,
     "_replication_codes": 6.5,
     "_parity": 6.5,
+    "_catalogue": 6.9,
     "bounds": 6,
     "__init__": 7,
 }
@@ -329,7 +343,7 @@ def test_nothing_outside_a_code_dispatches_on_its_type():
 SERVING = ROOT / "codedjax" / "serving"
 # private members a serving module may reach that are no serving module's own:
 # the namedtuple API, and the latency models' sampling hook (codedjax/_latency.py)
-NOT_SERVINGS = {"_replace", "_asdict", "_fields", "_make", "_columns"}
+NOT_SERVINGS = {"_replace", "_asdict", "_fields", "_make"}
 # the serving modules that implement backends; the others are the engine's side
 BACKEND_MODULES = {"_backends", "_thread_cluster", "_pool", "_virtual", "_ray"}
 

@@ -12,6 +12,7 @@ import pytest
 import runkit
 from benchmarks.regimes import (
     RegimesConfig,
+    cell_schemes,
     latency_model,
     merge_summaries,
     run_regimes,
@@ -19,7 +20,6 @@ from benchmarks.regimes import (
     workload,
 )
 from benchmarks.regimes.__main__ import main
-from benchmarks.regimes.schemes import schemes
 from codedjax.serving import Injector
 
 pytestmark = pytest.mark.loose_promotion
@@ -77,8 +77,7 @@ def test_every_scheme_has_a_row_in_every_cell(summary):
 
 
 def test_a_lagrange_code_below_its_threshold_says_so():
-    cfg = RegimesConfig(num_inputs=(4,), ratios=(1.5,))
-    rows = schemes(cfg, 4, 6, workload("cross1"), (0.0, 0.0))
+    rows = cell_schemes(4, 6, workload("cross1"), (0.0, 0.0))
     assert [r.name for r in rows] == SCHEMES
     # M = 6 < D = 2 (K - 1) + 1 = 7 for one cross layer
     for r in rows[2:5]:

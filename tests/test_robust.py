@@ -300,9 +300,11 @@ def test_deletion_formulas_equal_refits(np_rng):
     the worst studentised residual (leverages updated) after excluding a set equal a
     refit without it; the set is consistent just above that worst value and not just
     below it."""
-    from codedjax import _robust
+    from codedjax import _lagrange_robust
 
-    exclusion = jax.jit(_robust._exclusion, static_argnums=(6, 7))  # one compile
+    exclusion = jax.jit(
+        _lagrange_robust._exclusion, static_argnums=(6, 7)
+    )  # one compile
     t = np.polynomial.chebyshev.chebvander(
         np.asarray(cj.chebyshev_points(M), np.float64), D - 1
     )

@@ -87,7 +87,7 @@ def test_every_row_decodes_and_the_known_truths(panel):
         err = panel["rows"][name]["by_n"][str(M)]["logit_rel_err_median"]
         assert err < 5e-2, name
     text = bm.format_model_panel(panel)
-    assert "| circle+repapprox |" in text and "- random: linear-only" in text
+    assert "| circle+repapprox |" in text and "- random: does not apply" in text
 
 
 def test_the_circle_workers_pair_tower_against_complex_float64(model):

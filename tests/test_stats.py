@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from runkit import l2_rel_err, max_rel_err, percentile
+from runkit.stats import accuracy_target
 
 
 @pytest.mark.parametrize("q", [0, 10, 50, 95, 99, 100])
@@ -53,3 +54,15 @@ def test_relative_errors_against_a_float64_reference():
     )
     np.testing.assert_allclose(l2_rel_err(v, t), want2, rtol=1e-12)
     assert max_rel_err(t, t).tolist() == [0.0] * 4
+
+
+def test_the_accuracy_target_is_a_factor_times_the_uncoded_median():
+    errs = np.random.default_rng(2).uniform(1e-3, 4e-3, 64)
+    assert accuracy_target(errs, 2.0) == 2.0 * float(np.percentile(errs, 50))
+    # an uncoded decode that failed (inf) counts as larger than every error
+    assert accuracy_target([1e-3, 2e-3, math.inf], 3.0) == 3.0 * 2e-3
+    for factor in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="accuracy_target: factor"):
+            accuracy_target(errs, factor)
+    with pytest.raises(ValueError, match="finite median"):
+        accuracy_target([1e-3, math.inf, math.inf], 2.0)

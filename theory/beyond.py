@@ -27,7 +27,6 @@ also checked to hold (>= the SVD's cond) on every trial.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import itertools
 import math
@@ -238,28 +237,23 @@ FLAGS = {
 }
 
 
-def main(argv: Sequence[str] | None = None) -> BeyondSummary:
-    """Command-line entry point; prints the table and returns the summary."""
-    p = argparse.ArgumentParser(
-        prog="python -m theory.beyond",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    runkit.add_run_arguments(
-        p, out="results/beyond", quick="BeyondConfig.quick(): 500 trials"
-    )
-    runkit.add_config_arguments(p, BeyondConfig, FLAGS)
-    a = p.parse_args(argv)
-    over = runkit.config_overrides(a, BeyondConfig)
-    make = BeyondConfig.quick if a.quick else BeyondConfig
-    cfg = runkit.make_config(p, FLAGS, make, **over)
+def _run(cfg: BeyondConfig, cmd: runkit.Invocation) -> BeyondSummary:
     summary = run(cfg)
     text = table(summary["rows"])
-    runkit.write_summary(os.path.join(a.out, "summary.json"), summary)
-    with open(os.path.join(a.out, "report.md"), "w") as f:
+    runkit.write_summary(os.path.join(cmd.out, "summary.json"), summary)
+    with open(os.path.join(cmd.out, "report.md"), "w") as f:
         f.write("# Candidate bounds beyond N = M / 2\n\n" + text + "\n")
+    cmd.write_page(title="Candidate bounds beyond N = M / 2", body=text)
     print(text)
     return summary
+
+
+def main(argv: Sequence[str] | None = None) -> BeyondSummary:
+    """Command-line entry point; prints the table and returns the summary."""
+    return runkit.main(
+        BeyondConfig, _run, argv, prog="python -m theory.beyond", description=__doc__,
+        flags=FLAGS, out="results/beyond", quick="BeyondConfig.quick(): 500 trials",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,7 +11,6 @@ uncoded float64 result.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import time
@@ -23,6 +22,7 @@ import numpy as np
 
 import codedjax as cj
 import runkit
+from runkit.pages import report_page
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,20 +216,21 @@ FLAGS = {
 }
 
 
-def main(argv=None) -> DemoSummary:
-    """Command-line entry point; returns the summary."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    runkit.add_run_arguments(parser, out="results/demo")
-    runkit.add_config_arguments(parser, DemoConfig, FLAGS)
-    args = parser.parse_args(argv)
-    over = runkit.config_overrides(args, DemoConfig)
-    make = DemoConfig.quick if args.quick else DemoConfig
-    cfg = runkit.make_config(parser, FLAGS, make, **over)
+def _run(cfg: DemoConfig, cmd: runkit.Invocation) -> DemoSummary:
     t0 = time.perf_counter()
     summary = run_demo(cfg)
     summary["seconds"] = time.perf_counter() - t0
-    print(write_outputs(summary, args.out))
+    print(write_outputs(summary, cmd.out))
+    report_page(cmd, title="Demo: ChebyLS against the threshold decoder")
     return summary
+
+
+def main(argv=None) -> DemoSummary:
+    """Command-line entry point; returns the summary."""
+    return runkit.main(
+        DemoConfig, _run, argv, prog="python -m theory.demo",
+        description=__doc__.split("\n\n")[0], flags=FLAGS, out="results/demo",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ setting that holds (ratio <= 0.77), where NeRCC is merely better, and where it i
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import time
@@ -345,17 +344,22 @@ def write_outputs(summary: dict, out: str) -> str:
     return table
 
 
-def main(argv=None) -> dict:
-    """Command-line entry point; returns the summary."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    runkit.add_run_arguments(parser, out="results/nercc_vs_bacc")
-    args = parser.parse_args(argv)
-    cfg = Config.quick(seed=args.seed) if args.quick else Config(seed=args.seed)
+def _run(cfg: Config, cmd: runkit.Invocation) -> NerccVsBaccSummary:
     t0 = time.perf_counter()
     summary = run(cfg)
     summary["seconds"] = time.perf_counter() - t0
-    print(write_outputs(summary, args.out))
+    text = write_outputs(summary, cmd.out)
+    cmd.write_page(title="NeRCC against BACC on MLPs", body=text)
+    print(text)
     return summary
+
+
+def main(argv=None) -> NerccVsBaccSummary:
+    """Command-line entry point; returns the summary."""
+    return runkit.main(
+        Config, _run, argv, prog="python -m theory.nercc_vs_bacc",
+        description=__doc__.split("\n\n")[0], out="results/nercc_vs_bacc",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

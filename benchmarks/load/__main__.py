@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from pathlib import Path
 
 import runkit
+from runkit.pages import report_page
 
 from .config import DELAY_MODELS, LoadConfig
 from .report import format_tables, write_outputs
@@ -28,35 +28,32 @@ FLAGS = {
 }
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """Command-line entry point; returns the summary."""
-    p = argparse.ArgumentParser(
-        prog="python -m benchmarks.load",
-        description="Latency against offered load for coded serving, uncoded "
-        "serving and replication on a fixed cluster (K = 8).",
-    )
-    runkit.add_run_arguments(p, out="results/load", quick="10,000 queries per "
-                             "point, one delay model")  # fmt: skip
-    runkit.add_config_arguments(p, LoadConfig, FLAGS)
-    a = p.parse_args(argv)
-    over = runkit.config_overrides(a, LoadConfig)
-    over["seed"] = a.seed
-    make = LoadConfig.quick if a.quick else LoadConfig
-    cfg = runkit.make_config(p, FLAGS, make, **over)
-    out = Path(a.out)
+def _run(cfg: LoadConfig, cmd: runkit.Invocation) -> dict:
+    out = Path(cmd.out)
     out.mkdir(parents=True, exist_ok=True)
     summary = run_load(
         cfg,
-        show_progress=not a.no_progress,
+        show_progress=cmd.progress,
         partial=lambda obj: runkit.write_summary(out / "partial.json", obj),
     )
     summary["config"] = dataclasses.asdict(cfg)
     summary["environment"] = runkit.environment()
-    summary = write_outputs(summary, a.out)
+    summary = write_outputs(summary, cmd.out)
     print(format_tables(summary))
-    print(f"wrote {a.out}/summary.json, report.md and p99_vs_load.png "
+    print(f"wrote {cmd.out}/summary.json, report.md and p99_vs_load.png "
           f"({summary['seconds']:.0f} s)", file=sys.stderr)  # fmt: skip
+    report_page(cmd, title="Latency against offered load")
     return summary
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Command-line entry point; returns the summary."""
+    return runkit.main(
+        LoadConfig, _run, argv, prog="python -m benchmarks.load",
+        description="Latency against offered load for coded serving, uncoded "
+        "serving and replication on a fixed cluster (K = 8).", flags=FLAGS,
+        out="results/load", quick="10,000 queries per point, one delay model",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -38,8 +38,9 @@ class LoadConfig:
         num_rates: points of each latency curve (offered loads up to saturation).
         bisection: simulator runs per scheme to find its largest sustained rate.
         accuracy_groups: groups of K queries for each scheme's decoded error.
-        error_factor: the accuracy target: decoded error at most this times an
-            uncoded bf16 worker's, at the median.
+        error_factor: the accuracy target: a scheme's median decoded error at
+            most this times an uncoded bf16 worker's
+            (:func:`runkit.stats.accuracy_target`).
         replication: the replication factors c tried at equal workers (groups of
             M // c queries).
         thread_rates: offered loads (fractions of the largest sustained rate of

@@ -5,15 +5,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from runkit import write_summary
+from runkit import fmt, write_summary
 
 __all__ = ["format_tables", "plot_p99", "targets", "write_outputs"]
 
 
-def _f(v, fmt="{:.1f}") -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    return fmt.format(v)
+def _f(v, spec: str = ".1f") -> str:
+    return fmt(v, spec, missing="-")
 
 
 def targets(summary: dict) -> dict:
@@ -78,7 +76,7 @@ def format_tables(summary: dict) -> str:
             if not v["applies"]:
                 lines.append(
                     f"| {name} | {v['workers_used']} | {v['num_responses'] or '-'} | "
-                    f"{_f(v['error_median'], '{:.3g}')} | no | - | - | - | "
+                    f"{_f(v['error_median'], '.3g')} | no | - | - | - | "
                     f"not swept: {v['reason']} | - |"
                 )
                 continue
@@ -93,9 +91,9 @@ def format_tables(summary: dict) -> str:
                 at = "-"
             lines.append(
                 f"| {name} | {v['workers_used']} | {v['num_responses'] or '-'} | "
-                f"{_f(v['error_median'], '{:.3g}')} | "
+                f"{_f(v['error_median'], '.3g')} | "
                 f"{'yes' if v['accurate'] else 'no'} | "
-                f"{_f(1e3 * v['group_deadline'], '{:g}')} | {v['bound']} | "
+                f"{_f(1e3 * v['group_deadline'], 'g')} | {v['bound']} | "
                 f"{p0['evaluations_per_query']:.2f} / {p0['busy_ms_per_query']:.1f} | "
                 f"{_f(lat['50'])} / {_f(lat['99'])} / {_f(lat['99.9'])} | {at} |"
             )
@@ -109,9 +107,7 @@ def format_tables(summary: dict) -> str:
                 continue
             ps = [p["latency_ms"]["99"] for p in v["curve"]]
             ps += [math.nan] * (len(grid) - len(ps))
-            lines.append(
-                f"| {name} | " + " | ".join(_f(p, "{:.0f}") for p in ps) + " |"
-            )
+            lines.append(f"| {name} | " + " | ".join(_f(p, ".0f") for p in ps) + " |")
         lines.append("")
     lines.append("Best coded against best replication, sustained rate under the p99 "
                  "target (coded within the accuracy target):")  # fmt: skip
@@ -123,7 +119,7 @@ def format_tables(summary: dict) -> str:
         lines.append(
             f"| {key} | {t['best_coded'] or '-'} | {t['coded_rate']:.0f} | "
             f"{t['best_replication'] or '-'} | {t['replication_rate']:.0f} | "
-            f"{t['uncoded_rate']:.0f} | {_f(t['ratio'], '{:.2f}')} |"
+            f"{t['uncoded_rate']:.0f} | {_f(t['ratio'], '.2f')} |"
         )
     lines.append("")
     th = summary["threads"]

@@ -1,13 +1,15 @@
-"""The workload and the schemes of the load benchmark, each at the N it needs.
+"""The workload and the layouts of the load benchmark, each at the N it needs.
 
-The workload is a linear layer in bf16 (a matrix product F -> F): degree 1, so a
-Lagrange code decodes from D = K answers and applies from M = K + 1 workers. The
-accuracy target is the regimes' one: a scheme's decoded error at most
-``error_factor`` times an uncoded bf16 worker's, at the median (max |value - f(x)|
-/ max |f(x)| per group of K queries, float64 truth), on the masks of the first N
-answers of the load's own delay model. Each coded scheme is served at the smallest
-N that meets it; a scheme that meets it at no N is kept with a reason (``applies``
-False) and not swept.
+The workload is a bf16 linear layer F -> F without bias (degree 1, linear: a
+Lagrange code decodes from D = K answers, ParM's parity model is the layer
+itself). The schemes are the catalogue's (:func:`codedjax.catalogue`), served as
+layouts of the M workers: ``uncoded`` as M shards of one query, ``replication
+c=...`` as M // c shards of (K = 1, M = c), the catalogue's replication at (K, M)
+as one group (``replication K-group``) or answered per query, the coded schemes
+on all M workers at the smallest N whose median decoded error meets the accuracy
+target (:func:`runkit.stats.accuracy_target`, on the masks of the first N
+answers of the load's own delay model), ParM where K + K/k = M. A coded layout
+that meets the target at no N is kept with a reason and not swept.
 """
 
 from __future__ import annotations
@@ -23,36 +25,33 @@ import numpy as np
 
 import codedjax as cj
 from codedjax.serving import FirstDecodable, FixedN, Injector
-from runkit import max_rel_err
+from runkit import max_rel_err, percentile
 
 from .config import LoadConfig
 
-__all__ = ["Scheme", "baseline_error", "decoded_errors", "schemes", "worker"]
+__all__ = ["Layout", "baseline_errors", "decoded_errors", "layouts", "workload"]
+
+#: the catalogue's schemes the load serves on a group of K queries
+CODED = ("replication", "chebyls", "graceful", "bacc", "nercc", "parity")
 
 
 @functools.cache
-def _weights(num_features: int, seed: int) -> np.ndarray:
+def workload(num_features: int, seed: int) -> cj.Workload:
+    """The bf16 linear layer ``v @ W`` (``fn``, one coded row) with its float64
+    truth; ``params`` is W (float32)."""
     rng = np.random.default_rng([seed, 7])
-    return (rng.standard_normal((num_features, num_features)) / 4).astype(np.float32)
-
-
-def worker(cfg: LoadConfig):
-    """The bf16 worker: v @ W on one coded row (one function per config)."""
-    return _worker(cfg.num_features, cfg.seed)
-
-
-@functools.cache
-def _worker(num_features: int, seed: int):
-    w = jnp.asarray(_weights(num_features, seed), jnp.bfloat16)
+    w = (rng.standard_normal((num_features, num_features)) / 4).astype(np.float32)
+    wb = jnp.asarray(w, jnp.bfloat16)
 
     def fn(v):
-        return v.astype(jnp.bfloat16) @ w
+        return v.astype(jnp.bfloat16) @ wb
 
-    return fn
+    def truth(x):
+        return np.asarray(x, np.float64) @ w
 
-
-def truth(cfg: LoadConfig, x: np.ndarray) -> np.ndarray:
-    return np.asarray(x, np.float64) @ _weights(cfg.num_features, cfg.seed)
+    return cj.Workload("linear", 1, linear=True, fn=fn, truth=truth, params=w,
+                       description=f"a bf16 linear layer {num_features} -> "
+                       f"{num_features}, no bias")  # fmt: skip
 
 
 def queries(cfg: LoadConfig, count: int, *, seed: int = 0) -> np.ndarray:
@@ -61,54 +60,79 @@ def queries(cfg: LoadConfig, count: int, *, seed: int = 0) -> np.ndarray:
     return rng.uniform(-1, 1, (count, cfg.num_features)).astype(np.float32)
 
 
-def _rel_err(value: np.ndarray, x: np.ndarray, cfg: LoadConfig) -> np.ndarray:
-    return max_rel_err(value, truth(cfg, x))
-
-
-def baseline_error(cfg: LoadConfig) -> float:
-    """The median decoded error of an uncoded bf16 worker (per group of K)."""
-    k, b = cfg.num_inputs, cfg.accuracy_groups
-    x = queries(cfg, b * k, seed=1).reshape(b, k, -1)
-    y = np.asarray(jax.vmap(jax.vmap(worker(cfg)))(jnp.asarray(x)), np.float32)
-    return float(np.median(_rel_err(y, x, cfg)))
-
-
 @dataclasses.dataclass(frozen=True)
-class Scheme:
-    """One way of serving the stream on M workers.
+class Layout:
+    """One way of serving the stream on M workers: a catalogue scheme as a layout,
+    with what was measured of it.
 
     Attributes:
         name: the row's name.
-        family: "uncoded", "replication" or "coded".
-        code: the code of one group (a shard's, when ``shards`` > 1).
+        scheme: the catalogue's :class:`codedjax.Scheme` (its code is one shard's).
         policy: its wait policy.
-        shards: independent copies of the code's workers; groups go round robin.
+        shards: independent copies of the scheme's workers; groups go round robin.
         per_query: answer each query at its first replica (simulator only).
-        workers_used: workers that serve (the others of the M idle).
-        num_responses: N for a coded scheme (None otherwise).
+        num_responses: the N of a coded scheme served at a fixed N (else None).
         error: the median decoded error at that N (nan when not measured).
-        applies: meets the accuracy target.
-        reason: why not, when it does not.
+        reason: why it does not meet the accuracy target ("" when it does).
     """
 
     name: str
-    family: str
-    code: Any
+    scheme: cj.Scheme
     policy: Any
     shards: int = 1
     per_query: bool = False
-    workers_used: int = 0
     num_responses: int | None = None
     error: float = math.nan
-    applies: bool = True
     reason: str = ""
 
+    @property
+    def code(self) -> Any:
+        return self.scheme.code
 
-def _first_arrivals(cfg: LoadConfig, latency, m: int, b: int) -> np.ndarray:
-    """int [B, M] the worker order of B requests' answers under ``latency``."""
-    inj = Injector(latency=latency, seed=cfg.seed + 3)
-    delays, _ = inj.plan(np.arange(b), m)
-    return np.argsort(delays, axis=1, kind="stable")
+    @property
+    def family(self) -> str:
+        """The row's family: uncoded, replication or coded."""
+        fam = self.scheme.family
+        return fam if fam in ("uncoded", "replication") else "coded"
+
+    @property
+    def workers_used(self) -> int:
+        """Workers that serve (the others of the M idle)."""
+        return self.scheme.workers * self.shards
+
+    @property
+    def applies(self) -> bool:
+        return not self.reason
+
+
+def _answers(cfg: LoadConfig, code: Any, latency) -> tuple:
+    """(queries x [B, K, F], the workers' answers y [B, M, F], each worker's rank
+    in the answers' arrival order [B, M]) for ``accuracy_groups`` groups."""
+    k, m, b = cfg.num_inputs, code.num_workers, cfg.accuracy_groups
+    x = queries(cfg, b * k, seed=1).reshape(b, k, -1)
+    rows = jax.vmap(code.encode)(jnp.asarray(x))
+    y = jax.vmap(jax.vmap(workload(cfg.num_features, cfg.seed).fn))(rows)
+    delays, _ = Injector(latency=latency, seed=cfg.seed + 3).plan(np.arange(b), m)
+    order = np.argsort(delays, axis=1, kind="stable")
+    return x, y, np.argsort(order, axis=1)
+
+
+def _median_error(cfg: LoadConfig, code: Any, x, y, masks) -> float:
+    """The median decoded error with ``masks`` [B, M] (inf where not ok)."""
+    res = jax.device_get(code.decode_batched(y, jnp.asarray(masks)))
+    truth = workload(cfg.num_features, cfg.seed).truth(x)
+    err = max_rel_err(np.asarray(res.value), truth)
+    err[~np.asarray(res.ok)] = np.inf
+    return percentile(err, 50)
+
+
+def baseline_errors(cfg: LoadConfig) -> np.ndarray:
+    """The decoded errors of an uncoded bf16 worker, per group of K."""
+    k, b = cfg.num_inputs, cfg.accuracy_groups
+    x = queries(cfg, b * k, seed=1).reshape(b, k, -1)
+    wl = workload(cfg.num_features, cfg.seed)
+    y = np.asarray(jax.vmap(jax.vmap(wl.fn))(jnp.asarray(x)), np.float32)
+    return max_rel_err(y, wl.truth(x))
 
 
 def decoded_errors(
@@ -117,126 +141,83 @@ def decoded_errors(
     """{N: median decoded error} with the masks of the first N answers (in the
     order of ``latency``'s draws), for N in ``ns`` in order; with ``stop_below``,
     stops at the first N whose error is at most that."""
-    k, m, b = cfg.num_inputs, code.num_workers, cfg.accuracy_groups
-    x = queries(cfg, b * k, seed=1).reshape(b, k, -1)
-    rows = jax.vmap(code.encode)(jnp.asarray(x))
-    y = jax.vmap(jax.vmap(worker(cfg)))(rows)
-    rank = np.argsort(_first_arrivals(cfg, latency, m, b), axis=1)
+    x, y, rank = _answers(cfg, code, latency)
     out = {}
     for n in ns:
-        masks = jnp.asarray(rank < n)
-        res = jax.device_get(code.decode_batched(y, masks))
-        err = _rel_err(np.asarray(res.value), x, cfg)
-        err[~np.asarray(res.ok)] = np.inf
-        out[int(n)] = float(np.median(err))
+        out[int(n)] = _median_error(cfg, code, x, y, rank < n)
         if stop_below is not None and out[int(n)] <= stop_below:
             break
     return out
 
 
-def _coded(cfg, name, code, latency, target, ns=None) -> Scheme:
-    """The scheme at the smallest N whose median error meets the target."""
-    m = code.num_workers
-    ns = range(max(code.threshold, 1), m + 1) if ns is None else ns
-    errs = decoded_errors(cfg, code, latency, ns, stop_below=target)
-    good = [n for n, e in errs.items() if e <= target]
-    if good:
-        n = min(good)
-        return Scheme(f"{name} N={n}", "coded", code, FixedN(n), workers_used=m,
-                      num_responses=n, error=errs[n])  # fmt: skip
-    n = min(errs, key=errs.get)
-    return Scheme(name, "coded", code, FixedN(n), workers_used=m, num_responses=n,
-                  error=errs[n], applies=False,
-                  reason=f"median error {errs[n]:.3g} at its best N = {n} is above "
-                  f"the target {target:.3g}")  # fmt: skip
-
-
-@functools.cache
-def _nercc(cfg: LoadConfig, m: int) -> Any:
-    """NeRCC with its smoothing tuned once per (K, M) on validation groups."""
-    k = cfg.num_inputs
-    x = jnp.asarray(queries(cfg, 32 * k, seed=2).reshape(32, k, -1))
-    fn = jax.vmap(worker(cfg))
-    tuned = cj.tune_nercc(jax.random.key(cfg.seed), lambda v: fn(v), x,
-                          num_workers=m, num_responses=max(2, (k + m) // 2),
-                          num_masks=32)  # fmt: skip
-    pair = (tuned.encoder_smoothing, tuned.decoder_smoothing)
-    return cj.nercc_code(num_inputs=k, num_workers=m, smoothing=pair)
-
-
 def _first_decodable_error(cfg: LoadConfig, code: Any, latency) -> float:
     """The median decoded error at the FirstDecodable decision (the shortest
     prefix of the arrival order that ``may_decode``)."""
-    k, m, b = cfg.num_inputs, code.num_workers, cfg.accuracy_groups
-    x = queries(cfg, b * k, seed=1).reshape(b, k, -1)
-    rows = jax.vmap(code.encode)(jnp.asarray(x))
-    y = jax.vmap(jax.vmap(worker(cfg)))(rows)
-    order = _first_arrivals(cfg, latency, m, b)
-    rank = np.argsort(order, axis=1)
-    prefixes = rank[:, None, :] < np.arange(1, m + 1)[None, :, None]  # [B, n, M]
-    can = np.asarray(code.may_decode(prefixes), bool)
-    n = can.argmax(axis=1) + 1
-    masks = jnp.asarray(rank < n[:, None])
-    res = jax.device_get(code.decode_batched(y, masks))
-    err = _rel_err(np.asarray(res.value), x, cfg)
-    err[~np.asarray(res.ok)] = np.inf
-    return float(np.median(err))
+    x, y, rank = _answers(cfg, code, latency)
+    prefixes = rank[:, None, :] < np.arange(1, code.num_workers + 1)[None, :, None]
+    n = np.asarray(code.may_decode(prefixes), bool).argmax(axis=1) + 1
+    return _median_error(cfg, code, x, y, rank < n[:, None])
 
 
-def _parity(cfg: LoadConfig, m: int, latency, target: float) -> list[Scheme]:
-    """ParM's parity code where M = K + K/k (k >= 2), with an exact parity model:
-    the workload is linear without a bias, so the base model is its own parity
-    model (``parity_error=0``)."""
+def _too_far(err: float, target: float, where: str = "") -> str:
+    return f"median error {err:.3g}{where} is above the target {target:.3g}"
+
+
+def _coded(cfg: LoadConfig, s: cj.Scheme, latency, target: float) -> Layout:
+    """A fixed-N scheme at the smallest N whose median error meets the target."""
+    ns = range(s.min_responses, s.code.num_workers + 1)
+    errs = decoded_errors(cfg, s.code, latency, ns, stop_below=target)
+    good = [n for n, e in errs.items() if e <= target]
+    if good:
+        n = min(good)
+        return Layout(f"{s.name} N={n}", s, FixedN(n), num_responses=n,
+                      error=errs[n])  # fmt: skip
+    n = min(errs, key=errs.get)
+    why = _too_far(errs[n], target, f" at its best N = {n}")
+    return Layout(s.name, s, FixedN(n), num_responses=n, error=errs[n], reason=why)
+
+
+@functools.cache
+def _nercc_smoothing(cfg: LoadConfig, m: int) -> tuple[float, float]:
+    """NeRCC's (encoder, decoder) smoothing, tuned once per (K, M) on validation
+    groups."""
     k = cfg.num_inputs
-    out = []
-    for g in range(2, k + 1):
-        if k % g or k + k // g != m:
-            continue
-        code = cj.parity_code(num_inputs=k, group=g, parity_error=0.0)
-        err = _first_decodable_error(cfg, code, latency)
-        ok = err <= target
-        out.append(Scheme(f"parity k={g}", "coded", code, FirstDecodable(),
-                          workers_used=m, error=err, applies=ok,
-                          reason="" if ok else f"median error {err:.3g} is above "
-                          f"the target {target:.3g}"))  # fmt: skip
-    return out
+    x = jnp.asarray(queries(cfg, 32 * k, seed=2).reshape(32, k, -1))
+    fn = jax.vmap(workload(cfg.num_features, cfg.seed).fn)
+    tuned = cj.tune_nercc(jax.random.key(cfg.seed), lambda v: fn(v), x,
+                          num_workers=m, num_responses=max(2, (k + m) // 2),
+                          num_masks=32)  # fmt: skip
+    return (tuned.encoder_smoothing, tuned.decoder_smoothing)
 
 
-def schemes(cfg: LoadConfig, m: int, latency, target: float) -> list[Scheme]:
-    """Every scheme at M workers (K = ``cfg.num_inputs``), in report order."""
+def layouts(cfg: LoadConfig, m: int, latency, target: float) -> list[Layout]:
+    """Every layout at M workers (K = ``cfg.num_inputs``), in report order."""
     k = cfg.num_inputs
-    out = [
-        Scheme("uncoded", "uncoded", cj.uncoded_code(num_inputs=1), FixedN(1),
-               shards=m, workers_used=m),
-    ]  # fmt: skip
+    wl = workload(cfg.num_features, cfg.seed)
+    (one,) = cj.catalogue(wl, 1, 1, names=("uncoded",))
+    out = [Layout("uncoded", one, FixedN(one.code.threshold), shards=m)]
     for c in cfg.replication:
-        if m // c < 1 or c < 2:
-            continue
-        out.append(
-            Scheme(
-                f"replication c={c}",
-                "replication",
-                cj.replication_code(num_inputs=1, num_workers=c),
-                FirstDecodable(),
-                shards=m // c,
-                workers_used=c * (m // c),
-            )  # fmt: skip
-        )
-    # the codes' grouping: K queries on the M workers, worker i -> query i mod K
-    # (the M - K spare workers replicate as many queries)
-    rep = cj.replication_code(num_inputs=k, num_workers=m)
-    out.append(Scheme("replication K-group", "replication", rep, FirstDecodable(),
-                      workers_used=m))  # fmt: skip
-    out.append(Scheme("replication K-group, per query", "replication", rep,
-                      FirstDecodable(), per_query=True, workers_used=m))  # fmt: skip
-    cheb = cj.lagrange_code(num_inputs=k, num_workers=m, degree=1)
-    out.append(_coded(cfg, "chebyls", cheb, latency, target))
-    grace = cj.lagrange_code(num_inputs=k, num_workers=m, degree=1,
-                             decoder="graceful", worker_dtype=jnp.bfloat16)  # fmt: skip
-    out.append(_coded(cfg, "graceful", grace, latency, target))
-    out.append(_coded(cfg, "bacc", cj.bacc_code(num_inputs=k, num_workers=m),
-                      latency, target))  # fmt: skip
-    out.append(_coded(cfg, "nercc", _nercc(cfg, m), latency, target,
-                      ns=range(2, m + 1)))  # fmt: skip
-    out += _parity(cfg, m, latency, target)
+        if c >= 2 and m // c >= 1:
+            (rep,) = cj.catalogue(wl, 1, c, names=("replication",))
+            out.append(Layout(f"replication c={c}", rep, FirstDecodable(),
+                              shards=m // c))  # fmt: skip
+    cat = cj.catalogue(wl, k, m, names=CODED,
+                       nercc_smoothing=_nercc_smoothing(cfg, m))  # fmt: skip
+    for s in cat:
+        if s.family == "replication":
+            # the codes' grouping: worker i -> query i mod K (the M - K spare
+            # workers replicate as many queries)
+            out += [Layout("replication K-group", s, FirstDecodable()),
+                    Layout("replication K-group, per query", s, FirstDecodable(),
+                           per_query=True)]  # fmt: skip
+        elif s.family == "parity":
+            if s.applies and s.workers == m:  # ParM on all M workers
+                err = _first_decodable_error(cfg, s.code, latency)
+                why = "" if err <= target else _too_far(err, target)
+                out.append(Layout(s.name, s, FirstDecodable(), error=err,
+                                  reason=why))  # fmt: skip
+        elif s.applies:
+            out.append(_coded(cfg, s, latency, target))
+        else:
+            out.append(Layout(s.name, s, None, reason=s.reason))
     return out

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -32,9 +33,10 @@ from codedjax.serving import (
     run_open_loop,
     simulate_load,
 )
+from runkit import accuracy_target, max_rel_err, percentile
 
 from .config import LoadConfig
-from .schemes import Scheme, baseline_error, queries, schemes, truth
+from .schemes import Layout, baseline_errors, layouts, queries, workload
 
 __all__ = ["noloss_check", "run_cell", "thread_check"]
 
@@ -57,11 +59,11 @@ def mean_service(inj: Injector, m: int) -> float:
 
 def _stats(lat: np.ndarray) -> dict:
     ms = 1e3 * np.asarray(lat, np.float64)
-    return {str(p): float(np.percentile(ms, p)) for p in PCTS}
+    return {str(p): percentile(ms, p) for p in PCTS}
 
 
 def simulate_point(
-    cfg: LoadConfig, s: Scheme, inj: Injector, rate: float, gd: float | None = None
+    cfg: LoadConfig, s: Layout, inj: Injector, rate: float, gd: float | None = None
 ) -> dict:
     """One point of a scheme's curve: the simulator on ``num_queries`` Poisson
     arrivals at ``rate``; the first ``warmup`` fraction of queries is left out of
@@ -90,7 +92,7 @@ def _passes(pt: dict, target_ms: float) -> bool:
 
 
 def sweep_scheme(
-    cfg: LoadConfig, s: Scheme, inj: Injector, grid, gd: float | None = None
+    cfg: LoadConfig, s: Layout, inj: Injector, grid, gd: float | None = None
 ) -> dict:
     """The scheme's curve on ``grid`` (stopped once saturated) and its largest
     sustained rate under the p99 target, at group deadline ``gd``."""
@@ -122,14 +124,20 @@ def sweep_scheme(
             "bracket": [float(lo), float(hi)]}  # fmt: skip
 
 
+def _target(cfg: LoadConfig, base_errs) -> tuple[float, float]:
+    """(an uncoded bf16 worker's median error, the accuracy target)."""
+    return percentile(base_errs, 50), accuracy_target(base_errs, cfg.error_factor)
+
+
 def run_cell(
-    cfg: LoadConfig, delay: str, m: int, base_err: float, show_progress: bool = True
+    cfg: LoadConfig, delay: str, m: int, base_errs, show_progress: bool = True
 ) -> dict:
-    """Every scheme at M workers under one delay model."""
+    """Every layout at M workers under one delay model; ``base_errs``: an uncoded
+    bf16 worker's errors (:func:`~.schemes.baseline_errors`)."""
     inj = injector(cfg, delay)
-    target_err = cfg.error_factor * base_err
+    base_err, target_err = _target(cfg, base_errs)
     t0 = time.perf_counter()
-    found = schemes(cfg, m, cfg.latency(delay), target_err)
+    found = layouts(cfg, m, cfg.latency(delay), target_err)
     t_schemes = time.perf_counter() - t0
     mean = mean_service(inj, m)
     # the grid: up to 3 M / E[T] (uncoded's capacity is M / E[T]; a code that
@@ -170,29 +178,23 @@ def run_cell(
     return out
 
 
-def _schemes_by_name(cfg, m, delay, base_err) -> dict[str, Scheme]:
-    lat = cfg.latency(delay)
-    return {s.name: s for s in schemes(cfg, m, lat, cfg.error_factor * base_err)}
+def _by_name(cfg, m, delay, base_errs) -> dict[str, Layout]:
+    target = _target(cfg, base_errs)[1]
+    return {s.name: s for s in layouts(cfg, m, cfg.latency(delay), target)}
 
 
-def _serve(cfg, s: Scheme, inj: Injector, qs, times, gd, *, deadline=None):
+def _serve(cfg, s: Layout, inj: Injector, qs, times, gd, *, deadline=None):
     """An open-loop run on the thread cluster; returns (LoadRun, seconds)."""
     policy = s.policy
     if deadline is not None:
         policy = type(policy)(*([s.num_responses] if s.num_responses else []),
                               deadline=deadline)  # fmt: skip
-    server = Server(s.code, _worker(cfg), backend=ThreadCluster(injector=inj),
-                    policy=policy)  # fmt: skip
+    fn = workload(cfg.num_features, cfg.seed).fn
+    server = Server(s.code, fn, backend=ThreadCluster(injector=inj), policy=policy)
     t0 = time.perf_counter()
     with StreamingServer(server, group_deadline=gd, example=qs[0]) as front:
         run = run_open_loop(front, qs, times, timeout=cfg.thread_timeout)
     return run, time.perf_counter() - t0
-
-
-def _worker(cfg):
-    from .schemes import worker
-
-    return worker(cfg)
 
 
 def _reference(cell: dict) -> tuple[str, float]:
@@ -207,13 +209,13 @@ def _reference(cell: dict) -> tuple[str, float]:
     return best, top
 
 
-def thread_check(cfg: LoadConfig, cell: dict, delay: str, m: int, base_err: float):
+def thread_check(cfg: LoadConfig, cell: dict, delay: str, m: int, base_errs):
     """The thread cluster against the simulator, for the coded scheme with the
     largest sustained rate and the replication K-group layout (the layouts a
     ``StreamingServer`` serves as one group of K), at ``thread_rates`` times the
     scheme's own largest sustained rate (below saturation: a saturated queue
     has no steady state to compare)."""
-    by_name = _schemes_by_name(cfg, m, delay, base_err)
+    by_name = _by_name(cfg, m, delay, base_errs)
     best, top = _reference(cell)
     picks = [best, "replication K-group"]
     inj = injector(cfg, delay)
@@ -254,12 +256,12 @@ def thread_check(cfg: LoadConfig, cell: dict, delay: str, m: int, base_err: floa
     return out
 
 
-def noloss_check(cfg: LoadConfig, cell: dict, delay: str, m: int, base_err: float):
+def noloss_check(cfg: LoadConfig, cell: dict, delay: str, m: int, base_errs):
     """``noloss_queries`` queries on the thread cluster at ``noloss_fraction``
     times the best coded scheme's sustained rate, for that scheme, with
     workers raising, hanging or answering NaN; every query must end with an
     answer (ok or not) or an error."""
-    by_name = _schemes_by_name(cfg, m, delay, base_err)
+    by_name = _by_name(cfg, m, delay, base_errs)
     best, top = _reference(cell)
     s = by_name[best]
     own = cell["schemes"][best]["max_rate"]
@@ -270,18 +272,12 @@ def noloss_check(cfg: LoadConfig, cell: dict, delay: str, m: int, base_err: floa
     gd = cell["schemes"][best]["group_deadline"]
     run, secs = _serve(cfg, s, inj, qs, times, gd, deadline=cfg.noloss_deadline)
     # the answers that decoded, against the float64 truth
-    ok_rows = [(r.value, q) for r, q in zip(run.results, qs, strict=True)
-               if r is not None and r.ok]  # fmt: skip
-    errs = []
-    for v, q in ok_rows:
-        t = truth(cfg, q[None])[0]
-        errs.append(
-            float(np.abs(np.asarray(v, np.float64) - t).max() / np.abs(t).max())
-        )
-    statuses: dict[str, int] = {}
-    for r in run.results:
-        if r is not None:
-            statuses[str(r.status)] = statuses.get(str(r.status), 0) + 1
+    ok = [i for i, r in enumerate(run.results) if r is not None and r.ok]
+    truth = workload(cfg.num_features, cfg.seed).truth
+    errs = [math.nan]
+    if ok:
+        errs = max_rel_err([run.results[i].value for i in ok], truth(qs[ok]))
+    statuses = Counter(str(r.status) for r in run.results if r is not None)
     return {
         "scheme": best,
         "rate": rate,
@@ -292,7 +288,7 @@ def noloss_check(cfg: LoadConfig, cell: dict, delay: str, m: int, base_err: floa
         "errors": run.errors,
         "rejected": run.rejected,
         "lost": run.lost,
-        "statuses": statuses,
+        "statuses": dict(statuses),
         "faults": {
             "kinds": list(inj.fault_kinds),
             "prob": inj.fault_prob,
@@ -300,7 +296,7 @@ def noloss_check(cfg: LoadConfig, cell: dict, delay: str, m: int, base_err: floa
         },  # fmt: skip
         "policy_deadline": cfg.noloss_deadline,
         "latency_ms": _stats(run.latency[np.isfinite(run.latency)]),
-        "query_error_median": float(np.median(errs)) if errs else math.nan,
+        "query_error_median": percentile(errs, 50),
         "seconds": secs,
     }
 
@@ -311,20 +307,21 @@ def run_load(
     """Every cell, the thread check and the no-loss run; ``partial(obj)`` is
     called with what is done after each cell (for a file written as it goes)."""
     t0 = time.perf_counter()
-    base = baseline_error(cfg)
+    errs = baseline_errors(cfg)
+    base = percentile(errs, 50)
     cells: dict = {}
     for delay in cfg.delays:
         for m in cfg.workers:
-            cell = run_cell(cfg, delay, m, base, show_progress)
+            cell = run_cell(cfg, delay, m, errs, show_progress)
             cells[f"{delay} M={m}"] = {"delay": delay, "num_workers": m, **cell}
             if partial is not None:
                 partial({"baseline_error": base, "cells": cells})
     first = f"{cfg.check_delay} M={cfg.check_workers}"
     cell = cells.get(first) or {"schemes": run_cell(cfg, cfg.check_delay,
-                                                     cfg.check_workers, base,
+                                                     cfg.check_workers, errs,
                                                      False)["schemes"]}  # fmt: skip
-    threads = thread_check(cfg, cell, cfg.check_delay, cfg.check_workers, base)
-    noloss = noloss_check(cfg, cell, cfg.check_delay, cfg.check_workers, base)
+    threads = thread_check(cfg, cell, cfg.check_delay, cfg.check_workers, errs)
+    noloss = noloss_check(cfg, cell, cfg.check_delay, cfg.check_workers, errs)
     return {
         "baseline_error": base,
         "cells": cells,

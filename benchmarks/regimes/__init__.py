@@ -12,22 +12,25 @@ with the lowest p99 among those meeting the accuracy target. How to read it:
 
 from .config import STRAGGLERS, RegimesConfig, latency_model
 from .merge import merge_dirs, merge_summaries
-from .pipeline import layerwise_value, run_block
+from .pipeline import cell_schemes, layerwise_value, run_block
 from .report import format_report, winners
 from .run import headline, run_regimes
-from .workloads import WORKLOADS, workload
+from .workloads import WORKLOADS, inputs, rounds, workload
 
 __all__ = [
     "STRAGGLERS",
     "WORKLOADS",
     "RegimesConfig",
+    "cell_schemes",
     "format_report",
     "headline",
+    "inputs",
     "latency_model",
     "layerwise_value",
     "merge_dirs",
     "merge_summaries",
     "run_block",
+    "rounds",
     "run_regimes",
     "winners",
     "workload",

@@ -7,6 +7,7 @@ import os
 import sys
 
 import runkit
+from runkit.pages import report_page
 
 from .config import RegimesConfig
 from .merge import merge_dirs
@@ -33,6 +34,10 @@ FLAGS = {
 }
 
 
+#: the heading of the results page (docs/results/regimes.md)
+PAGE_TITLE = "When coding beats replication at equal workers"
+
+
 def _run_dir(value: str) -> str:
     """``--merge DIR``: the folder of an earlier run (it holds summary.json)."""
     runkit.text(value)
@@ -44,18 +49,7 @@ def _run_dir(value: str) -> str:
     return value
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """Command-line entry point; returns the summary."""
-    p = argparse.ArgumentParser(
-        prog="python -m benchmarks.regimes",
-        description="The regime map: every scheme at equal workers over K, M/K, "
-        "workload and straggler model; which one has the lowest p99 at the "
-        "accuracy target.",
-    )
-    runkit.add_run_arguments(
-        p, out="results/regimes", quick="K = 8 only, 2e4 requests per cell"
-    )
-    runkit.add_config_arguments(p, RegimesConfig, FLAGS)
+def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--merge",
         nargs="+",
@@ -65,32 +59,43 @@ def main(argv: list[str] | None = None) -> dict:
         "of one grid, the same settings) into one report and map in --out; runs "
         "nothing",
     )
-    a = p.parse_args(argv)
-    runkit.not_with(
-        p, a, "--merge", [f for f, _ in FLAGS.values()], why="it runs nothing"
-    )
-    over = runkit.config_overrides(a, RegimesConfig)
-    if a.merge is not None:
-        try:
-            summary = merge_dirs(a.merge, a.out)
-        except ValueError as e:
-            text = str(e)
-            p.error(text if text.startswith("--merge") else f"--merge: {text}")
-        print(summary["headline"])
-        print(
-            f"wrote {a.out}/summary.json, report.md and the winner maps",
-            file=sys.stderr,
-        )
-        return summary
-    make = RegimesConfig.quick if a.quick else RegimesConfig
-    cfg = runkit.make_config(p, FLAGS, make, **over)
-    summary = run_regimes(cfg, out=a.out, show_progress=not a.no_progress)
+
+
+def _check(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    flags = [f for f, _ in FLAGS.values()]
+    runkit.not_with(p, a, "--merge", flags, why="it runs nothing")
+
+
+def _merge(cmd: runkit.Invocation) -> dict:
+    try:
+        summary = merge_dirs(cmd.args.merge, cmd.out)
+    except ValueError as e:
+        text = str(e)
+        cmd.error(text if text.startswith("--merge") else f"--merge: {text}")
     print(summary["headline"])
-    print(
-        f"wrote {a.out}/summary.json, report.md and the winner maps "
-        f"({summary['seconds']:.0f} s)",
-        file=sys.stderr,
-    )
+    print(f"wrote {cmd.out}/summary.json, report.md and the winner maps",
+          file=sys.stderr)  # fmt: skip
+    report_page(cmd, title=PAGE_TITLE)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Command-line entry point; returns the summary."""
+    cmd = runkit.parse_command(
+        RegimesConfig, argv, prog="python -m benchmarks.regimes",
+        description="The regime map: every scheme at equal workers over K, M/K, "
+        "workload and straggler model; which one has the lowest p99 at the "
+        "accuracy target.", flags=FLAGS, out="results/regimes",
+        quick="K = 8 only, 2e4 requests per cell", options=_options, check=_check,
+    )  # fmt: skip
+    if cmd.args.merge is not None:
+        return _merge(cmd)
+    cfg = cmd.config(RegimesConfig, FLAGS)
+    summary = run_regimes(cfg, out=cmd.out, show_progress=cmd.progress)
+    print(summary["headline"])
+    print(f"wrote {cmd.out}/summary.json, report.md and the winner maps "
+          f"({summary['seconds']:.0f} s)", file=sys.stderr)  # fmt: skip
+    report_page(cmd, title=PAGE_TITLE)
     return summary
 
 

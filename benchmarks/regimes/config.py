@@ -5,51 +5,23 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
-
 import codedjax as cj
+from models.layerwise import LATENCIES, latency_text
 
 from .workloads import WORKLOADS
 
 __all__ = ["STRAGGLERS", "RegimesConfig", "latency_model", "latency_text"]
 
 #: the straggler models of the map (text form: ``codedjax.parse_latency``)
-STRAGGLERS = ("independent", "heavy-tail", "racks", "persistent")
-
-_TEXT = {
-    "independent": "shifted-exp:5ms,5ms; slow=0.05 extra=exp:100ms",
-    "heavy-tail": "shifted-pareto:5ms,1ms,1.5",
-    "racks": "shifted-exp:5ms,5ms; slow=0.05 extra=exp:100ms rack=5",
-    "persistent": "shifted-exp:5ms,5ms; workers={} factor=10",
-}
-
-
-def latency_text(name: str, num_workers: int, seed: int = 0) -> str:
-    """The text form (``codedjax.parse_latency``) of the straggler model ``name``
-    for M = ``num_workers`` workers.
-
-    * ``independent``: 5 ms + Exp(5 ms); with probability 0.05 a worker is slowed
-      by a further Exp(100 ms).
-    * ``heavy-tail``: 5 ms + Pareto(scale 1 ms, shape 1.5).
-    * ``racks``: 5 ms + Exp(5 ms); racks of 5 consecutive workers, each slowed
-      together by Exp(100 ms) with probability 0.05.
-    * ``persistent``: 5 ms + Exp(5 ms), two workers of the M ten times slower on
-      every request: two drawn once from ``(seed, M)`` (so not the same two for
-      every M, and not chosen to spare any scheme).
-    """
-    if name not in _TEXT:
-        raise ValueError(
-            f"latency_model: name must be one of {STRAGGLERS}, got {name!r}"
-        )
-    if name != "persistent":
-        return _TEXT[name]
-    rng = np.random.default_rng([seed, 24, num_workers])
-    slow = sorted(int(w) for w in rng.choice(num_workers, 2, replace=False))
-    return _TEXT[name].format(",".join(map(str, slow)))
+STRAGGLERS = tuple(LATENCIES)
 
 
 def latency_model(name: str, num_workers: int, seed: int = 0) -> cj.LatencyModel:
-    """The straggler model ``name`` for M workers (see :func:`latency_text`)."""
+    """The straggler model ``name`` for M workers (``models.layerwise.latency_text``:
+    5 ms + Exp(5 ms) with 5% of evaluations slowed by Exp(100 ms) independently
+    (``independent``) or by racks of 5 (``racks``); 5 ms + Pareto(1 ms, 1.5)
+    (``heavy-tail``); two of the M workers ten times slower on every request, drawn
+    once from ``(seed, M)`` (``persistent``))."""
     return cj.parse_latency(latency_text(name, num_workers, seed))
 
 
@@ -64,8 +36,9 @@ class RegimesConfig:
         width: d0, the DCNv2's input width.
         num_requests: R, simulated requests per cell (latency percentiles).
         error_requests: E, the first E of them decoded on real payloads.
-        target_factor: the accuracy target, this times the median relative error
-            of an uncoded bf16 worker.
+        error_factor: the accuracy target: a scheme's median decoded error at
+            most this times an uncoded bf16 worker's
+            (:func:`runkit.stats.accuracy_target`).
         n_fractions: the N tried by a scheme that decodes from N answers: its
             threshold plus these fractions of the way to M.
         nercc_responses: NeRCC is tuned once per (K, M) on the Deep branch with
@@ -86,7 +59,7 @@ class RegimesConfig:
     width: int = 16
     num_requests: int = 100_000
     error_requests: int = 1024
-    target_factor: float = 2.0
+    error_factor: float = 2.0
     n_fractions: tuple[float, ...] = (0.0, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0)
     nercc_responses: float = 0.8
     nercc_groups: int = 16
@@ -123,10 +96,9 @@ class RegimesConfig:
                 raise ValueError(
                     f"{name}: {field} must be >= {low}, got {getattr(self, field)}"
                 )
-        if not 0 < self.target_factor < math.inf:
+        if not 0 < self.error_factor < math.inf:
             raise ValueError(
-                f"{name}: target_factor must be finite and > 0, got "
-                f"{self.target_factor}"
+                f"{name}: error_factor must be finite and > 0, got {self.error_factor}"
             )
         if not 0 < self.nercc_responses <= 1:
             raise ValueError(

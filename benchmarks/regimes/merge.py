@@ -25,7 +25,7 @@ _SHARED = (
     "width",
     "num_requests",
     "error_requests",
-    "target_factor",
+    "error_factor",
     "n_fractions",
     "nercc_responses",
     "nercc_groups",

@@ -1,8 +1,18 @@
 """The regime map's cells: simulated latency (``simulate_latency``) and decoded
-error on real payloads, for every scheme of every cell."""
+error on real payloads, for every scheme of every cell.
+
+A cell's schemes are the catalogue's (:func:`codedjax.catalogue`) at (workload,
+K, M), each on the same M workers; one that cannot serve the cell is a row with
+the catalogue's reason. The map's own choices: ``parity`` at its smallest group
+size (its parity model the workload itself, untrained), NeRCC's smoothing tuned
+per (K, M) (:func:`tune_block`), and the N grid of a scheme served at a tuned N
+(:func:`n_grid`), whose smallest N meeting the accuracy target is kept
+(:func:`runkit.stats.accuracy_target` of the cell's uncoded bf16 errors).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import time
@@ -20,18 +30,43 @@ from codedjax.serving import (
     simulate_latency,
 )
 from models.layerwise import CachedPlan, pipeline_values
-from runkit import percentile
+from runkit import accuracy_target, max_rel_err, percentile
 
 from .config import RegimesConfig, latency_model
-from .schemes import schemes
-from .workloads import Workload, batched_worker, inputs, rel_err, workload
+from .workloads import batched_worker, inputs, rounds, workload
 
-__all__ = ["layerwise_value", "run_block", "tune_block"]
+__all__ = ["NAMES", "cell_schemes", "layerwise_value", "run_block", "tune_block"]
+
+#: the catalogue's schemes on the map, in its order
+NAMES = ("uncoded", "replication", "chebyls", "threshold", "graceful", "bacc",
+         "nercc", "repapprox", "parity", "layerwise")  # fmt: skip
 
 _CHUNK = 256
 #: payloads are widened to this many columns by repeating their own, so one decode
 #: program per code serves every workload (the error is read on the first F)
 _WIDTH = 32
+
+
+def cell_schemes(k: int, m: int, wl: cj.Workload, nercc_smoothing) -> list[cj.Scheme]:
+    """Every scheme of the cell (K, M, workload), in the map's order: the
+    catalogue's :data:`NAMES`, ``parity`` at its smallest group size."""
+    out = []
+    for s in cj.catalogue(wl, k, m, names=NAMES, nercc_smoothing=nercc_smoothing):
+        if s.family == "parity":
+            if any(r.family == "parity" for r in out):
+                continue  # the catalogue lists the group sizes in increasing order
+            s = dataclasses.replace(s, name="parity")
+        out.append(s)
+    return out
+
+
+def n_grid(cfg: RegimesConfig, s: cj.Scheme, k: int) -> list[int]:
+    """The N a scheme tries: its code's threshold unless served at a tuned N
+    (``policy == "fixed"``), then ``cfg.n_grid`` from D for a Lagrange code (its
+    ``num_coeffs``), from K for the others."""
+    if s.policy != "fixed":
+        return [s.code.threshold]
+    return cfg.n_grid(max(k, getattr(s.code, "num_coeffs", k)), s.code.num_workers)
 
 
 def _chunks(n):
@@ -54,7 +89,7 @@ def _decode_errors(code, y, masks, order, truth):
     """Relative error per request of decoding y [E, M, F'] with masks [E, M]
     (inf where the decode is not ok); truth [E, K, F], F <= F'."""
     val, ok = _decode_values(code, y, masks, order)
-    return np.where(ok, rel_err(val[..., : truth.shape[-1]], truth), np.inf)
+    return np.where(ok, max_rel_err(val[..., : truth.shape[-1]], truth), np.inf)
 
 
 def _joint_errors(code, ys, masks, order, truths):
@@ -72,20 +107,20 @@ def _joint_errors(code, ys, masks, order, truths):
     out, start = [], 0
     for yi, t in zip(ys, truths, strict=True):
         part = val[..., start : start + t.shape[-1]]
-        out.append(np.where(ok, rel_err(part, t), np.inf))
+        out.append(np.where(ok, max_rel_err(part, t), np.inf))
         start += yi.shape[-1]
     return out
 
 
-def layerwise_value(code, wl: Workload, x, masks) -> np.ndarray:
+def layerwise_value(code, wl: cj.Workload, x, masks) -> np.ndarray:
     """Layer-wise coding's answers to requests x [E, K, F] with masks [E, M]: the
     workload's layers as rounds of ``code`` (``models.layerwise``), bf16 workers."""
     return pipeline_values(code, _rounds(wl), x, masks)
 
 
 @functools.cache
-def _rounds(wl: Workload):
-    return wl.rounds()
+def _rounds(wl: cj.Workload):
+    return rounds(wl)
 
 
 def tune_block(cfg: RegimesConfig, k: int, m: int) -> tuple[float, float]:
@@ -93,7 +128,7 @@ def tune_block(cfg: RegimesConfig, k: int, m: int) -> tuple[float, float]:
     random masks of ceil(nercc_responses M) answers), used in every cell."""
     wl = workload("deep", cfg.width, cfg.seed)
     x_val = inputs(cfg.seed + 1, cfg.nercc_groups, k, cfg.width)
-    fn = jax.jit(jax.vmap(wl.worker))
+    fn = jax.jit(jax.vmap(wl.fn))
     n = max(2, math.ceil(cfg.nercc_responses * m))
     t = cj.tune_nercc(
         jax.random.key(cfg.seed),
@@ -139,7 +174,7 @@ def run_block(cfg: RegimesConfig, k: int, m: int, straggler: str, progress=None)
     x = inputs(cfg.seed, e, k, cfg.width)
     wls = {name: workload(name, cfg.width, cfg.seed) for name in cfg.workloads}
     truths = {name: wl.truth(x) for name, wl in wls.items()}
-    cell = {name: schemes(cfg, k, m, wl, smoothing) for name, wl in wls.items()}
+    cell = {name: cell_schemes(k, m, wl, smoothing) for name, wl in wls.items()}
     # the workloads whose cell has each code (a Lagrange code is one workload's:
     # its degree; the others serve every workload)
     users: dict = {}
@@ -181,14 +216,14 @@ def run_block(cfg: RegimesConfig, k: int, m: int, straggler: str, progress=None)
     for name in cfg.workloads:
         wl, truth = wls[name], truths[name]
         rows = []
-        target = None
+        target = uncoded = None
         for sch in cell[name]:
             t0 = time.perf_counter()
             row = {"scheme": sch.name, "note": sch.note}
             if sch.reason is not None:
                 rows.append({**row, "applies": False, "reason": sch.reason})
                 continue
-            ns = sch.n_grid if sch.policy == "fixed" else [sch.code.threshold]
+            ns = n_grid(cfg, sch, k)
             tries = []
             for n in ns:
                 if sch.policy == "first":
@@ -197,13 +232,14 @@ def run_block(cfg: RegimesConfig, k: int, m: int, straggler: str, progress=None)
                     lat, masks, okf = sim(sch.code, "fixed", n)
                 if sch.name == "layerwise":
                     val = layerwise_value(sch.code, wl, x, masks)
-                    err = rel_err(val, truth)
+                    err = max_rel_err(val, truth)
                     lat = lat + (sch.rounds - 1) * shift
                 else:
                     err = errors(sch.code, n, masks, name)
                 tries.append((n, lat, err, okf))
                 if target is None and sch.name == "uncoded":
-                    target = cfg.target_factor * percentile(err, 50)
+                    uncoded = percentile(err, 50)
+                    target = accuracy_target(err, cfg.error_factor)
                 if target is not None and percentile(err, 50) <= target:
                     break  # the smallest N of the grid that meets the target
             n, lat, err, okf = tries[-1]
@@ -232,7 +268,7 @@ def run_block(cfg: RegimesConfig, k: int, m: int, straggler: str, progress=None)
             rows.append(row)
         out[name] = {
             "target": target,
-            "uncoded_error": target / cfg.target_factor,
+            "uncoded_error": uncoded,
             "degree": wl.degree,
             "layers": wl.num_layers,
             "rows": rows,

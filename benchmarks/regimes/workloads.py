@@ -1,6 +1,7 @@
 """The regime map's workloads: parts of one DCNv2 (``models.dcn``, Glorot
-initialisation, not trained) as bf16 worker functions, their float64 truths, and
-their layers for layer-wise coding.
+initialisation, not trained) as :class:`codedjax.Workload`: the bf16 worker
+(``fn``), the float64 truth (``truth``) and the layers for layer-wise coding
+(``layers``).
 
 * ``linear`` (degree 1): the first cross layer's affine map ``x W + b``;
 * ``cross1`` (degree 2): one cross layer ``x0 * (x0 W + b) + x0``;
@@ -9,12 +10,14 @@ their layers for layer-wise coding.
 
 A layer is ``(W, b, kind)``: its matrix product ``v W`` is what a worker computes
 (in bf16) in layer-wise coding; the master adds ``b`` and applies ``kind``
-(``"affine"``: nothing more, ``"cross"``: ``x0 * (h + b) + x``, ``"relu"``).
+(``"affine"``: nothing more, ``"cross"``: ``x0 * (h + b) + x``, ``"relu"``). None
+is marked ``linear``: ``x W + b`` has a bias (zero at this initialisation, not
+in general), so ParM's parity model stays an approximation in the catalogue.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 from functools import cache
 
 import jax
@@ -22,56 +25,14 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+import codedjax as cj
 from models.dcn import DCNConfig, DCNv2
-from runkit import max_rel_err
 
-__all__ = ["WORKLOADS", "Workload", "batched_worker", "inputs", "rel_err", "workload"]
+__all__ = ["WORKLOADS", "batched_worker", "inputs", "rounds", "workload"]
 
 WORKLOADS = ("linear", "cross1", "cross2", "deep")
 
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Workload:
-    """One workload: ``degree`` (None: not a polynomial) and its ``layers``."""
-
-    name: str
-    degree: int | None
-    layers: tuple[tuple[np.ndarray, np.ndarray, str], ...]
-    description: str
-
-    @property
-    def num_layers(self) -> int:
-        return len(self.layers)
-
-    def rounds(self):
-        """The workload as layer-wise rounds (``models.layerwise``): a worker
-        computes ``v W``, the master adds ``b`` and applies the layer's kind."""
-        out = []
-        for w, b, kind in self.layers:
-
-            def fn(h, x, x0, xp=jnp, b=b, kind=kind):
-                return _apply(kind, h + xp.asarray(b, h.dtype), x, x0, xp)
-
-            out.append(([w], fn))
-        return out
-
-    def worker(self, v, dtype=jnp.bfloat16):
-        """The whole workload on one coded row [F_in] -> [F_out], every parameter,
-        input and operation in ``dtype`` (a bf16 worker by default)."""
-        v = v.astype(dtype)
-        x0 = x = v
-        for w, b, kind in self.layers:
-            h = x @ jnp.asarray(w, dtype) + jnp.asarray(b, dtype)
-            x = _apply(kind, h, x, x0)
-        return x
-
-    def truth(self, x: np.ndarray) -> np.ndarray:
-        """The workload in float64 on [..., F_in]."""
-        x0 = x = np.asarray(x, np.float64)
-        for w, b, kind in self.layers:
-            h = x @ w.astype(np.float64) + b.astype(np.float64)
-            x = _apply(kind, h, x, x0, np)
-        return x
+_DEGREE = {"linear": 1, "cross1": 2, "cross2": 3, "deep": None}
 
 
 def _apply(kind, h, x, x0, xp=jnp):
@@ -80,6 +41,26 @@ def _apply(kind, h, x, x0, xp=jnp):
     if kind == "cross":
         return x0 * h + x
     return xp.maximum(h, 0)
+
+
+def _forward(layers, v, dtype=jnp.bfloat16):
+    """The layers on one coded row [F_in] -> [F_out], every parameter, input and
+    operation in ``dtype`` (a bf16 worker by default)."""
+    v = v.astype(dtype)
+    x0 = x = v
+    for w, b, kind in layers:
+        h = x @ jnp.asarray(w, dtype) + jnp.asarray(b, dtype)
+        x = _apply(kind, h, x, x0)
+    return x
+
+
+def _truth(layers, x: np.ndarray) -> np.ndarray:
+    """The layers in float64 on [..., F_in]."""
+    x0 = x = np.asarray(x, np.float64)
+    for w, b, kind in layers:
+        h = x @ w.astype(np.float64) + b.astype(np.float64)
+        x = _apply(kind, h, x, x0, np)
+    return x
 
 
 @cache
@@ -101,28 +82,40 @@ def _dcn(width: int, seed: int):
 
 
 @cache
-def workload(name: str, width: int = 16, seed: int = 0) -> Workload:
+def workload(name: str, width: int = 16, seed: int = 0) -> cj.Workload:
     """The workload ``name`` (one of :data:`WORKLOADS`) of a DCNv2 with d0 =
     ``width`` numeric inputs, parameters from ``seed``."""
+    if name not in WORKLOADS:
+        raise ValueError(f"workload: name must be one of {WORKLOADS}, got {name!r}")
     cross, deep = _dcn(width, seed)
-    if name == "linear":
-        return Workload(
-            name, 1, ((*cross[0], "affine"),), "x W + b (a cross layer's affine map)"
-        )
-    if name == "cross1":
-        return Workload(name, 2, ((*cross[0], "cross"),), "one cross layer")
-    if name == "cross2":
-        return Workload(
-            name, 3, tuple((*c, "cross") for c in cross), "the cross tower (L = 2)"
-        )
-    if name == "deep":
-        return Workload(
-            name,
-            None,
-            tuple((*d, "relu") for d in deep),
-            "the Deep branch (ReLU MLP 16-64-32)",
-        )
-    raise ValueError(f"workload: name must be one of {WORKLOADS}, got {name!r}")
+    layers, what = {
+        "linear": (((*cross[0], "affine"),), "x W + b (a cross layer's affine map)"),
+        "cross1": (((*cross[0], "cross"),), "one cross layer"),
+        "cross2": (tuple((*c, "cross") for c in cross), "the cross tower (L = 2)"),
+        "deep": (tuple((*d, "relu") for d in deep), "the Deep branch (ReLU MLP "
+                 "16-64-32)"),
+    }[name]  # fmt: skip
+    return cj.Workload(
+        name,
+        _DEGREE[name],
+        fn=functools.partial(_forward, layers),
+        truth=functools.partial(_truth, layers),
+        layers=layers,
+        description=what,
+    )
+
+
+def rounds(wl: cj.Workload) -> list:
+    """The workload as layer-wise rounds (``models.layerwise``): a worker computes
+    ``v W``, the master adds ``b`` and applies the layer's kind."""
+    out = []
+    for w, b, kind in wl.layers:
+
+        def fn(h, x, x0, xp=jnp, b=b, kind=kind):
+            return _apply(kind, h + xp.asarray(b, h.dtype), x, x0, xp)
+
+        out.append(([w], fn))
+    return out
 
 
 def inputs(seed: int, count: int, num_inputs: int, width: int) -> np.ndarray:
@@ -132,10 +125,7 @@ def inputs(seed: int, count: int, num_inputs: int, width: int) -> np.ndarray:
 
 
 @cache
-def batched_worker(wl: Workload, dtype=jnp.bfloat16):
-    """jit(vmap(vmap(worker))): [B, M, F_in] -> [B, M, F_out]; one per (workload,
-    dtype), so that every cell and code of a run reuses its compiled programs."""
-    return jax.jit(jax.vmap(jax.vmap(lambda v: wl.worker(v, dtype))))
-
-
-rel_err = max_rel_err
+def batched_worker(wl: cj.Workload):
+    """jit(vmap(vmap(fn))): [B, M, F_in] -> [B, M, F_out]; one per workload, so
+    that every cell and code of a run reuses its compiled programs."""
+    return jax.jit(jax.vmap(jax.vmap(wl.fn)))

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
 import runkit
+from runkit.pages import add_page_option, report_page
 
 from .config import SchemesConfig
 from .pipeline import run
@@ -141,37 +141,39 @@ FLAGS = {
 }
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """Command-line entry point; returns the summary."""
-    p = argparse.ArgumentParser(
-        prog="python -m benchmarks.schemes",
-        description="Every code of the library on the same inputs and straggler "
-        "masks: cond and decoded error against N, bf16 and float32 workers.",
-    )
-    runkit.add_run_arguments(p, out=None, seed=None)
-    runkit.add_config_arguments(p, SchemesConfig, FLAGS)
-    a = p.parse_args(argv)
+def _check(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
     runkit.only_with(p, a, "--models", MODEL_FLAGS + ADULT_FLAGS + MNIST_FLAGS)
-    base = SchemesConfig.quick() if a.quick else SchemesConfig()
-    over = runkit.config_overrides(a, SchemesConfig)
-    cfg = runkit.make_config(p, FLAGS, dataclasses.replace, base, **over)
+
+
+def _run(cfg: SchemesConfig, cmd: runkit.Invocation) -> dict:
+    p = cmd.parser
     if cfg.models:
         for panel, flags in (("adult", ADULT_FLAGS), ("mnist", MNIST_FLAGS)):
-            runkit.only_with(
-                p, a, f"--model-panels {panel}", flags, given=panel in cfg.model_panels
-            )
+            given = panel in cfg.model_panels
+            runkit.only_with(p, cmd.args, f"--model-panels {panel}", flags, given=given)
         _check_model_options(p, cfg)
     _check_schemes(p, cfg)
-    summary = run(cfg, show_progress=not a.no_progress)
-    out = Path(a.out)
+    summary = run(cfg, show_progress=cmd.progress)
+    out = Path(cmd.out)
     out.mkdir(parents=True, exist_ok=True)
     summary["plots"] = plot_panels(summary, out)
     path = runkit.write_summary(out / "summary.json", summary)
     report = format_report(summary)
     (out / "report.md").write_text(report)
+    report_page(cmd, title="Every scheme on the same masks")
     print(report)
     print(f"wrote {path} ({summary['seconds']:.0f} s)", file=sys.stderr)
     return summary
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Command-line entry point; returns the summary."""
+    return runkit.main(
+        SchemesConfig, _run, argv, prog="python -m benchmarks.schemes",
+        description="Every code of the library on the same inputs and straggler "
+        "masks: cond and decoded error against N, bf16 and float32 workers.",
+        flags=FLAGS, seed=None, check=_check, options=add_page_option,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

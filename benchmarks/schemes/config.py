@@ -87,93 +87,65 @@ class SchemesConfig:
                 raise ValueError(f"{name}: {field} must each be >= 1, got {bad}")
 
     @classmethod
-    def quick(cls) -> SchemesConfig:
-        return cls(trials=32, n_step=3, mnist_quick_train=True)
+    def quick(cls, **overrides) -> SchemesConfig:
+        """32 trials per N, every third N, the quick-trained MNIST models."""
+        base = dict(trials=32, n_step=3, mnist_quick_train=True)
+        return cls(**{**base, **overrides})
 
 
-@dataclasses.dataclass(frozen=True)
-class Scheme:
-    name: str
-    code: cj.Code
-    copies: int  # coded queries per worker (1, or 2 for the "-2q" variants)
-    work: int  # real evaluations of f per worker
+#: the head-to-head's rows, in its order: (row, catalogue entry, the catalogue's
+#: knobs; ``copies``: coded queries per worker, the code built at M copies
+#: points). A row joins a panel where its catalogue entry applies.
+_LAGRANGE_ROWS = (
+    ("chebyls", "chebyls", {}),
+    ("chebyls-2q", "chebyls", {"copies": 2}),
+    ("chebyls-kind2", "chebyls", {"kind": 2}),
+    ("threshold", "threshold", {}),
+    ("graceful", "graceful", {}),
+    ("robust1", "robust", {"max_corrupted": 1}),
+)
+_LINEAR_ROWS = (  # the packed circle code and the random code: a linear map only
+    ("circle-packed", "circle", {}),
+    ("circle-packed-threshold", "circle", {"circle_decoder": "threshold"}),
+    ("circle", "circle", {"circle_pack": False}),
+    ("random", "random", {}),
+    ("parity", "parity k=2", {}),  # ParM's k = 2, at its M = K + K/2 only
+)
+_POLYNOMIAL_ROWS = (
+    ("circle", "circle", {}),
+    ("circle-threshold", "circle", {"circle_decoder": "threshold"}),
+)
+_APPROXIMATE_ROWS = (
+    ("bacc", "bacc", {}),
+    ("nercc", "nercc", {"nercc_smoothing": (1e-4, 1e-3)}),
+    ("repapprox", "repapprox", {}),  # from M = 2K on, c = (M - K) // K
+    ("replication", "replication", {}),
+)
 
 
-def schemes(k: int, m: int, degree: int, worker_dtype: str) -> list[Scheme]:
-    """Every code of the library that fits (K, M, degree), for workers in
-    ``worker_dtype``. Linear-only codes (packed circle, random) join for degree 1."""
-    out: list[Scheme] = []
-
-    def add(name, make, copies=1, work=1):
-        try:
-            code = make(m * copies)
-        except ValueError:  # does not fit this (K, M, degree): not in the panel
-            return
-        out.append(Scheme(name, code, copies, work))
-
-    lag = dict(num_inputs=k, degree=degree)
-    add("chebyls", lambda mm: cj.lagrange_code(num_workers=mm, **lag))
-    add("chebyls-2q", lambda mm: cj.lagrange_code(num_workers=mm, **lag), 2, 2)
-    add("chebyls-kind2", lambda mm: cj.lagrange_code(num_workers=mm, kind=2, **lag))
-    add(
-        "threshold",
-        lambda mm: cj.lagrange_code(num_workers=mm, decoder="threshold", **lag),
-    )
-    add(
-        "graceful",
-        lambda mm: cj.lagrange_code(
-            num_workers=mm, decoder="graceful", worker_dtype=worker_dtype, **lag
-        ),
-    )
-    add(
-        "robust1",
-        lambda mm: cj.lagrange_code(
-            num_workers=mm,
-            decoder="robust",
-            max_corrupted=1,
-            worker_dtype=worker_dtype,
-            **lag,
-        ),
-    )
-    circ = dict(num_inputs=k, degree=degree)
-    if degree == 1:
-        add("circle-packed", lambda mm: cj.circle_code(num_workers=mm, **circ), 1, 2)
-        add(
-            "circle-packed-threshold",
-            lambda mm: cj.circle_code(num_workers=mm, decoder="threshold", **circ),
-            1,
-            2,
-        )
-        add(
-            "circle",
-            lambda mm: cj.circle_code(num_workers=mm, pack=False, **circ),
-            1,
-            2,
-        )
-        add("random", lambda mm: cj.random_code(num_inputs=k, num_workers=mm))
-        parity = getattr(cj, "parity_code", None)
-        if parity is not None and m == k + k // 2 and k % 2 == 0:
-            # the linear base model without bias is its own exact parity model
-            add("parity", lambda mm: parity(num_inputs=k, group=2, parity_error=0.0))
-    else:
-        add("circle", lambda mm: cj.circle_code(num_workers=mm, **circ), 1, 2)
-        add(
-            "circle-threshold",
-            lambda mm: cj.circle_code(num_workers=mm, decoder="threshold", **circ),
-            1,
-            2,
-        )
-    add("bacc", lambda mm: cj.bacc_code(num_inputs=k, num_workers=mm))
-    add(
-        "nercc",
-        lambda mm: cj.nercc_code(num_inputs=k, num_workers=mm, smoothing=(1e-4, 1e-3)),
-    )
-    if m >= 2 * k:
-        add(
-            "repapprox",
-            lambda mm: cj.repapprox_code(
-                num_inputs=k, num_workers=mm, replication=max(1, (m - k) // k)
-            ),
-        )
-    add("replication", lambda mm: cj.replication_code(num_inputs=k, num_workers=mm))
+def schemes(k: int, m: int, degree: int | None, worker_dtype: str) -> list[cj.Scheme]:
+    """The head-to-head's rows at (K, M, degree) for workers in ``worker_dtype``:
+    the entries of :func:`codedjax.catalogue` that apply, renamed by row. Degree 1
+    is the linear map without bias (the packed circle, random and parity codes
+    join), None a workload that is not a polynomial; ``chebyls-2q`` is ChebyLS at
+    2M points, worker j holding points j and j + M (``copies`` 2)."""
+    wl = cj.Workload("f", degree, linear=degree == 1)
+    rows = _LAGRANGE_ROWS + (_LINEAR_ROWS if degree == 1 else _POLYNOMIAL_ROWS)
+    out: list[cj.Scheme] = []
+    for row, entry, knobs in rows + _APPROXIMATE_ROWS:
+        knobs = dict(knobs)
+        copies = knobs.pop("copies", 1)
+        if entry == "parity k=2" and m != k + k // 2:
+            continue
+        if entry == "repapprox":
+            if m < 2 * k:
+                continue
+            knobs["replicas"] = (m - k) // k
+        built = cj.catalogue(
+            wl, k, m * copies, worker_dtype=worker_dtype, names=[entry.split()[0]],
+            **knobs,
+        )  # fmt: skip
+        for s in built:
+            if s.name == entry and s.applies:
+                out.append(dataclasses.replace(s, name=row, copies=copies, workers=m))
     return out

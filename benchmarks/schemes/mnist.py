@@ -48,20 +48,21 @@ from models.train_parity import load_or_train as load_parity
 from runkit import progress
 
 MNIST_MODELS = ("mlp", "lenet5")
+#: the whole-model rows, by the catalogue's entries (ParM's: ``parity k=<group>``)
+WHOLE = ("parity", "replication", "repapprox", "bacc", "nercc")
 #: codes whose rows run layer by layer (MLP only), by the scheme name they stand for
 LAYERWISE = ("chebyls", "random")
-#: why the other codes of the library have no row (the panel adds ParM's and the
-#: layer-wise rows' reasons where they do not apply)
-REASONS = {
-    "chebyls-kind2": "not a polynomial network; layer-wise, chebyls-layerwise's "
-    "first-kind points stand for the Chebyshev points (not run twice)",
-    "threshold": "not a polynomial network; layer-wise, a threshold decode needs "
-    "each round's arrival order, which the vectorised layer-wise run does not pass "
-    "(not run)",
-    "graceful": "not a polynomial network; layer-wise, ChebyLS with a fallback "
-    "below the threshold (not run: chebyls-layerwise is its branch at N >= K)",
-    "robust1": "not a polynomial network; layer-wise, ChebyLS that also locates "
-    "corrupted answers (none here; not run)",
+#: why the panel runs no row of the other codes of the head-to-head (the Lagrange
+#: codes' reasons follow the catalogue's for the whole network)
+NOTES = {
+    "chebyls-kind2": "layer-wise, chebyls-layerwise's first-kind points stand for "
+    "the Chebyshev points (not run twice)",
+    "threshold": "layer-wise, a threshold decode needs each round's arrival order, "
+    "which the vectorised layer-wise run does not pass (not run)",
+    "graceful": "layer-wise, ChebyLS with a fallback below the threshold (not run: "
+    "chebyls-layerwise is its branch at N >= K)",
+    "robust1": "layer-wise, ChebyLS that also locates corrupted answers (none here; "
+    "not run)",
     "chebyls-2q": "two coded queries per worker: work 2, not this panel's work per "
     "worker (one network, or its layers' products, per worker)",
     "circle": "complex queries as (real, imaginary) pairs: work 2, not this "
@@ -72,6 +73,8 @@ REASONS = {
     "uncoded": "K workers, every one must answer: the base model's top-1 (the "
     "panel's header); with more workers it is replication",
 }
+_LAGRANGE = {"chebyls-kind2": "chebyls", "threshold": "threshold",
+             "graceful": "graceful", "robust1": "robust"}  # fmt: skip
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "dtype"))
@@ -115,43 +118,53 @@ class _Served:
 def mnist_rows(
     k: int, m: int, group: int, model_name: str
 ) -> tuple[dict[str, cj.Code], dict[str, cj.Code], dict[str, str]]:
-    """(whole-model rows, layer-wise rows, reasons): every code of the library at K
-    inputs and M workers has a row or a reason."""
+    """(whole-model rows, layer-wise rows, reasons): every code of the head-to-head
+    at K inputs and M workers has a row or a reason. The codes are
+    :func:`codedjax.catalogue`'s: for the whole network (not a polynomial; RepApprox
+    with c = (M - K) // K, at least 1) and, layer by layer, for one round's
+    products ``v W`` (a linear map: the biases and ReLUs are the master's)."""
+    net = cj.Workload(f"MNIST {model_name}", None)
+    names = WHOLE + tuple(_LAGRANGE.values())
+    c = max(1, (m - k) // k)
+    entries = {s.name: s for s in cj.catalogue(net, k, m, names=names, replicas=c)}
     whole: dict[str, cj.Code] = {}
-    reasons = dict(REASONS)
-    if m == k + k // group and k % group == 0:
-        whole["parity"] = cj.parity_code(num_inputs=k, group=group)
+    reasons = {}
+    for row, note in NOTES.items():
+        base = entries.get(_LAGRANGE.get(row, ""))
+        why = None if base is None or base.applies else base.reason
+        reasons[row] = note if why is None else f"{why}; {note}"
+    parm = entries.get(f"parity k={group}")
+    if m == k + k // group and parm is not None and parm.applies:
+        whole["parity"] = parm.code
     else:
         reasons["parity"] = (
             f"ParM's worker count is M = K + K/k = {k + k // group} (k = {group}), "
             f"not {m}"
         )
-    if m > k:
-        whole["replication"] = cj.replication_code(num_inputs=k, num_workers=m)
-        whole["repapprox"] = cj.repapprox_code(
-            num_inputs=k, num_workers=m, replication=max(1, (m - k) // k)
-        )
-    else:
-        reasons["replication"] = reasons["repapprox"] = "needs M > K"
-    whole["bacc"] = cj.bacc_code(num_inputs=k, num_workers=m)
-    whole["nercc"] = cj.nercc_code(num_inputs=k, num_workers=m, smoothing=(1e-4, 1e-3))
+    for name in WHOLE[1:]:
+        if name in ("replication", "repapprox") and m <= k:
+            reasons[name] = "needs M > K"
+        elif entries[name].applies:
+            whole[name] = entries[name].code
+        else:
+            reasons[name] = entries[name].reason
     layer: dict[str, cj.Code] = {}
-    for name in LAYERWISE:
+    rounds = cj.Workload("one layer's products", 1, linear=True)
+    for s in cj.catalogue(rounds, k, m, names=LAYERWISE):
+        if not s.applies:
+            reasons[s.name] = s.reason
+            continue
         if model_name != "mlp":
-            reasons[name] = (
+            reasons[s.name] = (
                 "not a polynomial network; the layer-wise rounds are built for "
                 "MLPs (models.layerwise.mlp_rounds), not LeNet5's convolutions and "
                 "max pooling"
             )
             continue
-        if name == "chebyls":
-            code = cj.lagrange_code(num_inputs=k, num_workers=m, degree=1)
-        else:
-            code = cj.random_code(num_inputs=k, num_workers=m)
-        layer[f"{name}-layerwise"] = code
-        reasons[name] = (
+        layer[f"{s.name}-layerwise"] = s.code
+        reasons[s.name] = (
             f"not a polynomial network (ReLU): no exact decode of the whole "
-            f"network; coded layer by layer: row {name}-layerwise"
+            f"network; coded layer by layer: row {s.name}-layerwise"
         )
     return whole, layer, reasons
 

@@ -12,9 +12,11 @@ one uniformly random arrival order per group of K test queries and repetition: t
 same masks for every row. The Cross codes: ChebyLS, the threshold decoder, the
 circle code (complex queries as (real, imaginary) pairs, work 2) and its threshold
 decoder; the Deep codes: RepApprox (c = 4, as models.coded_dcn), BACC, NeRCC and
-replication. The random and the packed circle codes are linear-only and cannot code
-the degree-3 tower (their rows say so). NeRCC's smoothing pair is fixed at (1e-4,
-1e-3) here (models.coded_dcn tunes it per N on the validation split).
+replication: :data:`PAIRS` of the head-to-head's rows (``codedjax.catalogue``'s
+codes). The random and the packed circle codes are linear-only and cannot code
+the degree-3 tower (the panel gives the catalogue's reasons). NeRCC's smoothing
+pair is fixed at (1e-4, 1e-3) here (models.coded_dcn tunes it per N on the
+validation split).
 
 The decode, the worker model and the metrics are models.coded_dcn's
 (:func:`models.coded_dcn.pipeline.decode_masks`,
@@ -36,48 +38,52 @@ import numpy as np
 from flax import nnx
 
 import codedjax as cj
-from models.coded_dcn import QUICK_TRAIN
+from models.coded_dcn import QUICK_TRAIN, DCNScheme
 from models.coded_dcn.metrics import decoded_metrics, group_indices, uncoded_metrics
-from models.coded_dcn.pipeline import decode_masks, encode_groups
+from models.coded_dcn.pipeline import decode_branches, decode_masks, encode_groups
 from models.coded_dcn.served import ServedDCN
 from models.tabular import load_dataset
 from models.train_dcn import load_or_train
-from runkit import progress
+from runkit import fmt, progress
 
-#: codes that cannot code the degree-3 Cross tower, and why (a row each)
-LINEAR_ONLY = {
-    "random": "linear-only (real random code): not for the degree-3 Cross tower",
-    "circle-packed": "linear-only (two real queries per complex one): not for the "
-    "degree-3 Cross tower",
-}
+from .config import schemes
+
+#: the panel's rows: (Cross row, Deep row) of the head-to-head
+#: (:func:`benchmarks.schemes.schemes`); a row named once feeds both branches from
+#: one coded input
+PAIRS = (
+    ("chebyls", "repapprox"),
+    ("threshold", "repapprox"),
+    ("circle", "repapprox"),
+    ("circle-threshold", "repapprox"),
+    ("chebyls", "bacc"),
+    ("chebyls", "nercc"),
+    ("chebyls", "replication"),
+    ("bacc", "bacc"),
+    ("nercc", "nercc"),
+    ("replication", "replication"),
+)
 
 
 def model_rows(k: int, m: int, degree: int) -> dict[str, tuple[cj.Code, cj.Code]]:
-    """name -> (Cross code, Deep code); the same object: one input feeds both."""
-    lag = dict(num_inputs=k, num_workers=m, degree=degree)
-    cheby = cj.lagrange_code(**lag)
-    rep = cj.repapprox_code(
-        num_inputs=k, num_workers=m, replication=max(1, (m - k) // k)
-    )
-    bacc = cj.bacc_code(num_inputs=k, num_workers=m)
-    nercc = cj.nercc_code(num_inputs=k, num_workers=m, smoothing=(1e-4, 1e-3))
-    repl = cj.replication_code(num_inputs=k, num_workers=m)
-    circ = dict(num_inputs=k, num_workers=m, degree=degree)
+    """name -> (Cross code, Deep code): the head-to-head's codes for the Cross
+    tower (a polynomial of ``degree``) and for the Deep MLP (not a polynomial);
+    equal codes for a shared row (one input feeds both)."""
+    cross = {s.name: s.code for s in schemes(k, m, degree, "bfloat16")}
+    deep = {s.name: s.code for s in schemes(k, m, None, "bfloat16")}
     return {
-        "chebyls+repapprox": (cheby, rep),
-        "threshold+repapprox": (cj.lagrange_code(decoder="threshold", **lag), rep),
-        "circle+repapprox": (cj.circle_code(**circ), rep),
-        "circle-threshold+repapprox": (
-            cj.circle_code(decoder="threshold", **circ),
-            rep,
-        ),
-        "chebyls+bacc": (cheby, bacc),
-        "chebyls+nercc": (cheby, nercc),
-        "chebyls+replication": (cheby, repl),
-        "bacc": (bacc, bacc),
-        "nercc": (nercc, nercc),
-        "replication": (repl, repl),
+        c if c == d else f"{c}+{d}": (cross[c], deep[d])
+        for c, d in PAIRS
+        if c in cross and d in deep
     }
+
+
+def not_applicable(k: int, m: int, degree: int) -> dict[str, str]:
+    """Why the linear-only codes have no row (the catalogue's reasons)."""
+    wl = cj.Workload("cross", degree)
+    (rnd,) = cj.catalogue(wl, k, m, names=["random"])
+    (packed,) = cj.catalogue(wl, k, m, names=["circle"], circle_pack=True)
+    return {"random": rnd.reason, "circle-packed": packed.reason}
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "dtype"))
@@ -173,9 +179,9 @@ def run_model_panel(
         return outputs[code]
 
     def dec(code, y, masks):
-        value, ok, _ = decode_masks(code, y, masks, orders)
+        value, ok, cond = decode_masks(code, y, masks, orders)
         value = np.asarray(value)
-        return value.reshape((r, g) + value.shape[1:]), np.asarray(ok)
+        return value.reshape((r, g) + value.shape[1:]), np.asarray(ok), cond
 
     results: dict[str, dict[str, Any]] = {name: {} for name in rows_codes}
     seconds = dict.fromkeys(rows_codes, 0.0)
@@ -184,15 +190,8 @@ def run_model_panel(
         masks = ranks < n
         for name, (cc, dc) in rows_codes.items():
             t = time.perf_counter()
-            if cc == dc:  # one coded input feeds both branches
-                val, ok = dec(cc, out_of(cc), masks)
-                cross, deep, okc, okd = val[..., 0], val[..., 1], ok, ok
-            elif tuple(cc.coded_shape) == (2,):
-                cross, okc = dec(cc, out_of(cc), masks)
-                deep, okd = dec(dc, out_of(dc)[..., 1], masks)
-            else:
-                cross, okc = dec(cc, out_of(cc)[..., 0], masks)
-                deep, okd = dec(dc, out_of(dc)[..., 1], masks)
+            scheme = DCNScheme(cc, dc)
+            cross, deep, okc, okd, _ = decode_branches(scheme, out_of, dec, masks)
             z = cross.astype(np.float32) + deep.astype(np.float32) + served.bias
             met = decoded_metrics(z, labels, gidx, ref, cross)
             results[name][n] = {
@@ -233,12 +232,8 @@ def run_model_panel(
             }
             for name, (cc, dc) in rows_codes.items()
         },
-        "not_applicable": dict(LINEAR_ONLY),
+        "not_applicable": not_applicable(k, m, degree),
     }
-
-
-def _f(v, spec):
-    return "-" if v is None or not np.isfinite(v) else format(v, spec)
 
 
 def format_model_panel(p: dict) -> str:
@@ -265,8 +260,8 @@ def format_model_panel(p: dict) -> str:
             c = row["by_n"][n]
             star = "*" if min(c["cross_ok"], c["deep_ok"]) < 1.0 else ""
             cells.append(
-                f"{_f(c['auc'], '.4f')} / {_f(c['logloss'], '.4f')} "
-                f"({_f(c['logit_rel_err_median'], '.2g')}){star}"
+                f"{fmt(c['auc'], '.4f', '-')} / {fmt(c['logloss'], '.4f', '-')} "
+                f"({fmt(c['logit_rel_err_median'], '.2g', '-')}){star}"
             )
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("")

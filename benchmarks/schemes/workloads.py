@@ -1,14 +1,16 @@
-"""The workloads: a real function, its pair form for the circle codes, the float64
-truth's parameters."""
+"""The workloads (:class:`codedjax.Workload`): a real function of (params, x), its
+pair form for the circle codes (:func:`pair_fn`), the float64 truth (:func:`truth`)."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import Any, Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+import codedjax as cj
 
 from .config import SchemesConfig
 
@@ -51,25 +53,31 @@ def linear_map(p, x):
     return x @ p["w"][0]
 
 
-@dataclasses.dataclass(frozen=True)
-class Workload:
-    name: str
-    degree: int
-    fn: Callable  # (params, x [..., F]) -> real answers
-    pair_fn: (
-        Callable  # (params, x [..., 2, F]) -> (real, imaginary) answers [..., 2, ...]
-    )
-    params: Any
+def pair_fn(wl: cj.Workload) -> Callable:
+    """The workload's worker on complex queries [..., 2, F] (real, imaginary), for
+    the circle codes: ``(params, x) -> (real, imaginary) answers [..., 2, ...]``. A
+    real-linear map is its own pair form."""
+    return cross_tower_pair if wl.fn is cross_tower else wl.fn
 
 
-def workloads(cfg: SchemesConfig) -> list[Workload]:
+def truth(wl: cj.Workload, xs) -> np.ndarray:
+    """The float64 reference: f with float64 parameters on float64 queries."""
+    p64 = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), wl.params)
+    with jax.enable_x64(True):
+        return np.asarray(wl.fn(p64, jnp.asarray(np.asarray(xs), jnp.float64)))
+
+
+def workloads(cfg: SchemesConfig) -> list[cj.Workload]:
+    """The linear map and the cross tower: ``fn(params, x)`` the worker (jax),
+    ``params`` its weights."""
     key = jax.random.key(cfg.seed)
     kl, kc = jax.random.split(key)
     n = cfg.features
     lin = {"w": [jax.random.normal(kl, (n, n)) / math.sqrt(n)]}
-    pair_lin = linear_map  # x[..., 2, F] @ W: f on the real and on the imaginary part
     tower = cross_params(kc, n, cfg.cross_layers)
     return [
-        Workload("linear", 1, linear_map, pair_lin, lin),
-        Workload("cross3", cfg.cross_layers + 1, cross_tower, cross_tower_pair, tower),
-    ]
+        cj.Workload("linear", 1, linear=True, fn=linear_map, params=lin,
+                    description="f(x) = x W, no bias"),
+        cj.Workload("cross3", cfg.cross_layers + 1, fn=cross_tower, params=tower,
+                    description=f"{cfg.cross_layers} cross layers and a head"),
+    ]  # fmt: skip

@@ -34,6 +34,8 @@ machine load (``os.getloadavg``) is recorded with every timed number.
 Modules: ``config`` (:class:`ServingConfig`, the schemes, the injector),
 ``workload`` (the workers, the requests, the errors: shared with
 ``benchmarks.robust_serving``), ``threads`` and ``simulated`` (the tables),
+``floor`` (the engine with a no-op worker against the fan-out floor, at
+M = 12, 16 and 40, every policy),
 ``pipeline`` (:func:`run_serving`), ``report`` and ``__main__``.
 """
 
@@ -41,6 +43,7 @@ from .config import ServingConfig as ServingConfig
 from .config import injector as injector
 from .config import request_inputs as request_inputs
 from .config import schemes as schemes
+from .floor import run_engine_floor as run_engine_floor
 from .pipeline import ServingSummary as ServingSummary
 from .pipeline import run_serving as run_serving
 from .pipeline import targets as targets

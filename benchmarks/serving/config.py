@@ -42,7 +42,11 @@ class ServingConfig:
             of one bf16 rounding at the scale of the coded answers (unit roundoff
             of bf16 times max |y| of a representative request).
         deadline: the adaptive policy's deadline, seconds.
+        floor_workers: the M of the engine-against-floor table (a no-op
+            worker, every policy; ``floor.py``).
+        floor_requests: requests per M and policy in that table.
         seed: the seed of the delay draws and the inputs.
+        ray: also time the Ray backend (the extra ``codedjax[ray]``).
     """
 
     num_inputs: int = 8
@@ -61,13 +65,17 @@ class ServingConfig:
     error_requests: int = 2048
     budget_factor: float = 4.0
     deadline: float = 0.25
+    floor_workers: tuple[int, ...] = (12, 16, 40)
+    floor_requests: int = 400
     seed: int = 0
+    ray: bool = False
 
     def __post_init__(self):
         name = "ServingConfig"
         for field in ("num_inputs", "num_workers", "num_features", "degree",
                       "rack_size", "num_requests", "sim_requests",
-                      "adaptive_requests", "error_requests"):  # fmt: skip
+                      "adaptive_requests", "error_requests",
+                      "floor_requests"):  # fmt: skip
             if getattr(self, field) < 1:
                 raise ValueError(
                     f"{name}: {field} must be >= 1, got {getattr(self, field)}"
@@ -77,6 +85,11 @@ class ServingConfig:
             raise ValueError(
                 f"{name}: responses must each lie in [D, M] = [{d}, {m}], got "
                 f"{list(self.responses)}"
+            )
+        if not self.floor_workers or min(self.floor_workers) < 1:
+            raise ValueError(
+                f"{name}: floor_workers must be one or more M >= 1, got "
+                f"{list(self.floor_workers)}"
             )
         if self.sim_requests < self.error_requests:
             raise ValueError(
@@ -102,27 +115,43 @@ class ServingConfig:
 
     @classmethod
     def quick(cls, **overrides) -> ServingConfig:
-        return cls(**{**dict(num_requests=300, adaptive_requests=4000), **overrides})
+        quick = dict(num_requests=300, adaptive_requests=4000, floor_requests=200)
+        return cls(**{**quick, **overrides})
 
     @property
     def num_coeffs(self) -> int:
         return cj.recovery_threshold(self.num_inputs, self.degree)
 
 
+def catalogue_codes(workload: cj.Workload, k: int, m: int, names) -> dict[str, Any]:
+    """{name: code} of the catalogue's ``names`` for ``workload`` on K queries and
+    M workers; a scheme that does not apply is refused with the catalogue's reason."""
+    out = {}
+    for s in cj.catalogue(workload, k, m, names=names):
+        if not s.applies:
+            raise ValueError(f"benchmarks.serving: {s.name} {s.reason}")
+        out[s.name] = s.code
+    return out
+
+
 def schemes(cfg: ServingConfig) -> list[tuple[str, Any, Any]]:
     """(name, code, policy) of every scheme of the tables."""
     k, m, d = cfg.num_inputs, cfg.num_workers, cfg.degree
-    cheb = cj.lagrange_code(num_inputs=k, num_workers=m, degree=d)
-    thr = cj.lagrange_code(num_inputs=k, num_workers=m, degree=d, decoder="threshold")
+    codes = catalogue_codes(
+        cj.Workload("worker", d),
+        k,
+        m,
+        ("uncoded", "replication", "chebyls", "threshold"),
+    )
+    cheb, thr = codes["chebyls"], codes["threshold"]
     # a few roundings of a bf16 worker at the scale of the coded answers
     x0 = request_inputs(cfg, 1)[0]
     scale = float(np.abs(np.asarray(jax.vmap(worker_fn)(cheb.encode(x0)),
                                     np.float32)).max())  # fmt: skip
     budget = cfg.budget_factor * cj.unit_roundoff(jnp.bfloat16) * scale
     out = [
-        ("uncoded", cj.uncoded_code(num_inputs=k), FixedN(k)),
-        ("replication", cj.replication_code(num_inputs=k, num_workers=m),
-         FirstDecodable()),
+        ("uncoded", codes["uncoded"], FixedN(k)),
+        ("replication", codes["replication"], FirstDecodable()),
         ("threshold", thr, FixedN(cfg.num_coeffs)),
     ]  # fmt: skip
     out += [(f"chebyls-{n}", cheb, FixedN(n)) for n in cfg.responses]

@@ -10,6 +10,7 @@ from typing import Any, TypedDict
 from runkit import environment
 
 from .config import ServingConfig
+from .floor import run_engine_floor
 from .report import write_outputs
 from .simulated import run_simulated, run_simulated_linear
 from .threads import run_engine_overhead, run_threads, run_throughput
@@ -20,14 +21,17 @@ __all__ = ["ServingSummary", "run_serving", "targets"]
 class ServingSummary(TypedDict, total=False):
     """What :func:`run_serving` returns (``summary.json``): per scheme the latency
     percentiles, overheads and decoded errors on the thread cluster (``threads``),
-    the throughput, the engine's own cost, the simulator's tables (independent,
-    rack and linear stragglers) and the targets (measured, not asserted)."""
+    the throughput, the engine's own cost (and against the fan-out floor at
+    several M, every policy: ``engine_floor``), the simulator's tables
+    (independent, rack and linear stragglers) and the targets (measured, not
+    asserted)."""
 
     config: dict[str, Any]
     environment: dict[str, Any]
     threads: dict[str, Any]
     throughput: dict[str, Any]
     engine_overhead: dict[str, Any]
+    engine_floor: dict[str, Any]
     simulated: dict[str, Any]
     simulated_racks: dict[str, Any]
     simulated_linear: dict[str, Any]
@@ -49,6 +53,7 @@ def run_serving(
     summary["threads"] = run_threads(cfg, show_progress=show_progress)
     summary["throughput"] = run_throughput(cfg)
     summary["engine_overhead"] = run_engine_overhead(cfg, ray=ray)
+    summary["engine_floor"] = run_engine_floor(cfg)
     summary["simulated"] = run_simulated(cfg)
     summary["simulated_racks"] = run_simulated(cfg, rack=True)
     summary["simulated_linear"] = run_simulated_linear(cfg)
@@ -84,6 +89,17 @@ def targets(summary: dict) -> dict:
             summary["engine_overhead"]["threads"]["latency_ms"][50]
             / floor["latency_ms"][50]
         )
+    table = summary.get("engine_floor", {})
+    for m, row in table.items():
+        # the engine with a no-op worker against the floor of the same M, same
+        # run: its own cost (latency - the code's encode and decodes), target 2
+        for name in ("FixedN", "FirstDecodable"):
+            if name in row:
+                res[f"engine_over_floor_p50_{name}_M{m}"] = row[name][
+                    "engine_over_floor"
+                ]
+    if table:
+        res["engine_over_floor_p50_target"] = 2.0
     if n30 is not None:
         ratio = n30["latency_ms"][99] / th["uncoded"]["latency_ms"][99]
         res["chebyls30_over_uncoded_p99"] = ratio

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from runkit import write_summary
 
+from .floor import format_floor
+
 __all__ = ["format_tables", "write_outputs"]
 
 
@@ -68,6 +70,9 @@ def format_tables(summary: dict) -> str:
         lines.append(
             "Engine cost, no injected delay, all M answers: " + "; ".join(parts)
         )
+    if summary.get("engine_floor"):
+        lines.append("")
+        lines += format_floor(summary["engine_floor"])
     racks = f"racks of {summary['config']['rack_size']} workers slow together"
     k = summary["config"]["num_inputs"]
     linear = (f"fewer workers: f(x) = 2x - 1 (degree 1, D = K = {k}), "

@@ -11,7 +11,13 @@ import numpy as np
 import codedjax as cj
 from codedjax.serving import FirstDecodable, FixedN, simulate_latency
 
-from .config import ServingConfig, injector, request_inputs, schemes
+from .config import (
+    ServingConfig,
+    catalogue_codes,
+    injector,
+    request_inputs,
+    schemes,
+)
 from .workload import linear_truth, linear_worker_fn, pct, rel_err, truth, worker_fn
 
 __all__ = ["run_simulated", "run_simulated_linear"]
@@ -83,12 +89,13 @@ def run_simulated_linear(cfg: ServingConfig) -> dict:
     """
     k, m = cfg.num_inputs, 2 * cfg.num_inputs
     inj = injector(cfg)
-    lag = cj.lagrange_code(num_inputs=k, num_workers=m, degree=1)
+    codes = catalogue_codes(cj.Workload("linear", 1, linear=True), k, m,
+                            ("uncoded", "replication", "chebyls"))  # fmt: skip
+    lag = codes["chebyls"]
     cases = [
-        ("uncoded", cj.uncoded_code(num_inputs=k), FixedN(k)),
-        ("replication", cj.replication_code(num_inputs=k, num_workers=m),
-         FirstDecodable()),
-    ]  # fmt: skip
+        ("uncoded", codes["uncoded"], FixedN(k)),
+        ("replication", codes["replication"], FirstDecodable()),
+    ]
     cases += [(f"chebyls-{n}", lag, FixedN(n)) for n in (k, k + 2, k + 4) if n <= m]
     xs = request_inputs(cfg, cfg.error_requests)
     out = {}

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
-import queue
-import threading
 import time
 
 import numpy as np
@@ -16,51 +13,18 @@ from codedjax.serving import FixedN, Server, ThreadCluster, simulate_latency
 from runkit import progress
 
 from .config import ServingConfig, injector, request_inputs, schemes
+from .floor import FanoutFloor
 from .workload import pct, rel_err, worker_fn
 
 __all__ = ["fanout_floor", "run_engine_overhead", "run_threads", "run_throughput"]
 
 
 def fanout_floor(num_workers: int, requests: int = 200) -> dict:
-    """The floor any thread engine pays per request: a bare fan-out and gather of
-    M no-op tasks on a pool like the thread cluster's (M threads taking tasks from
-    one ``queue.PriorityQueue``, each task depositing its answer under one
-    ``threading.Condition`` and waking the gathering thread), timed from the first
-    put to the M-th answer gathered. Median and p99 in ms."""
-    tasks: queue.PriorityQueue = queue.PriorityQueue()
-    cv = threading.Condition(threading.Lock())
-    done: list = []
-    seq = itertools.count()
-
-    def work():
-        while True:
-            _, _, task = tasks.get()
-            if task is None:
-                return
-            with cv:
-                done.append(task)
-                cv.notify_all()
-
-    threads = [threading.Thread(target=work, daemon=True) for _ in range(num_workers)]
-    for t in threads:
-        t.start()
-    times = []
-    try:
-        for _ in range(requests + 10):
-            t0 = time.perf_counter()
-            with cv:
-                done.clear()
-            for i in range(num_workers):
-                tasks.put((t0, next(seq), i))
-            with cv:
-                while len(done) < num_workers:
-                    cv.wait()
-            times.append(time.perf_counter() - t0)
-    finally:
-        for _ in threads:
-            tasks.put((float("inf"), next(seq), None))
-        for t in threads:
-            t.join()
+    """The floor any thread engine pays per request (:class:`FanoutFloor`): a
+    bare fan-out and gather of M no-op tasks, timed from the first put to the
+    M-th answer gathered. Median and p99 in ms."""
+    with FanoutFloor(num_workers) as fl:
+        times = [fl.time_one() for _ in range(requests + 10)]
     t = np.asarray(times[10:])
     return {"requests": requests, "latency_ms": {q: 1e3 * pct(t, q) for q in (50, 99)}}
 

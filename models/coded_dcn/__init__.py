@@ -14,8 +14,8 @@ of K = 8 by M = 40 workers that compute in bfloat16 (inputs, parameters and
 arithmetic); the model is a parallel DCNv2 with L = 2 cross layers, whose Cross
 branch with its linear head, ``w_c . x_L``, is a polynomial of degree d = L + 1 = 3 in
 x_0 (D = d (K - 1) + 1 = 22 coefficients) while the Deep branch is a ReLU MLP. The
-schemes (:data:`SCHEMES`, built in :mod:`models.coded_dcn.schemes` from
-:class:`codedjax.Code` objects, one for each branch):
+schemes (:data:`SCHEMES`: pairs of :func:`codedjax.catalogue` entries, one code for
+each branch, built in :mod:`models.coded_dcn.schemes`):
 
 - ``chebyls+repapprox`` (the seed's): Cross = Lagrange code at M first-kind Chebyshev
   points decoded by least squares in the Chebyshev basis over all N responders;
@@ -51,7 +51,8 @@ from .pipeline import CodedDCNSummary as CodedDCNSummary
 from .pipeline import run_coded_dcn as run_coded_dcn
 from .report import format_table as format_table
 from .report import write_outputs as write_outputs
-from .schemes import SCHEME_BUILDERS as SCHEME_BUILDERS
+from .schemes import SCHEME_PAIRS as SCHEME_PAIRS
 from .schemes import SCHEMES as SCHEMES
 from .schemes import DCNScheme as DCNScheme
+from .schemes import branch_entries as branch_entries
 from .schemes import build_schemes as build_schemes

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
 import runkit
+from runkit.pages import report_page
 
 from .config import CodedDCNConfig
 from .pipeline import CodedDCNSummary, run_coded_dcn
@@ -26,21 +26,9 @@ FLAGS = {
 }
 
 
-def main(argv: list[str] | None = None) -> CodedDCNSummary:
-    """Command-line entry point; returns the summary."""
-    p = argparse.ArgumentParser(
-        prog="python -m models.coded_dcn",
-        description="Coded DCNv2 inference on Adult: ChebyLS + RepApprox against "
-        "the baselines.",
-    )
-    runkit.add_run_arguments(p)
-    runkit.add_config_arguments(p, CodedDCNConfig, FLAGS)
-    a = p.parse_args(argv)
-    over = runkit.config_overrides(a, CodedDCNConfig)
-    make = CodedDCNConfig.quick if a.quick else CodedDCNConfig
-    config = runkit.make_config(p, FLAGS, make, **over)
+def _run(config: CodedDCNConfig, cmd: runkit.Invocation) -> CodedDCNSummary:
     t0 = time.perf_counter()
-    summary = run_coded_dcn(config, out=a.out)
+    summary = run_coded_dcn(config, out=cmd.out)
     u, ub = summary["uncoded"], summary["uncoded_bf16"]
     print(
         f"uncoded float32: AUC {u['auc']:.4f} logloss {u['logloss']:.4f}; uncoded "
@@ -49,10 +37,20 @@ def main(argv: list[str] | None = None) -> CodedDCNSummary:
     )
     print(format_table(summary))
     print("\n".join(target_lines(summary)))
-    out = Path(a.out)
+    out = Path(cmd.out)
     seconds = time.perf_counter() - t0
     print(f"wrote {out / 'summary.json'}, {out / 'report.md'} ({seconds:.0f} s)")
+    report_page(cmd, title="Coded DCNv2 on Adult, workers in bf16")
     return summary
+
+
+def main(argv: list[str] | None = None) -> CodedDCNSummary:
+    """Command-line entry point; returns the summary."""
+    return runkit.main(
+        CodedDCNConfig, _run, argv, prog="python -m models.coded_dcn",
+        description="Coded DCNv2 inference on Adult: ChebyLS + RepApprox against "
+        "the baselines.", flags=FLAGS,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ from .report import targets, write_outputs
 from .schemes import DCNScheme, Sizes, build_schemes
 from .served import ServedDCN
 
-__all__ = ["CodedDCNSummary", "run_coded_dcn"]
+__all__ = ["CodedDCNSummary", "decode_branches", "run_coded_dcn"]
 
 # at N = D the first D arrivals are every responder: the same square system
 _IDENTICAL_AT_D = ("chebyls+repapprox", "threshold+repapprox")
@@ -84,6 +84,25 @@ def decode_masks(code: cj.Code, y, masks, orders):
     cond [B]: one compiled program for every N (the mask is data)."""
     r = code.decode_answers_batched(cj.Answers(y, masks, orders))
     return r.value, r.ok, r.cond
+
+
+def decode_branches(scheme: DCNScheme, outputs, decode, masks):
+    """Both branches of ``scheme`` decoded under the same masks: (cross, deep, ok
+    of the Cross decode, ok of the Deep decode, cond of the Cross decode).
+
+    ``outputs(code)``: the workers' answers [..., M, 2] to ``code``'s inputs,
+    (cross, deep), or (real, imaginary) of the Cross branch for a code of complex
+    queries (``coded_shape`` (2,)); ``decode(code, y, masks)`` -> (value, ok,
+    cond). A shared scheme decodes both branches from one answer of each worker.
+    """
+    if scheme.shared:  # one coded input feeds both branches
+        val, ok, cond = decode(scheme.cross, outputs(scheme.cross), masks)
+        return val[..., 0], val[..., 1], ok, ok, cond
+    yc = outputs(scheme.cross)
+    pair = tuple(scheme.cross.coded_shape) == (2,)
+    cross, okc, cond = decode(scheme.cross, yc if pair else yc[..., 0], masks)
+    deep, okd, _ = decode(scheme.deep, outputs(scheme.deep)[..., 1], masks)
+    return cross, deep, okc, okd, cond
 
 
 def _check_model(fname: str, model: Any, config: CodedDCNConfig) -> None:
@@ -166,21 +185,18 @@ class _Run:
     def row(self, name: str, scheme: DCNScheme, n: int, masks) -> tuple[dict, Any]:
         """One scheme at one N: decode both branches, the row of metrics and z."""
         row: dict[str, Any] = {"scheme": name, "N": n}
-        if scheme.shared:  # one coded input feeds both branches
-            val, ok, cond = self.decode(scheme.cross, self.outputs(scheme.cross), masks)
-            cross, deep = val[..., 0], val[..., 1]
-            row.update(ok_fraction=float(ok.mean()), cond_median=float(np.median(cond)))
+        cross, deep, okc, okd, cond = decode_branches(
+            scheme, self.outputs, self.decode, masks
+        )
+        if scheme.shared:
+            row.update(
+                ok_fraction=float(okc.mean()), cond_median=float(np.median(cond))
+            )
         else:
-            cross, okc, condc = self.decode(
-                scheme.cross, self.outputs(scheme.cross)[..., 0], masks
-            )
-            deep, okd, _ = self.decode(
-                scheme.deep, self.outputs(scheme.deep)[..., 1], masks
-            )
             row.update(
                 cross_ok_fraction=float(okc.mean()),
                 deep_ok_fraction=float(okd.mean()),
-                cross_cond_median=float(np.median(condc)),
+                cross_cond_median=float(np.median(cond)),
             )
         if scheme.tuned:
             row["encoder_smoothing"], row["decoder_smoothing"] = scheme.cross.smoothing
@@ -301,7 +317,7 @@ def run_coded_dcn(
     )
     orders = np.asarray(arrivals.order, np.int32).reshape(-1, m)
     ranks = np.argsort(orders, axis=-1, kind="stable")  # arrival rank of each worker
-    sizes = Sizes(k, m, config.replication, config.degree)
+    sizes = Sizes(k, m, config.replication, config.degree, config.worker_dtype)
     schemes = build_schemes(sizes, config.schemes)
 
     t0 = time.perf_counter()

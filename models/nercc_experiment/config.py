@@ -7,7 +7,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from ..serve_dcn.layerwise import LATENCIES
+from ..layerwise import LATENCIES
 from ..train_mnist import MODEL_NAMES
 
 SCHEMES = ("bacc", "nercc", "repapprox")
@@ -130,7 +130,7 @@ class LayerwiseConfig:
     Attributes:
         num_inputs: K, queries per request.
         ratios: the M/K (M = round(K r)).
-        stragglers: names of the straggler models (``models.serve_dcn.LATENCIES``,
+        stragglers: names of the straggler models (``models.layerwise.LATENCIES``,
             the regime map's four).
         requests: R, simulated requests per (M, straggler model).
         masks_per_group: T, each test group decoded under T requests' masks.

@@ -51,27 +51,31 @@ from codedjax.serving import (
     PipelineServer,
     Round,
     SimulatedCluster,
-    latency_shift,
     simulate_latency,
 )
 from runkit import percentile
 
 from ..layerwise import (
-    CachedPlan,
+    latency_text,
     layer_pipeline,
     mlp_layers,
     mlp_rounds,
     mlp_worker,
-    pipeline_values,
+    straggler,
+    sweep_n,
 )
 from ..mnist import load_mnist
-from ..serve_dcn.layerwise import latency_text
 from ..train_mnist import load_or_train, logits_fn
 from .config import LayerwiseConfig
 
 __all__ = ["LayerwiseConfig", "format_layerwise", "run_layerwise"]
 
 _CHUNK = 256
+#: the catalogue's entries (in its order): the baselines, the Lagrange codes (which
+#: do not apply: reported), one-shot coding and layer-wise coding
+_NAMES = ("uncoded", "replication", "chebyls", "threshold", "graceful", "bacc",
+          "nercc", "repapprox", "layerwise")  # fmt: skip
+_ONE_SHOT = ("bacc", "nercc", "repapprox")
 
 
 def _decode_logits(code, y, masks) -> np.ndarray:
@@ -90,6 +94,19 @@ def _scores(logits, labels, pred32) -> tuple[float, float]:
     ok = np.isfinite(logits).all(-1)
     pred = np.where(ok, np.nan_to_num(logits).argmax(-1), -1)
     return float(np.mean(pred == labels)), float(np.mean(pred == pred32))
+
+
+def _search(trials, labels, pred32, target):
+    """The first of ``trials`` ((N, logits, latencies) each, N growing) whose
+    top-1 meets ``target``, else the last: (N, latencies, top-1, agreement, every
+    N tried with its top-1 and p99)."""
+    tried = []
+    for n, logits, lat in trials:
+        t1, ag = _scores(logits, labels, pred32)
+        tried.append({"n": n, "top1": t1, "p99_ms": 1e3 * percentile(lat, 99)})
+        if t1 >= target:
+            break
+    return n, lat, t1, ag, tried
 
 
 def _row(name, n, lat, top1, agree, tried, note, target, master) -> dict:
@@ -116,6 +133,26 @@ def _master_ms(pipe: Pipeline, inj, xs) -> float:
         res = srv.serve([jnp.asarray(x) for x in xs], max_in_flight=1)[1:]
     work = [np.nansum(r.encode_time + r.decode_time + r.step_time) for r in res]
     return 1e3 * float(np.median(work))
+
+
+def _master(cfg, codes, lin, rounds, worker, groups, m, k) -> dict[str, float]:
+    """The master's work per request, measured once per (M, scheme) on
+    ``cfg.master_requests`` requests (none: empty)."""
+    if not cfg.master_requests:
+        return {}
+    inj0 = Injector(latency=cj.parse_latency(latency_text("independent", m, 0)))
+    xs = groups[: cfg.master_requests + 1]
+    master = {
+        "layerwise": _master_ms(
+            layer_pipeline(lin, rounds, policy=FixedN(k + 1)), inj0, xs
+        )
+    }
+    for name, code in codes.items():
+        pol = {"replication": FirstDecodable(), "uncoded": FixedN(k)}.get(
+            name, FixedN(k + 1)
+        )
+        master[name] = _master_ms(Pipeline([Round(code, worker, policy=pol)]), inj0, xs)
+    return master
 
 
 def _tune(layers, val, k, m, seed) -> tuple[float, float]:
@@ -169,104 +206,59 @@ def run_layerwise(
     idx = np.arange(e) % g  # request r decodes test group r mod G
     lab, p32 = labels[idx], pred32[idx]
     nrounds = len(rounds)
+    net = cj.Workload("MLP (ReLU)", None, layers=tuple(rounds))
     rows = []
     for ratio in cfg.ratios:
         m = int(round(k * ratio))
         smoothing = _tune(layers, val, k, m, cfg.seed)
-        one_shot = {
-            "bacc": cj.bacc_code(num_inputs=k, num_workers=m),
-            "nercc": cj.nercc_code(num_inputs=k, num_workers=m, smoothing=smoothing),
-            "repapprox": cj.repapprox_code(
-                num_inputs=k, num_workers=m, replication=m // k
-            ),
+        entries = {
+            s.name: s
+            for s in cj.catalogue(net, k, m, names=_NAMES, nercc_smoothing=smoothing)
         }
-        rep = cj.replication_code(num_inputs=k, num_workers=m)
-        unc = cj.uncoded_code(num_inputs=k)
-        lin = cj.lagrange_code(num_inputs=k, num_workers=m, degree=1)
-        payload = {}
-        for name, code in {**one_shot, "replication": rep, "uncoded": unc}.items():
-            enc = jax.vmap(code.encode)(jnp.asarray(groups))
-            payload[name] = jnp.asarray(run_workers(enc), jnp.float32)[idx]
-        # the master's work per request, measured once per (M, scheme)
-        inj0 = Injector(latency=cj.parse_latency(latency_text("independent", m, 0)))
-        xs = groups[: cfg.master_requests + 1]
-        master = {}
-        if cfg.master_requests:
-            lw_pipe = layer_pipeline(lin, rounds, policy=FixedN(k + 1))
-            master["layerwise"] = _master_ms(lw_pipe, inj0, xs)
-            for name, code in {**one_shot, "replication": rep, "uncoded": unc}.items():
-                pol = (
-                    FirstDecodable()
-                    if name == "replication"
-                    else FixedN(k if name == "uncoded" else k + 1)
-                )
-                master[name] = _master_ms(
-                    Pipeline([Round(code, worker, policy=pol)]), inj0, xs
-                )
+        codes = {n: s.code for n, s in entries.items() if s.applies}
+        if "layerwise" not in codes:
+            raise ValueError(f"run_layerwise: {entries['layerwise'].reason}")
+        lin = codes.pop("layerwise")
+        one_shot = {n: codes[n] for n in _ONE_SHOT}
+        payload = {
+            name: jnp.asarray(
+                run_workers(jax.vmap(code.encode)(jnp.asarray(groups))), jnp.float32
+            )[idx]
+            for name, code in codes.items()
+        }
+        master = _master(cfg, codes, lin, rounds, worker, groups, m, k)
         for st in cfg.stragglers:
-            text = latency_text(st, m, cfg.seed)
-            lat_model = cj.parse_latency(text)
-            inj = CachedPlan(Injector(latency=lat_model, seed=cfg.seed))
-            shift = latency_shift(lat_model)
+            text, inj, shift = straggler(st, m, cfg.seed)
             cell = []
-
-            for name, code, pol in (
-                ("uncoded", unc, FixedN(k)),
-                ("replication", rep, FirstDecodable()),
-            ):
-                s = simulate_latency(code, pol, inj, cfg.requests)
-                t1, ag = _scores(
-                    _decode_logits(code, payload[name], s.masks[:e]), lab, p32
-                )
+            baselines = {"uncoded": FixedN(k), "replication": FirstDecodable()}
+            for name, pol in baselines.items():
+                s = simulate_latency(codes[name], pol, inj, cfg.requests)
+                logits = _decode_logits(codes[name], payload[name], s.masks[:e])
+                t1, ag = _scores(logits, lab, p32)
                 cell.append(_row(name, None, s.latency, t1, ag, [], "", target, master))
             # layer-wise: every N from K, the same N in all three rounds
-            tried = []
-            for n in range(k, m + 1):
-                s = simulate_latency(lin, FixedN(n), inj, cfg.requests)
-                z = pipeline_values(lin, rounds, groups[idx], s.masks[:e])
-                t1, ag = _scores(np.asarray(z, np.float64), lab, p32)
-                lat = s.latency + (nrounds - 1) * shift
-                tried.append({"n": n, "top1": t1, "p99_ms": 1e3 * percentile(lat, 99)})
-                if t1 >= target:
-                    break
-            cell.append(
-                _row(
-                    "layerwise",
-                    n,
-                    lat,
-                    t1,
-                    ag,
-                    tried,
-                    f"{nrounds} rounds, D = K",
-                    target,
-                    master,
-                )
-            )
+            sweep = sweep_n(lin, rounds, groups[idx], inj, cfg.requests, shift)
+            trials = ((n, np.asarray(z, np.float64), lat) for n, z, lat in sweep)
+            note = f"{nrounds} rounds, D = K"
+            found = _search(trials, lab, p32, target)
+            cell.append(_row("layerwise", *found, note, target, master))
+            notes = {"nercc": f"smoothing {smoothing}", "repapprox": f"c = {m // k}"}
             for name, code in one_shot.items():
-                tried = []
-                for n in cfg.n_grid(m):
-                    s = simulate_latency(code, FixedN(n), inj, cfg.requests)
-                    logits = _decode_logits(code, payload[name], s.masks[:e])
-                    t1, ag = _scores(logits, lab, p32)
-                    tried.append(
-                        {"n": n, "top1": t1, "p99_ms": 1e3 * percentile(s.latency, 99)}
-                    )
-                    if t1 >= target:
-                        break
-                note = f"smoothing {smoothing}" if name == "nercc" else ""
-                if name == "repapprox":
-                    note = f"c = {m // k}"
-                cell.append(
-                    _row(name, n, s.latency, t1, ag, tried, note, target, master)
+                sims = (
+                    (n, simulate_latency(code, FixedN(n), inj, cfg.requests))
+                    for n in cfg.n_grid(m)
                 )
-            for name in ("chebyls", "threshold", "graceful"):
-                cell.append(
-                    {
-                        "scheme": name,
-                        "applies": False,
-                        "reason": "does not apply: the MLP is not a polynomial (ReLU)",
-                    }
+                trials = (
+                    (n, _decode_logits(code, payload[name], s.masks[:e]), s.latency)
+                    for n, s in sims
                 )
+                found = _search(trials, lab, p32, target)
+                cell.append(_row(name, *found, notes.get(name, ""), target, master))
+            cell += [
+                {"scheme": s.name, "applies": False, "reason": s.reason}
+                for s in entries.values()
+                if not s.applies
+            ]
             rows.append(
                 {"M": m, "ratio": ratio, "straggler": st, "latency": text, "rows": cell}
             )

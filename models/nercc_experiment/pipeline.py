@@ -63,15 +63,12 @@ def cell_codes(
     """The codes of one cell: BACC, NeRCC with its ``smoothing`` pair, and RepApprox
     with c = ``replication`` where M >= c K (data points: K first-kind Chebyshev
     points; worker points: M second-kind points for BACC and NeRCC)."""
-    codes = {
-        "bacc": cj.bacc_code(num_inputs=k, num_workers=m),
-        "nercc": cj.nercc_code(num_inputs=k, num_workers=m, smoothing=smoothing),
-    }
-    if m >= replication * k:
-        codes["repapprox"] = cj.repapprox_code(
-            num_inputs=k, num_workers=m, replication=replication
-        )
-    return codes
+    network = cj.Workload("network", None)  # a ReLU network: not a polynomial
+    entries = cj.catalogue(
+        network, k, m, names=("bacc", "nercc", "repapprox"),
+        replicas=replication, nercc_smoothing=smoothing,
+    )  # fmt: skip
+    return {s.name: s.code for s in entries if s.applies}
 
 
 def _run_workers(fn, code: cj.Code, x) -> jax.Array:

@@ -24,7 +24,8 @@ class ExperimentConfig:
         val_masks: patterns in NeRCC's tuning (drawn independently).
         num_val: validation queries for NeRCC's tuning (cut to a multiple of K).
         smoothing_grid: NeRCC's lambda grid (encoder and decoder; 0 included).
-        quick: the quick presets of the parity models and of their base models.
+        quick_train: the quick presets of the parity models and of their base
+            models.
         steps: override of the parity models' training steps (None: the preset's).
         seed: root seed of the straggler patterns.
     """
@@ -36,7 +37,7 @@ class ExperimentConfig:
     val_masks: int = 16
     num_val: int = 600
     smoothing_grid: tuple[float, ...] = (0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
-    quick: bool = False
+    quick_train: bool = False
     steps: int | None = None
     seed: int = 0
 
@@ -67,11 +68,10 @@ class ExperimentConfig:
             )
 
     @classmethod
-    def preset(cls, *, quick: bool = False, **overrides) -> ExperimentConfig:
-        """The full run, or ``quick``: quick-trained models, fewer patterns and a
-        coarser NeRCC grid."""
+    def quick(cls, **overrides) -> ExperimentConfig:
+        """Quick-trained models, fewer straggler patterns, a coarser NeRCC grid."""
         base = dict(
-            quick=True, test_masks=8, val_masks=8, num_val=240,
+            quick_train=True, test_masks=8, val_masks=8, num_val=240,
             smoothing_grid=(0.0, 1e-4, 1e-3, 1e-2, 1e-1),
-        ) if quick else {}  # fmt: skip
+        )  # fmt: skip
         return cls(**{**base, **overrides})

@@ -16,6 +16,7 @@ For each base model and each k, at M = K + K/k workers:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -82,7 +83,13 @@ def run_cell(
 ) -> dict:
     """Base, ParM, BACC and NeRCC for one (model, k) at M = K + K/k."""
     kk = config.num_inputs
-    code = cj.parity_code(num_inputs=kk, group=group)
+    # the network is not a polynomial: ParM's parity model is learned, BACC and
+    # NeRCC approximate; every code from the catalogue at M = K + K/k
+    schemes = {s.name: s for s in cj.catalogue(
+        cj.Workload(task.model, None), kk, kk + kk // group,
+        names=("bacc", "nercc", "parity"), nercc_smoothing=(0.0, 0.0),
+    )}  # fmt: skip
+    code = schemes[f"parity k={group}"].code
     m, lost = code.num_workers, code.num_groups
     rebuilt, labels, info = degraded_predictions(task, parity, group, num_inputs=kk)
     n = labels.shape[0]
@@ -104,13 +111,13 @@ def run_cell(
         cj.sample_masks(k_test, num_workers=m, num_responses=m - lost,
                         shape=(config.test_masks,))
     )  # fmt: skip
-    bacc = cj.bacc_code(num_inputs=kk, num_workers=m)
+    bacc = schemes["bacc"].code
     preds, _ = coded_predictions(bacc, task, masks)
     row["bacc"] = _mean_metrics(task.kind, preds, labels)
     # NeRCC: its smoothing pair tuned on validation queries, then tested
     nv = min(config.num_val, task.queries["val"].shape[0]) // kk
     xv = jnp.asarray(_batches(task.queries["val"][: nv * kk], kk))
-    untuned = cj.nercc_code(num_inputs=kk, num_workers=m, smoothing=(0.0, 0.0))
+    untuned = schemes["nercc"].code
     val_masks = cj.sample_masks(
         k_val, num_workers=m, num_responses=m - lost, shape=(config.val_masks,)
     )
@@ -120,7 +127,7 @@ def run_cell(
         masks=val_masks,
     )  # fmt: skip
     lam = (float(tuning.encoder_smoothing), float(tuning.decoder_smoothing))
-    nercc = cj.nercc_code(num_inputs=kk, num_workers=m, smoothing=lam)
+    nercc = dataclasses.replace(untuned, smoothing=lam)
     preds, _ = coded_predictions(nercc, task, masks)
     row["nercc"] = _mean_metrics(task.kind, preds, labels)
     row["nercc_smoothing"] = list(lam)
@@ -140,11 +147,11 @@ def run_experiment(
     t0 = time.perf_counter()
     rows, trained = [], {}
     for name in config.models:
-        task = load_task(name, out, base_quick=config.quick, log=log,
+        task = load_task(name, out, base_quick=config.quick_train, log=log,
                          show_progress=show_progress)  # fmt: skip
         for k in config.groups:
             over = {} if config.steps is None else {"steps": config.steps}
-            pcfg = ParityConfig.preset(name, k, quick=config.quick, **over)
+            pcfg = ParityConfig.preset(name, k, quick=config.quick_train, **over)
             parity, meta, _ = load_or_train(
                 pcfg, out, task=task, log=log, show_progress=show_progress
             )

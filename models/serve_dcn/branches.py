@@ -17,6 +17,7 @@ from flax import nnx
 import codedjax as cj
 from codedjax.serving import Adaptive, FirstDecodable, FixedN
 
+from ..coded_dcn import branch_entries
 from ..dcn import DCNv2, cast_floating
 from .config import ServeDCNConfig
 
@@ -115,23 +116,37 @@ def make_worker(model: DCNv2, dtype) -> Any:
     return worker
 
 
+#: the served schemes: (Cross entry, Deep entry) of :func:`codedjax.catalogue`, each
+#: served as the catalogue says (its ``policy``); ChebyLS + RepApprox also at every
+#: N of ``responses`` and under the adaptive policy
+PAIRS = (
+    ("uncoded", "uncoded"),
+    ("replication", "replication"),
+    ("threshold", "repapprox"),
+)
+
+
+def _policy(s: cj.Scheme):
+    """A catalogue entry's wait policy: its threshold, or the first moment every
+    query may decode."""
+    return FirstDecodable() if s.policy == "first" else FixedN(s.min_responses)
+
+
 def schemes(cfg: ServeDCNConfig, budget: float) -> list[tuple[str, Any, Any]]:
-    """(name, code, policy) of every scheme; ``budget`` is the adaptive policy's."""
-    k, m, c, d = cfg.num_inputs, cfg.num_workers, cfg.replication, cfg.train
-    deg = d.num_cross_layers + 1
-    rep = cj.repapprox_code(num_inputs=k, num_workers=m, replication=c)
-    cheb = BranchCode(cj.lagrange_code(num_inputs=k, num_workers=m, degree=deg), rep)
-    thr = BranchCode(
-        cj.lagrange_code(num_inputs=k, num_workers=m, degree=deg, decoder="threshold"),
-        rep,
+    """(name, code, policy) of every scheme; ``budget`` is the adaptive policy's.
+    The Cross branch is a polynomial of degree L + 1, the Deep branch is not."""
+    cross, deep = branch_entries(
+        cfg.train.num_cross_layers + 1,
+        cfg.num_inputs,
+        cfg.num_workers,
+        tuple({p[i] for p in PAIRS + (("chebyls", "repapprox"),)} for i in (0, 1)),
+        replicas=cfg.replication,
     )
-    repl = cj.replication_code(num_inputs=k, num_workers=m)
-    unc = cj.uncoded_code(num_inputs=k)
-    out = [
-        ("uncoded", BranchCode(unc, unc), FixedN(k)),
-        ("replication", BranchCode(repl, repl), FirstDecodable()),
-        ("threshold+repapprox", thr, FixedN(cfg.num_coeffs)),
-    ]
+    out = []
+    for c, d in PAIRS:
+        code = BranchCode(cross[c].code, deep[d].code)
+        out.append((c if c == d else f"{c}+{d}", code, _policy(cross[c])))
+    cheb = BranchCode(cross["chebyls"].code, deep["repapprox"].code)
     out += [(f"chebyls+repapprox N={n}", cheb, FixedN(n)) for n in cfg.responses]
     out.append(("adaptive", cheb, Adaptive(budget, cfg.deadline)))
     return out

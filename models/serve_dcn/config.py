@@ -29,6 +29,8 @@ class ServeDCNConfig:
         deadline: the adaptive policy's deadline (seconds).
         seed: of the delay draws.
         ckpt_dir: checkpoint directory.
+        group_deadline: behind the HTTP endpoint (``--http``), the seconds a
+            coding group waits to fill before it is served part-empty.
     """
 
     train: TrainConfig = TrainConfig()
@@ -46,6 +48,7 @@ class ServeDCNConfig:
     deadline: float = 0.25
     seed: int = 0
     ckpt_dir: str = "checkpoints"
+    group_deadline: float = 0.005
 
     def __post_init__(self):
         name = "ServeDCNConfig"
@@ -87,6 +90,10 @@ class ServeDCNConfig:
                 f"{name}: need shift >= 0, mean > 0, slow_prob in [0, 1], "
                 f"slow_factor >= 1 and deadline > 0 (finite), got {self.shift}, "
                 f"{self.mean}, {self.slow_prob}, {self.slow_factor}, {self.deadline}"
+            )
+        if not 0 < self.group_deadline < math.inf:
+            raise ValueError(
+                f"{name}: group_deadline must be seconds > 0, got {self.group_deadline}"
             )
 
     @classmethod

@@ -19,7 +19,7 @@ from codedjax.serving import (
     SimulatedCluster,
     ThreadCluster,
 )
-from runkit import environment, percentile, progress
+from runkit import environment, l2_rel_err, percentile, progress
 
 from ..metrics import binary_auc, binary_logloss
 from ..tabular import load_dataset
@@ -28,7 +28,7 @@ from .branches import make_worker, schemes
 from .config import ServeDCNConfig
 from .report import write_outputs
 
-__all__ = ["ServeDCNSummary", "run_serve_dcn"]
+__all__ = ["ServeDCNSummary", "run_serve_dcn", "load_test_set"]
 
 
 class ServeDCNSummary(TypedDict):
@@ -44,6 +44,26 @@ class ServeDCNSummary(TypedDict):
     cpu_count: int | None
     environment: dict[str, Any]
     seconds: float
+
+
+def load_test_set(cfg: ServeDCNConfig, show_progress=None):
+    """The run's data, model (loaded, or trained when its checkpoint is missing)
+    and test queries, cut to whole groups of K (at most ``max_groups``): (data,
+    model, labels [G K] int32, x0 [G K, d0] float32, float32 logits [G K] float64)."""
+    data = load_dataset(cfg.train, show_progress=show_progress)
+    model, _ = load_or_train(cfg.train, cfg.ckpt_dir, data=data,
+                             show_progress=show_progress)  # fmt: skip
+    cat, num, labels = (np.asarray(a) for a in data.test)
+    k = cfg.num_inputs
+    g = len(labels) // k
+    if cfg.max_groups is not None:
+        g = min(g, cfg.max_groups)
+    nq = g * k
+    cat, num, labels = cat[:nq], num[:nq], labels[:nq].astype(np.int32)
+    x0 = np.asarray(jax.jit(lambda c, n: model.embed(c, n))(
+        jnp.asarray(cat, jnp.int32), jnp.asarray(num, jnp.float32)))  # fmt: skip
+    z32 = np.asarray(jax.jit(model.logits_from_x0)(jnp.asarray(x0)), np.float64)
+    return data, model, labels, x0, z32
 
 
 def _calibrate(cfg: ServeDCNConfig, data, model, worker) -> float:
@@ -73,19 +93,10 @@ def run_serve_dcn(
     """Serves the test set with every scheme and returns the summary (and writes
     ``summary.json``, ``report.md`` and the plot to ``out`` when given)."""
     t_start = time.perf_counter()
-    data = load_dataset(cfg.train, show_progress=show_progress)
-    model, _ = load_or_train(cfg.train, cfg.ckpt_dir, data=data,
-                             show_progress=show_progress)  # fmt: skip
-    cat, num, labels = (np.asarray(a) for a in data.test)
+    data, model, labels, x0, z32 = load_test_set(cfg, show_progress)
     k = cfg.num_inputs
     g = len(labels) // k
-    if cfg.max_groups is not None:
-        g = min(g, cfg.max_groups)
     nq = g * k
-    cat, num, labels = cat[:nq], num[:nq], labels[:nq].astype(np.int32)
-    x0 = np.asarray(jax.jit(lambda c, n: model.embed(c, n))(
-        jnp.asarray(cat, jnp.int32), jnp.asarray(num, jnp.float32)))  # fmt: skip
-    z32 = np.asarray(jax.jit(model.logits_from_x0)(jnp.asarray(x0)), np.float64)
     bias = float(np.asarray(model.output_bias(), np.float32))
     groups = x0.reshape(g, k, -1)
     worker = make_worker(model, jnp.bfloat16)
@@ -108,8 +119,7 @@ def run_serve_dcn(
         z = (vals.sum(axis=-1) + bias).reshape(-1)
         # a group that could not be decoded is answered with logit 0 (p = 1/2)
         z = np.where(np.repeat(ok, k), z, 0.0)
-        zg, rg = z.reshape(g, k), z32.reshape(g, k)
-        rel = np.linalg.norm(zg - rg, axis=1) / np.linalg.norm(rg, axis=1)
+        rel = l2_rel_err(z.reshape(g, k), z32.reshape(g, k))
         lat = np.array([r.latency for r in res])
         rows[name] = {
             "code": code.name,

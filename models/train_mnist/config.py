@@ -20,7 +20,14 @@ from ..mlp import MLP
 from ..repvgg import RepVGG, reparameterize
 from ..vit import SmallViT
 
-__all__ = ["MODELS", "MODEL_NAMES", "MnistModel", "TrainConfig", "build_model"]
+__all__ = [
+    "MODELS",
+    "MODEL_NAMES",
+    "MnistModel",
+    "TrainConfig",
+    "TrainRun",
+    "build_model",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,3 +163,52 @@ class TrainConfig:
     def quick(cls, model: str = "lenet5", **overrides) -> TrainConfig:
         """The ``--quick`` preset of ``model``."""
         return cls.preset(model, quick=True, **overrides)
+
+
+SCHEDULES = ("full", "quick")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainRun:
+    """What one ``python -m models.train_mnist`` run trains (``quick()``: the
+    short schedules).
+
+    Attributes:
+        models: names of :data:`MODELS`, each trained (or loaded) in turn.
+        schedule: which preset of each model's registry entry: ``"full"`` or
+            ``"quick"`` (:meth:`TrainConfig.preset`; its own checkpoint file).
+        epochs: override of the preset's epochs (None: the preset's).
+        seed: seed of every model's training.
+        retrain: train even when a matching checkpoint exists.
+    """
+
+    models: tuple[str, ...] = ()
+    schedule: str = "full"
+    epochs: int | None = None
+    seed: int = 0
+    retrain: bool = False
+
+    def __post_init__(self):
+        if not self.models:
+            raise ValueError("TrainRun: models must name at least one model")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(
+                f"TrainRun: schedule must be one of {SCHEDULES}, got {self.schedule!r}"
+            )
+        self.configs()  # each preset's own checks, before any work
+
+    @classmethod
+    def quick(cls, **overrides) -> TrainRun:
+        """The short training schedule of each model (TrainConfig.quick())."""
+        return cls(**{"schedule": "quick", **overrides})
+
+    def configs(self) -> dict[str, TrainConfig]:
+        """The :class:`TrainConfig` of each model (each named once)."""
+        over: dict[str, Any] = {"seed": self.seed}
+        if self.epochs is not None:
+            over["epochs"] = self.epochs
+        quick = self.schedule == "quick"
+        return {
+            name: TrainConfig.preset(name, quick=quick, **over)
+            for name in dict.fromkeys(self.models)
+        }

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 import runkit
 
-from .config import BASE_MODELS, DEGRADED_INPUTS, ParityConfig
+from .config import BASE_MODELS, DEGRADED_INPUTS, ParityRun
 from .loop import load_or_train, load_task
 from .metrics import degraded_predictions, task_metrics
 
@@ -41,62 +40,38 @@ def report(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point: trains (or loads) each parity model, writes the
-    report."""
-    p = argparse.ArgumentParser(
-        prog="python -m models.train_parity",
-        description="Train ParM parity models (MSE to the sum of the base model's "
-        "outputs) for the Adult DCNv2 and the MNIST LeNet5 and MLP.",
-    )
-    runkit.add_run_arguments(
-        p, quick="the short preset (400 steps, on the quick base model)"
-    )
-    p.add_argument("--model", nargs="+", choices=BASE_MODELS, required=True)
-    p.add_argument("--group", nargs="+", type=int, required=True, help="k values")
-    p.add_argument("--steps", type=int, default=None, help="override the preset")
-    p.add_argument("--retrain", action="store_true", help="ignore existing checkpoints")
-    args = p.parse_args(argv)
-    bad = [k for k in args.group if k < 2 or DEGRADED_INPUTS % k]
-    if bad:
-        p.error(
-            f"--group: every group must be >= 2 and divide K = {DEGRADED_INPUTS}, "
-            f"the queries the degraded mode serves together (M = K + K/k), got {bad}"
-        )
-    show = False if args.no_progress else None
-    command = "python -m models.train_parity " + " ".join(
-        sys.argv[1:] if argv is None else argv
-    )
-    flags = {"model": "--model", "group": "--group", "steps": "--steps",
-             "seed": "--seed"}  # fmt: skip
-    over = {"seed": args.seed}
-    if args.steps is not None:
-        over["steps"] = args.steps
-    configs = [
-        runkit.make_config(
-            p, flags, ParityConfig.preset, name, k, quick=args.quick, **over
-        )  # fmt: skip
-        for name in dict.fromkeys(args.model)
-        for k in dict.fromkeys(args.group)
-    ]
+FLAGS = {
+    "models": (
+        "--model",
+        {"nargs": "+", "choices": BASE_MODELS, "required": True, "help": "to train"},
+    ),
+    "groups": ("--group", {"nargs": "+", "required": True, "help": "k values"}),
+    "steps": ("--steps", {"help": "override the preset"}),
+    "retrain": ("--retrain", {"help": "ignore existing checkpoints"}),
+}
+
+
+def _run(run: ParityRun, cmd: runkit.Invocation) -> int:
+    show = cmd.show_progress
+    quick = run.schedule == "quick"
     rows, tasks = {}, {}
-    for cfg in configs:
+    for cfg in run.configs():
         if cfg.model not in tasks:
             tasks[cfg.model] = load_task(
-                cfg.model, args.out, base_quick=cfg.base_quick, show_progress=show
+                cfg.model, cmd.out, base_quick=cfg.base_quick, show_progress=show
             )
         task = tasks[cfg.model]
         model, meta, _ = load_or_train(
-            cfg, args.out, task=task, retrain=args.retrain, show_progress=show
+            cfg, cmd.out, task=task, retrain=run.retrain, show_progress=show
         )
         rebuilt, labels, _info = degraded_predictions(
             task, model, cfg.group, num_inputs=DEGRADED_INPUTS
         )
         n = labels.shape[0]
-        rows[f"{cfg.model}-k{cfg.group}{'-quick' if args.quick else ''}"] = {
+        rows[f"{cfg.model}-k{cfg.group}{'-quick' if quick else ''}"] = {
             "model": cfg.model,
             "group": cfg.group,
-            "quick": args.quick,
+            "quick": quick,
             "config": meta["config"],
             "val_mse": meta["val_mse"],
             "train_seconds": meta["train_seconds"],
@@ -105,10 +80,10 @@ def main(argv: list[str] | None = None) -> int:
             "test_n": n,
             "checkpoint": meta["checkpoint"],
             "base_checkpoint": task.base_meta.get("checkpoint"),
-            "command": command,
+            "command": cmd.command,
             "environment": runkit.environment(),
         }
-    out = Path(args.out)
+    out = Path(cmd.out)
     path = out / "summary.json"
     summary = json.loads(path.read_text()) if path.is_file() else {}
     summary.update(rows)
@@ -117,6 +92,17 @@ def main(argv: list[str] | None = None) -> int:
     (out / "report.md").write_text(text)
     print(text)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point: trains (or loads) each parity model, writes the
+    report."""
+    return runkit.main(
+        ParityRun, _run, argv, prog="python -m models.train_parity",
+        description="Train ParM parity models (MSE to the sum of the base model's "
+        "outputs) for the Adult DCNv2 and the MNIST LeNet5 and MLP.", flags=FLAGS,
+        quick="the short preset (400 steps, on the quick base model)",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["BASE_MODELS", "DEGRADED_INPUTS", "ParityConfig"]
+__all__ = ["BASE_MODELS", "DEGRADED_INPUTS", "ParityConfig", "ParityRun"]
 
 #: the base models a parity model can be trained for: the Adult DCNv2 and two of the
 #: MNIST registry (models.train_mnist.MODELS)
@@ -72,3 +72,63 @@ class ParityConfig:
         (400 steps on the quick base model), with ``over`` on top."""
         base = dict(steps=400, base_quick=True) if quick else {}
         return cls(model=model, group=group, **{**base, **over})
+
+
+SCHEDULES = ("full", "quick")
+
+
+@dataclasses.dataclass(frozen=True)
+class ParityRun:
+    """What one ``python -m models.train_parity`` run trains (``quick()``: the
+    short presets).
+
+    Attributes:
+        models: base models of :data:`BASE_MODELS`.
+        groups: the k values; each must be >= 2 and divide
+            :data:`DEGRADED_INPUTS`, the queries the degraded-mode report serves
+            together.
+        schedule: ``"full"`` or ``"quick"``: which :meth:`ParityConfig.preset`.
+        steps: override of the preset's steps (None: the preset's).
+        seed: seed of every parity model.
+        retrain: train even when a matching checkpoint exists.
+    """
+
+    models: tuple[str, ...] = ()
+    groups: tuple[int, ...] = ()
+    schedule: str = "full"
+    steps: int | None = None
+    seed: int = 0
+    retrain: bool = False
+
+    def __post_init__(self):
+        name = "ParityRun"
+        bad = [k for k in self.groups if k < 2 or DEGRADED_INPUTS % k]
+        if bad or not self.groups:
+            raise ValueError(
+                f"{name}: groups: every group must be >= 2 and divide K = "
+                f"{DEGRADED_INPUTS}, the queries the degraded mode serves together "
+                f"(M = K + K/k), got {bad}"
+            )
+        if not self.models or self.schedule not in SCHEDULES:
+            raise ValueError(
+                f"{name}: need models and a schedule of {SCHEDULES}, got "
+                f"{self.models} and {self.schedule!r}"
+            )
+        self.configs()  # each preset's own checks, before any work
+
+    @classmethod
+    def quick(cls, **overrides) -> ParityRun:
+        """The short presets (400 steps, on the quick base model)."""
+        return cls(**{"schedule": "quick", **overrides})
+
+    def configs(self) -> list[ParityConfig]:
+        """The :class:`ParityConfig` of every (model, k), each named once."""
+        over = {"seed": self.seed}
+        if self.steps is not None:
+            over["steps"] = self.steps
+        quick = self.schedule == "quick"
+        return [
+            ParityConfig.preset(name, k, quick=quick, **over)
+            for name in dict.fromkeys(self.models)
+            for k in dict.fromkeys(self.groups)
+        ]

@@ -21,8 +21,9 @@ float64 and rounded once to the workers' dtype; the truth is the series at the d
 points. ``--worker-dtype float32`` gives float32 answers (the cross tower then runs
 in float32), whose rounding is that of the decoder itself.
 
-Every code (``--codes all``, or names from :data:`CODES`): each code the
-library's factories build (:func:`catalogue_code`) on the workloads of
+Every code (``--codes all``, or names from :data:`CODES`): each scheme of
+:func:`codedjax.catalogue` that serves a request in one round, the circle code as
+its four variants (:func:`catalogue_scheme`), on the workloads of
 :data:`SETTINGS` it serves, f(x) = (x W)^d (linear, K = 4, M = 10: every code;
 quadratic, K = 3, M = 9: the codes exact for degree 2 and the interpolating
 ones), with bf16 and float32 answers (both in one run), at every N from the code's
@@ -41,15 +42,16 @@ over N) and the full one, headed by the commit and the date.
 """
 
 from .catalogue import ANSWERS as ANSWERS
-from .catalogue import INTERPOLATING as INTERPOLATING
 from .catalogue import PAYLOAD_WIDTH as PAYLOAD_WIDTH
 from .catalogue import SETTINGS as SETTINGS
 from .catalogue import approximate_at as approximate_at
 from .catalogue import catalogue_code as catalogue_code
+from .catalogue import catalogue_scheme as catalogue_scheme
 from .catalogue import catalogue_worker as catalogue_worker
 from .catalogue import format_catalogue as format_catalogue
 from .catalogue import run_catalogue as run_catalogue
 from .catalogue import write_catalogue as write_catalogue
+from .config import CIRCLE_VARIANTS as CIRCLE_VARIANTS
 from .config import CODES as CODES
 from .config import DECODERS as DECODERS
 from .config import PAYLOADS as PAYLOADS

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import codedjax as cj
 import runkit
+from runkit.pages import report_page
 
 from . import __doc__ as _DOC
 from .catalogue import run_catalogue, write_catalogue
@@ -26,11 +26,17 @@ FLAGS = {
 }
 
 
-def checked_config(**fields) -> CalibrationConfig:
-    """A :class:`CalibrationConfig` whose every field a run can do: sizes >= 1, N
-    in [D, M] (D = (L + 1)(K - 1) + 1), a decay in (0, 1], known names; else a
-    ValueError naming the field."""
-    cfg = CalibrationConfig(**fields)
+#: the results pages' headings: one setting, and every code (``--codes``)
+PAGE_TITLES = {
+    False: "Calibration of the predicted error",
+    True: "Calibration of the predicted error: every code",
+}
+
+
+def validate(cfg: CalibrationConfig) -> None:
+    """Refuses a :class:`CalibrationConfig` with a field no run can do: sizes must
+    be >= 1, N in [D, M] (D = (L + 1)(K - 1) + 1), a decay in (0, 1], the names
+    known; else a ValueError naming the field."""
     name = "CalibrationConfig"
     for field in ("num_inputs", "num_workers", "features", "num_masks", "columns"):
         if getattr(cfg, field) < 1:
@@ -57,34 +63,22 @@ def checked_config(**fields) -> CalibrationConfig:
             f"{name}: payload must be one of {PAYLOADS} and worker_dtype one of "
             f"{WORKER_DTYPES}, got {cfg.payload!r} and {cfg.worker_dtype!r}"
         )
-    return cfg
 
 
-def main(argv=None) -> CalibrationSummary:
-    """Command-line entry point; returns the summary."""
-    parser = argparse.ArgumentParser(description=_DOC.split("\n\n")[0])
-    runkit.add_run_arguments(parser, out="results/calibration", quick=False)
-    runkit.add_config_arguments(parser, CalibrationConfig, FLAGS)
-    args = parser.parse_args(argv)
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    series = ["--columns", "--decay"]
     runkit.not_with(
         parser,
         args,
         "--codes",
-        ["--responses", "--decoders", "--payload", "--worker-dtype", "--columns",
-         "--decay"],
+        ["--responses", "--decoders", "--payload", "--worker-dtype", *series],
         why="the catalogue runs its own settings",
-    )  # fmt: skip
-    runkit.only_with(
-        parser,
-        args,
-        "--payload series",
-        ["--columns", "--decay"],
-        given=args.payload == "series",
     )
-    over = runkit.config_overrides(args, CalibrationConfig)
-    cfg = runkit.make_config(
-        parser, FLAGS, checked_config, **over, progress=not args.no_progress
-    )
+    given = args.payload == "series"
+    runkit.only_with(parser, args, "--payload series", series, given=given)
+
+
+def _run(cfg: CalibrationConfig, cmd: runkit.Invocation) -> CalibrationSummary:
     t0 = time.perf_counter()
     run, write = (
         (run_catalogue, write_catalogue)
@@ -93,11 +87,20 @@ def main(argv=None) -> CalibrationSummary:
     )
     summary = run(cfg)
     summary["seconds"] = time.perf_counter() - t0
-    words = sys.argv[1:] if argv is None else list(argv)
-    summary["command"] = " ".join(["python -m theory.calibration", *words])
-    print(write(summary, args.out))
+    summary["command"] = cmd.command
+    print(write(summary, cmd.out))
+    report_page(cmd, title=PAGE_TITLES[bool(cfg.codes)])
     print(f"targets: {summary['targets']} ({summary['seconds']:.1f} s)")
     return summary
+
+
+def main(argv=None) -> CalibrationSummary:
+    """Command-line entry point; returns the summary."""
+    return runkit.main(
+        CalibrationConfig, _run, argv, prog="python -m theory.calibration",
+        description=_DOC.split("\n\n")[0], flags=FLAGS, out="results/calibration",
+        check=_check, validate=validate,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -14,59 +14,45 @@ import numpy as np
 import codedjax as cj
 import runkit
 
-from .config import CODES, WORKER_DTYPES, CalibrationConfig
+from .config import CIRCLE_VARIANTS, CODES, WORKER_DTYPES, CalibrationConfig
 from .single import CalibrationSummary
 
 SETTINGS = {"linear": (4, 10, 1), "quadratic": (3, 9, 2)}
 PAYLOAD_WIDTH = 4  # P
-#: decoders whose ``error`` predicts the rounding part only (docs/decoding.md):
-#: measured against their own decode of float64 answers, not against f(X)
-INTERPOLATING = ("bacc", "nercc", "repapprox")
 #: the catalogue's two kinds of answers: "premise", the exact f of the coded
 #: queries rounded once to the workers' dtype (what ``error`` models), and
 #: "worker", f computed by the workers in their dtype (beyond the premise)
 ANSWERS = ("premise", "worker")
 
 
-def catalogue_code(name: str, setting: str, worker_dtype: str, seed: int = 0):
-    """The code ``name`` of :data:`CODES` on ``setting``, built by the library's
-    factory; None where it does not serve the setting's workload (a linear-only
-    code on the quadratic one)."""
+def catalogue_scheme(
+    name: str, setting: str, worker_dtype: str, seed: int = 0
+) -> cj.Scheme | None:
+    """The entry of :func:`codedjax.catalogue` for ``name`` of :data:`CODES` on
+    ``setting`` (f(x) = (x W)^d, linear without bias for d = 1): a circle variant
+    of :data:`CIRCLE_VARIANTS` with its packing and decoder, ParM with group size
+    k = 2; None where it does not apply (a linear-only code on the quadratic
+    workload)."""
+    if name not in CODES:
+        raise ValueError(f"catalogue_scheme: name must be one of {CODES}, got {name!r}")
     k, m, d = SETTINGS[setting]
-    lag = dict(num_inputs=k, num_workers=m, degree=d)
-    linear = d == 1
-    if name in ("chebyls", "threshold"):
-        return cj.lagrange_code(decoder=name, **lag)
-    if name in ("graceful", "robust"):
-        extra = {"max_corrupted": 1} if name == "robust" else {}
-        return cj.lagrange_code(decoder=name, worker_dtype=worker_dtype, **extra, **lag)
-    if name.startswith("circle"):
-        pack = "packed" in name
-        decoder = "threshold" if name.endswith("threshold") else "ls"
-        return (
-            cj.circle_code(decoder=decoder, pack=pack, **lag)
-            if linear or not pack
-            else None
-        )
-    if name == "random":
-        return (
-            cj.random_code(num_inputs=k, num_workers=m, seed=seed) if linear else None
-        )
-    if name == "parity":  # a linear f is its own exact parity model
-        return (
-            cj.parity_code(num_inputs=k, group=2, parity_error=0.0) if linear else None
-        )
-    if name == "bacc":
-        return cj.bacc_code(num_inputs=k, num_workers=m)
-    if name == "nercc":
-        return cj.nercc_code(num_inputs=k, num_workers=m, smoothing=(1e-4, 1e-3))
-    if name == "repapprox":
-        return cj.repapprox_code(num_inputs=k, num_workers=m, replication=m // k)
-    if name == "replication":
-        return cj.replication_code(num_inputs=k, num_workers=m)
-    if name == "uncoded":
-        return cj.uncoded_code(num_inputs=k)
-    raise ValueError(f"catalogue_code: name must be one of {CODES}, got {name!r}")
+    wl = cj.Workload(setting, d, linear=d == 1, description="f(x) = (x W)^d")
+    base, knobs = name, {}
+    if name in CIRCLE_VARIANTS:
+        pack, decoder = CIRCLE_VARIANTS[name]
+        base, knobs = "circle", dict(circle_pack=pack, circle_decoder=decoder)
+    entries = cj.catalogue(
+        wl, k, m, worker_dtype=worker_dtype, names=[base], seed=seed, **knobs
+    )
+    if base == "parity":  # the recorded tables' group size
+        entries = tuple(s for s in entries if s.name == "parity k=2")
+    return entries[0] if entries and entries[0].applies else None
+
+
+def catalogue_code(name: str, setting: str, worker_dtype: str, seed: int = 0):
+    """The code of :func:`catalogue_scheme` (None where it does not apply)."""
+    s = catalogue_scheme(name, setting, worker_dtype, seed)
+    return None if s is None else s.code
 
 
 def catalogue_worker(q, w, degree: int, pairs: bool):
@@ -111,16 +97,17 @@ def _premise_answers(y64, dtype):
     return jnp.asarray(np.asarray(y64).astype(jnp.dtype(dtype)))
 
 
-def approximate_at(name: str, code, n: int, degree: int) -> bool:
-    """Whether the decode of ``name`` from n answers approximates f (measured
-    then against the same decode of float64 answers): BACC, NeRCC and RepApprox
-    at every N (their ``error`` predicts the rounding part only; RepApprox is
-    exact where no group is lost, and its float64 decode is then f(X)), the
-    graceful decoder below D (its smooth branch, whose ``error`` is the prior's
-    posterior spread)."""
-    if name in INTERPOLATING:
+def approximate_at(scheme: cj.Scheme, n: int, degree: int) -> bool:
+    """Whether the decode of ``scheme`` from n answers approximates f (measured
+    then against the same decode of float64 answers): the catalogue's inexact
+    schemes at every N (BACC, NeRCC and RepApprox: their ``error`` predicts the
+    rounding part only; RepApprox is exact where no group is lost, and its
+    float64 decode is then f(X)), the graceful decoder below D (its smooth
+    branch, whose ``error`` is the prior's posterior spread)."""
+    if not scheme.exact:
         return True
-    return name == "graceful" and n < cj.recovery_threshold(code.num_inputs, degree)
+    k = scheme.code.num_inputs
+    return scheme.name == "graceful" and n < cj.recovery_threshold(k, degree)
 
 
 def _catalogue_cell(cfg, code, ys, y64, truth, approx, n, key):
@@ -212,15 +199,16 @@ def run_catalogue(
             continue
         for wdt in dtypes:
             for name in names:
-                code = catalogue_code(name, setting, wdt, cfg.seed)
-                if code is not None:
-                    cells.append((setting, deg, wdt, name, code))
-    total = sum(c[4].num_workers - c[4].threshold + 1 for c in cells)
+                sch = catalogue_scheme(name, setting, wdt, cfg.seed)
+                if sch is not None:
+                    cells.append((setting, deg, wdt, name, sch))
+    total = sum(c[4].code.num_workers - c[4].code.threshold + 1 for c in cells)
     bar = runkit.progress(
         total=total, desc="calibration", disable=None if cfg.progress else True
     )
     key = jax.random.key(cfg.seed)
-    for i, (setting, deg, wdt, name, code) in enumerate(cells):
+    for i, (setting, deg, wdt, name, sch) in enumerate(cells):
+        code = sch.code
         k = code.num_inputs
         rng = np.random.default_rng([cfg.seed, i])
         x = rng.standard_normal((cfg.num_masks, k, PAYLOAD_WIDTH))
@@ -236,7 +224,7 @@ def run_catalogue(
         every = range(max(code.threshold, 1), code.num_workers + 1)
         for n in every if pick_n is None else pick_n(name, code, deg):
             kn = jax.random.fold_in(jax.random.fold_in(key, i), n)
-            approx = approximate_at(name, code, n, deg)
+            approx = approximate_at(sch, n, deg)
             cell = _catalogue_cell(cfg, code, ys, y64, truth, approx, n, kn)
             for kind, (act, pred, ok, to_f) in cell.items():
                 rows.append(

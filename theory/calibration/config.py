@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import dataclasses
 
+import codedjax as cj
+
 DECODERS = ("chebyls", "chebyls_batched", "chebyls_one", "graceful")
 PAYLOADS = ("tower", "series")
 WORKER_DTYPES = ("bfloat16", "float32")
-# the catalogue (``--codes``): every Code the library's factories build
+#: the circle code's variants the calibration runs: name -> (pack, decoder)
+CIRCLE_VARIANTS = {
+    "circle": (False, "ls"),
+    "circle-threshold": (False, "threshold"),
+    "circle-packed": (True, "ls"),
+    "circle-packed-threshold": (True, "threshold"),
+}
+_LAST = ("replication", "uncoded", "parity")
+#: the catalogue (``--codes``): every scheme of ``codedjax.catalogue`` that serves
+#: a request in one round (all but layer-wise coding), the circle code as its
+#: variants, in the order of the recorded tables (which seeds each cell): the
+#: baselines and ParM last
 CODES = (
-    "chebyls", "threshold", "graceful", "robust", "circle", "circle-threshold",
-    "circle-packed", "circle-packed-threshold", "random", "bacc", "nercc",
-    "repapprox", "replication", "uncoded", "parity",
+    *(v for n in cj.SCHEME_NAMES if n not in (*_LAST, "layerwise")
+      for v in (CIRCLE_VARIANTS if n == "circle" else (n,))),
+    *_LAST,
 )  # fmt: skip
 
 

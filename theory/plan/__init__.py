@@ -27,16 +27,17 @@ probability, it reports, for a uniformly random set of N responders:
    missing workers (all C(M, s) sets), and how far the greedy search of
    :func:`codedjax.worst_case_mask` falls below it, and its value at larger s.
 
-5. **Which scheme** (``--schemes all`` or a comma list, with ``--latency``; see
-   :mod:`theory.plan.schemes`): uncoded, replication, ChebyLS at the N of section 1,
-   threshold, graceful, BACC, NeRCC, RepApprox, circle, random and parity codes on
-   the same M workers, each at the smallest N at which its decoded error on
-   ``--workload`` payloads (``polynomial`` of degree d, or ``deep``, a ReLU network)
-   meets the target with probability 1 - failure, its p50/p99 from
-   :func:`codedjax.serving.simulate_latency` under the latency model; the lowest
-   p99 that meets the target is the choice, the ranking gives each scheme's p99 as
-   a multiple of the choice's, and a scheme that cannot serve the workload gets a
-   "does not apply" row with the reason (then D > M is allowed).
+5. **Which scheme** (``--schemes all`` or a comma list of ``codedjax.SCHEME_NAMES``,
+   with ``--latency``; see :mod:`theory.plan.schemes`): the schemes of
+   :func:`codedjax.catalogue` on the same M workers (ChebyLS at the N of section 1),
+   each at the smallest N at which its decoded error on ``--workload`` payloads
+   (``polynomial`` of degree d, or ``deep``, a ReLU network) meets the target with
+   probability 1 - failure, its p50/p99 from
+   :func:`codedjax.serving.simulate_latency` under the latency model (a circle
+   worker serves two real evaluations per request); the lowest p99 that meets the
+   target is the choice, the ranking gives each scheme's p99 as a multiple of the
+   choice's, and a scheme that cannot serve the workload gets a "does not apply"
+   row with the catalogue's reason (then D > M is allowed).
 6. **How many workers** (``--workers LO..HI`` with ``--schemes`` and ``--latency``,
    optionally ``--p99-target 30ms``; see :mod:`theory.plan.search`): for M = LO ..
    HI, each scheme's smallest M (and its N there) at which it meets the error
@@ -75,15 +76,17 @@ from .errors import all_masks as all_masks
 from .errors import decode_errors as decode_errors
 from .errors import decoder_errors as decoder_errors
 from .errors import request_answers as request_answers
-from .latency import latency_percentiles as latency_percentiles
-from .latency import parse_latency as parse_latency
 from .pipeline import PlanSummary as PlanSummary
 from .pipeline import plan as plan
 from .report import report as report
 from .report import write_outputs as write_outputs
-from .schemes import SCHEMES as SCHEMES
+from .schemes import plan_schemes as plan_schemes
+from .schemes import scheme_row as scheme_row
 from .schemes import scheme_table as scheme_table
+from .schemes import workload as workload
 from .search import workers_search as workers_search
 from .tables import chebyls_table as chebyls_table
+from .tables import latency_percentiles as latency_percentiles
+from .tables import parse_latency as parse_latency
 from .tables import repapprox_table as repapprox_table
 from .tables import worst_case_table as worst_case_table

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 
 import runkit
+from runkit.pages import report_page
 
 from . import __doc__ as _DOC
 from .config import (
@@ -19,12 +20,24 @@ from .config import (
 from .pipeline import PlanSummary, plan
 from .report import report, write_outputs
 
+
+class _WorkersRange(argparse.Action):
+    """``--workers M`` sets ``workers``; ``--workers LO..HI`` sets ``workers`` and
+    ``max_workers`` (the search over M)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        lo, hi = values if isinstance(values, tuple) else (values, None)
+        namespace.workers = lo
+        namespace.max_workers = hi
+
+
 FLAGS = {
     "workers": (
         "--workers",
         {
             "required": True,
             "type": workers_arg,
+            "action": _WorkersRange,
             "help": "M, or a range LO..HI: with --schemes, each scheme's smallest M",
         },
     ),
@@ -74,38 +87,28 @@ FLAGS = {
 }
 
 
-def _config(quick: bool, **over) -> PlanConfig:
-    """The config of the flags, checked (:func:`theory.plan.config.validate`)."""
-    cfg = PlanConfig.quick(**over) if quick else PlanConfig(**over)
-    validate(cfg)
-    return cfg
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    runkit.only_with(parser, args, "--schemes", ["--workload", "--scheme-requests"])
 
 
-def main(argv: Sequence[str] | None = None) -> PlanSummary:
-    """Command-line entry point; returns the summary."""
-    p = argparse.ArgumentParser(
-        prog="python -m theory.plan",
-        description=_DOC,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    runkit.add_run_arguments(
-        p, out="results/plan", quick="PlanConfig.quick(): 2,000 trials per N"
-    )
-    runkit.add_config_arguments(p, PlanConfig, FLAGS)
-    a = p.parse_args(argv)
-    runkit.only_with(p, a, "--schemes", ["--workload", "--scheme-requests"])
-    over = runkit.config_overrides(a, PlanConfig)
-    if isinstance(over["workers"], tuple):
-        over["workers"], over["max_workers"] = over["workers"]
-    over["progress"] = not a.no_progress
-    cfg = runkit.make_config(p, FLAGS, _config, a.quick, **over)
+def _run(cfg: PlanConfig, cmd: runkit.Invocation) -> PlanSummary:
     if cfg.max_workers is None:
         print(f"D = d (K - 1) + 1 = {cfg.num_coeffs}", flush=True)
     summary = plan(cfg)
     text = report(summary)
     print(text)
-    write_outputs(a.out, summary, text)
+    write_outputs(cmd.out, summary, text)
+    report_page(cmd, title="Choosing N and the scheme")
     return summary
+
+
+def main(argv: Sequence[str] | None = None) -> PlanSummary:
+    """Command-line entry point; returns the summary."""
+    return runkit.main(
+        PlanConfig, _run, argv, prog="python -m theory.plan", description=_DOC,
+        flags=FLAGS, out="results/plan", quick="PlanConfig.quick(): 2,000 trials per N",
+        check=_check, validate=validate,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":  # pragma: no cover

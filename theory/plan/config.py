@@ -204,31 +204,17 @@ def seconds_arg(text: str) -> float:
     return v
 
 
-SCHEMES = (
-    "uncoded",
-    "replication",
-    "chebyls",
-    "threshold",
-    "graceful",
-    "bacc",
-    "nercc",
-    "repapprox",
-    "circle",
-    "random",
-    "parity",
-)
-
-
 def selected(spec: str) -> tuple[str, ...]:
-    """The schemes named by ``--schemes`` ("all" or a comma-separated list)."""
+    """The schemes named by ``--schemes``: "all" (every name of
+    ``codedjax.SCHEME_NAMES``) or a comma-separated list of them."""
     if spec.strip() == "all":
-        return SCHEMES
+        return cj.SCHEME_NAMES
     names = tuple(s.strip() for s in spec.split(","))
-    bad = [s for s in names if s not in SCHEMES]
+    bad = [s for s in names if s not in cj.SCHEME_NAMES]
     if bad:
         raise ValueError(
-            f"theory.plan: --schemes: expected 'all' or names from {SCHEMES}, "
-            f"got {spec!r}"
+            f"theory.plan: --schemes: expected 'all' or names from "
+            f"{cj.SCHEME_NAMES}, got {spec!r}"
         )
     return names
 

@@ -9,10 +9,14 @@ from typing import Any, TypedDict
 from runkit import environment
 
 from .config import PlanConfig, unit_roundoff, validate
-from .latency import latency_percentiles
 from .schemes import scheme_table
 from .search import workers_search
-from .tables import chebyls_table, repapprox_table, worst_case_table
+from .tables import (
+    chebyls_table,
+    latency_percentiles,
+    repapprox_table,
+    worst_case_table,
+)
 
 _MODEL_TEXT = {
     "decoder": "relative decode error = the ChebyLS decoder's own prediction "

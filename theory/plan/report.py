@@ -182,7 +182,8 @@ def _scheme_lines(summary: dict[str, Any]) -> list[str]:
         f"Each scheme at the N it needs: decoded error at most {cfg['target_error']:g} "
         f"with probability 1 - {cfg['failure']:g} (one-sided {cfg['confidence']:.0%} "
         "upper bound), latency from codedjax.serving.simulate_latency "
-        f"({sc['requests']} requests, zero engine overhead).",
+        f"({sc['requests']} requests, zero engine overhead; a circle worker "
+        "serves two real evaluations per request: its service_scale).",
         "",
         "| scheme | N | workers | policy | p50 | p99 | median err | max err | "
         "failures | upper | meets |",

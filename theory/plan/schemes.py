@@ -1,25 +1,31 @@
-"""Which scheme, which N: every scheme of the library on one workload and latency model.
+"""Which scheme, which N: the catalogue's schemes on one workload and latency model.
 
-For each scheme: the wait policy it is served with, its p99 latency from
-:func:`codedjax.serving.simulate_latency` (the library's zero-overhead simulator on
-the ``--latency`` model, ``scheme_requests`` requests), and its decoded error on
-the responding sets that simulator reports, for payloads of the workload answered
-in the worker dtype. A scheme with a knob N (the answers it waits for) is run at
-the smallest N whose error meets the target with probability 1 - failure (the
-one-sided Clopper-Pearson upper bound of the failure rate at most ``failure``),
-found by bisection over N (assuming the failure rate falls as N grows); ChebyLS
-uses the N of the plan's own ChebyLS table (its error model). The choice is the
-lowest p99 among the schemes that meet the target. Equal resources: every scheme
-gets the same M workers, except uncoded (K of them) and parity (K + K/k = M).
+The schemes, whether each applies (or why not), their codes, wait policies and
+service times are :func:`codedjax.catalogue`'s for the workload (:func:`workload`),
+K and M. Each is served by :func:`codedjax.serving.simulate_latency` on the
+``--latency`` model (``scheme_requests`` requests; a worker doing
+``service_scale`` real evaluations per request, the circle code's two, takes the
+model's shift plus that many times the rest of its draw, the rule of
+:meth:`codedjax.serving.Injector.plan_one`), its decoded error measured on the
+responding sets the simulator reports, for payloads of the workload answered in
+the worker dtype. A scheme served at a tuned N runs at the smallest N (bisection)
+whose one-sided Clopper-Pearson upper bound of the failure rate is at most
+``failure``; ChebyLS at the N of the plan's ChebyLS table. The choice is the
+lowest p99 among the schemes that meet the target.
 
-Workloads: ``polynomial``, f(x) = sum_{j=1..d} c_j x^j elementwise on x in
-[-1, 1]^4 (random c_j, no constant term, so a degree-1 f is linear and a parity
-model for it is exact); ``deep``, a random ReLU network 4 -> 16 -> 4, for which no
-Lagrange, circle, random or parity code is exact.
+The plan's knobs and rules: the Chebyshev kind of ``--points``; NeRCC's smoothing
+tuned once per (K, M) on the workload; RepApprox with c = ``--replication``
+(default M // K) served only with c >= 2; equal resources: every scheme gets the M
+workers but uncoded (K) and ParM, served with the group size k that fills M = K +
+K/k. Workloads: ``polynomial``, f(x) = sum_{j=1..d} c_j x^j elementwise on x in
+[-1, 1]^4 (random c_j, no constant term: degree 1 is linear), and ``deep``, a
+random ReLU network 4 -> 16 -> 4.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -28,171 +34,173 @@ import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
-import codedjax.bounds as cb
 from codedjax import serving
+from runkit.stats import max_rel_err, percentile
 
-from .config import SCHEMES as SCHEMES
-from .config import WORKLOADS as WORKLOADS
 from .config import PlanConfig, replication, selected, unit_roundoff
+from .tables import cp_upper
+
+__all__ = ["plan_schemes", "scheme_row", "scheme_table", "workload"]
 
 _P = 4  # payload width
 _H = 16  # hidden width of the deep workload
 
 
-class Workload:
-    """The worker function in float64 numpy (complex too, for the circle code)."""
+def _polynomial(coef: np.ndarray, x):
+    """sum_j coef[j] x^(j+1) elementwise (numpy, complex numpy or jax x)."""
+    return sum(c * x ** (j + 1) for j, c in enumerate(coef))
 
-    def __init__(self, cfg: PlanConfig):
-        rng = np.random.default_rng(cfg.seed + 7)
-        self.kind = cfg.workload
-        self.degree = cfg.degree
-        if self.kind == "polynomial":
-            self.coef = rng.uniform(0.5, 1.0, cfg.degree) * rng.choice(
-                [-1, 1], cfg.degree
+
+def _relu_net(xp, weights: tuple[np.ndarray, np.ndarray], x):
+    """relu(x W1) W2 with ``xp`` numpy or jax.numpy."""
+    w1, w2 = weights
+    return xp.maximum(x @ w1, 0.0) @ w2
+
+
+def workload(cfg: PlanConfig) -> cj.Workload:
+    """The plan's workload (``cfg.workload``, seeded ``cfg.seed + 7``): ``fn`` in
+    jax, ``truth`` in float64 numpy (complex input too, for the circle code),
+    ``params`` the coefficients or the ReLU net's weights."""
+    rng = np.random.default_rng(cfg.seed + 7)
+    if cfg.workload == "polynomial":
+        d = cfg.degree
+        coef = rng.uniform(0.5, 1.0, d) * rng.choice([-1, 1], d)
+        f = functools.partial(_polynomial, coef)
+        return cj.Workload(
+            "polynomial", d, linear=d == 1, fn=f, truth=f, params=coef,
+            description=f"sum_j c_j x^j, j = 1..{d}, elementwise on [-1, 1]^{_P}",
+        )  # fmt: skip
+    w = (
+        rng.normal(size=(_P, _H)) / math.sqrt(_P),
+        rng.normal(size=(_H, _P)) / math.sqrt(_H),
+    )
+    return cj.Workload(
+        "deep", None, fn=functools.partial(_relu_net, jnp, w),
+        truth=functools.partial(_relu_net, np, w), params=w,
+        description=f"a ReLU network {_P} -> {_H} -> {_P}",
+    )  # fmt: skip
+
+
+def _nercc_smoothing(cfg: PlanConfig, wl: cj.Workload) -> tuple[float, float]:
+    """NeRCC's smoothing pair, tuned on the workload at N = 3M/4 random responders
+    (:func:`codedjax.tune_nercc`)."""
+    m, k, key = cfg.workers, cfg.inputs, jax.random.PRNGKey
+    x = jax.random.uniform(key(cfg.seed), (16, k, _P), minval=-1)
+    n = max(2, (3 * m) // 4)
+    t = cj.tune_nercc(key(cfg.seed + 1), wl.fn, x, num_workers=m, num_responses=n,
+                      num_masks=16)  # fmt: skip
+    return (t.encoder_smoothing, t.decoder_smoothing)
+
+
+def plan_schemes(
+    cfg: PlanConfig, wl: cj.Workload, names: tuple[str, ...]
+) -> dict[str, cj.Scheme]:
+    """The catalogue's entry for each of ``names`` at K = ``cfg.inputs``, M =
+    ``cfg.workers``, in its order, with the plan's knobs and rules (above)."""
+    k, m = cfg.inputs, cfg.workers
+    if k > m:
+        why = f"does not apply: K = {k} inputs on M = {m} < K workers"
+        return {n: cj.Scheme(n, "", reason=why) for n in cj.SCHEME_NAMES if n in names}
+    tune = "nercc" in names and m >= 2
+    smoothing = _nercc_smoothing(cfg, wl) if tune else (1e-4, 1e-3)
+    c = replication(cfg)
+    entries = cj.catalogue(
+        wl, k, m, worker_dtype=cfg.worker_dtype, names=names, replicas=max(c, 1),
+        nercc_smoothing=smoothing, kind=1 if cfg.points == "first" else 2,
+        seed=cfg.seed,
+    )  # fmt: skip
+    out: dict[str, cj.Scheme] = {}
+    for s in entries:
+        if s.family == "parity":
+            if "parity" in out:
+                continue
+            group = [p for p in entries if p.family == "parity"]
+            fits = [p for p in group if p.applies and p.workers == m]
+            if fits:
+                s = fits[0]
+            elif s.applies:
+                used = ", ".join(str(p.workers) for p in group)
+                s = cj.Scheme("parity", "parity", reason=(
+                    f"does not apply: the group sizes that fit occupy K + K/k = "
+                    f"{used} workers, not M = {m} (equal resources)"
+                ))  # fmt: skip
+            out["parity"] = s
+            continue
+        if s.family == "repapprox" and s.applies and c < 2:
+            s = dataclasses.replace(
+                s, code=None, reason=f"does not apply: c = {c} < 2 replicas"
             )
-        else:
-            self.w1 = rng.normal(size=(_P, _H)) / math.sqrt(_P)
-            self.w2 = rng.normal(size=(_H, _P)) / math.sqrt(_H)
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        if self.kind == "polynomial":
-            return sum(c * x ** (j + 1) for j, c in enumerate(self.coef))
-        return np.maximum(x @ self.w1, 0.0) @ self.w2
-
-    def jnp_fn(self, x: jax.Array) -> jax.Array:
-        if self.kind == "polynomial":
-            return sum(c * x ** (j + 1) for j, c in enumerate(self.coef))
-        return jnp.maximum(x @ self.w1, 0.0) @ self.w2
-
-
-def _not_applicable(cfg: PlanConfig, name: str) -> str | None:
-    """Why ``name`` cannot serve this workload on M workers (None: it can)."""
-    m, k, d = cfg.workers, cfg.inputs, cfg.num_coeffs
-    poly = cfg.workload == "polynomial"
-    if name in ("chebyls", "threshold", "graceful", "circle") and not poly:
-        return "does not apply: a Lagrange-type code needs a polynomial workload"
-    if name in ("chebyls", "threshold", "circle") and m < d:
-        return f"does not apply: M = {m} < D = {d}"
-    if name in ("random", "parity") and not (poly and cfg.degree == 1):
-        return "does not apply: exact only for a linear (degree-1) workload"
-    if name in ("bacc", "nercc") and m < 2:
-        return f"does not apply: M = {m} < 2"
-    if name == "repapprox":
-        c = replication(cfg)
-        if c < 2:
-            return f"does not apply: c = M // K = {c} < 2 replicas"
-    if name == "parity":
-        if m <= k or k % (m - k) or k // (m - k) < 2:
-            return (
-                f"does not apply: needs M = K + K/k for a group k >= 2 dividing "
-                f"K = {k}, got M = {m}"
-            )
-    return None
-
-
-def _code(cfg: PlanConfig, name: str, wl: Workload) -> Any:
-    m, k, d = cfg.workers, cfg.inputs, cfg.degree
-    if name == "uncoded":
-        return cj.uncoded_code(num_inputs=k)
-    if name == "replication":
-        return cj.replication_code(num_inputs=k, num_workers=m)
-    if name in ("chebyls", "threshold", "graceful"):
-        kind = 1 if cfg.points == "first" else 2
-        return cj.lagrange_code(
-            num_inputs=k, num_workers=m, degree=d, decoder=name, kind=kind
-        )
-    if name == "bacc":
-        return cj.bacc_code(num_inputs=k, num_workers=m)
-    if name == "nercc":
-        x = jax.random.uniform(jax.random.PRNGKey(cfg.seed), (16, k, _P), minval=-1)
-        t = cj.tune_nercc(  # once per (K, M), at N = 3M/4 random responders
-            jax.random.PRNGKey(cfg.seed + 1),
-            wl.jnp_fn,
-            x,
-            num_workers=m,
-            num_responses=max(2, (3 * m) // 4),
-            num_masks=16,
-        )
-        return cj.nercc_code(
-            num_inputs=k,
-            num_workers=m,
-            smoothing=(t.encoder_smoothing, t.decoder_smoothing),
-        )
-    if name == "repapprox":
-        return cj.repapprox_code(
-            num_inputs=k, num_workers=m, replication=replication(cfg)
-        )
-    if name == "circle":
-        return cj.circle_code(num_inputs=k, num_workers=m, degree=d)
-    if name == "random":
-        return cj.random_code(num_inputs=k, num_workers=m, seed=cfg.seed)
-    return cj.parity_code(num_inputs=k, group=k // (m - k), parity_error=0.0)
-
-
-def _answers(code: Any, wl: Workload, x: np.ndarray, dtype: str):
-    """Every worker's answer [B, M, ...] to inputs x [B, K, P], in the worker dtype:
-    F on every query (a parity code's parity workers run F_P = F: exact for the
-    linear workloads it serves); on (real, imaginary) pairs (``coded_shape`` (2,),
-    the circle code) F in complex arithmetic."""
-    enc = np.asarray(jax.vmap(code.encode)(jnp.asarray(x, jnp.float32)), np.float64)
-    if tuple(code.coded_shape) == (2,):
-        z = wl(enc[:, :, 0] + 1j * enc[:, :, 1])
-        y = np.stack([z.real, z.imag], axis=2)
-    else:
-        y = wl(enc)
-    return jnp.asarray(y, jnp.dtype(dtype))
+        out[s.name] = s
+    return out
 
 
 def _errors(code, wl, cfg, masks, rng) -> np.ndarray:
-    """Relative decode error (per unit of max |f(X)|) of each mask's request."""
-    b = masks.shape[0]
-    x = rng.uniform(-1.0, 1.0, (b, cfg.inputs, _P))
-    truth = wl(x)
-    y = _answers(code, wl, x, cfg.worker_dtype)
+    """Relative decode error (per unit of max |f(X)|) of each mask's request, the
+    workers answering F in the worker dtype (a parity worker F_P = F; the circle
+    code's (real, imaginary) pairs, ``coded_shape`` (2,), F in complex arithmetic)."""
+    x = rng.uniform(-1.0, 1.0, (masks.shape[0], cfg.inputs, _P))
+    truth = wl.truth(x)
+    enc = np.asarray(jax.vmap(code.encode)(jnp.asarray(x, jnp.float32)), np.float64)
+    if tuple(code.coded_shape) == (2,):
+        z = wl.truth(enc[:, :, 0] + 1j * enc[:, :, 1])
+        ans = np.stack([z.real, z.imag], axis=2)
+    else:
+        ans = wl.truth(enc)
+    y = jnp.asarray(ans, jnp.dtype(cfg.worker_dtype))
     r = jax.device_get(code.decode_batched(y, jnp.asarray(masks)))
     val = np.asarray(r.value, np.float64).reshape(truth.shape)
-    err = np.abs(val - truth).reshape(b, -1).max(axis=1)
-    err /= np.abs(truth).reshape(b, -1).max(axis=1)
-    return np.where(np.asarray(r.ok), err, np.inf)
+    return np.where(np.asarray(r.ok), max_rel_err(val, truth), np.inf)
 
 
-def _cp_upper(k: int, n: int, confidence: float) -> float:
-    return cb.clopper_pearson(k, n, confidence=2.0 * confidence - 1.0)[1]
+@dataclasses.dataclass(frozen=True)
+class _Busier:
+    """An injector's draws for a worker doing ``scale`` real evaluations per
+    request: the latency model's shift once, ``scale`` times the rest of a draw
+    (what :func:`codedjax.serving.simulate_latency` asks of an injector: ``plan``)."""
+
+    base: serving.Injector
+    scale: float
+
+    def plan(self, request_ids, num_workers):
+        d, f = self.base.plan(request_ids, num_workers)
+        s = serving.latency_shift(self.base.latency)
+        return s + self.scale * (d - s), f
 
 
-def _candidates(cfg: PlanConfig, name: str, code: Any, chebyls_n: int | None):
+def _candidates(cfg: PlanConfig, s: cj.Scheme, chebyls_n: int | None):
     """The N to try, in order, and the policy for each (None: the policy as is)."""
-    if name == "uncoded":
-        return [(cfg.inputs, serving.FixedN(cfg.inputs))]
-    if name in ("replication", "parity"):
-        return [(None, serving.FirstDecodable())]
-    if name == "chebyls":
+    if s.name == "chebyls":
         return [] if chebyls_n is None else [(chebyls_n, serving.FixedN(chebyls_n))]
-    if name == "threshold":
-        return [(code.threshold, serving.FixedN(code.threshold))]
-    lo = max(int(code.threshold), 1)
-    return [(n, serving.FixedN(n)) for n in range(lo, cfg.workers + 1)]
+    if s.policy == "first":
+        return [(None, serving.FirstDecodable())]
+    if s.policy == "threshold":
+        return [(s.min_responses, serving.FixedN(s.min_responses))]
+    lo = max(s.min_responses, 1)
+    return [(n, serving.FixedN(n)) for n in range(lo, s.workers + 1)]
 
 
-def _evaluate(cfg, name, wl, code, injector, n, policy, ndec, rng, chebyls):
-    """Latency and decoded error of ``code`` served with ``policy`` (N = n)."""
-    sim = serving.simulate_latency(code, policy, injector, cfg.scheme_requests)
-    if name == "chebyls":  # the plan's own error model chose this N (section 1)
+def _evaluate(cfg, s, wl, injector, n, policy, ndec, rng, chebyls):
+    """Latency and decoded error of scheme ``s`` served with ``policy`` (N = n)."""
+    if s.service_scale != 1:
+        injector = _Busier(injector, float(s.service_scale))
+    sim = serving.simulate_latency(s.code, policy, injector, cfg.scheme_requests)
+    if s.name == "chebyls":  # the plan's own error model chose this N (section 1)
         t = {r["N"]: r for r in chebyls["rows"]}[n]
         upper, fails, ndec = t["upper"], t["failures"], t["trials"]
         med, worst = t["median_error"], t["max_error"]
     else:
-        err = _errors(code, wl, cfg, sim.masks[:ndec], rng)
+        err = _errors(s.code, wl, cfg, sim.masks[:ndec], rng)
         fails = int(np.sum(~(err <= cfg.target_error)))
-        upper = _cp_upper(fails, ndec, cfg.confidence)
+        upper = cp_upper(fails, ndec, cfg.confidence)
         med, worst = float(np.median(err)), float(np.max(err))
     ok_rate = float(np.mean(sim.ok))
     return {
         "N": n if n is not None else int(np.median(sim.num_used)),
         "policy": repr(policy),
-        "workers": int(code.num_workers),
-        "p50": float(np.quantile(sim.latency, 0.5)),
-        "p99": float(np.quantile(sim.latency, 0.99)),
+        "workers": s.workers,
+        "service_scale": s.service_scale,
+        "p50": percentile(sim.latency, 50),
+        "p99": percentile(sim.latency, 99),
         "ok_rate": ok_rate,
         "decodes": int(ndec),
         "median_error": med,
@@ -204,20 +212,13 @@ def _evaluate(cfg, name, wl, code, injector, n, policy, ndec, rng, chebyls):
 
 
 def scheme_row(
-    cfg: PlanConfig, name: str, wl: Workload, injector, chebyls: dict | None
+    cfg: PlanConfig, s: cj.Scheme, wl: cj.Workload, injector, chebyls: dict | None
 ) -> dict[str, Any]:
     """One scheme's row: N, policy, p50/p99 latency, error, whether it meets."""
-    why = _not_applicable(cfg, name)
-    row: dict[str, Any] = {"scheme": name, "applies": why is None, "reason": why}
-    if why is not None:
+    row: dict[str, Any] = {"scheme": s.name, "applies": s.applies, "reason": s.reason}
+    if not s.applies:
         return row
-    try:
-        code = _code(cfg, name, wl)
-    except ValueError as err:  # a size the code's own constructor refuses
-        row.update(applies=False, reason=f"does not apply: {err}")
-        return row
-    chosen_n = chebyls["chosen_N"] if chebyls else None
-    cands = _candidates(cfg, name, code, chosen_n)
+    cands = _candidates(cfg, s, chebyls["chosen_N"] if chebyls else None)
     if not cands:
         row.update(applies=False, reason="does not meet the target at any N <= M")
         return row
@@ -228,7 +229,7 @@ def scheme_row(
 
     def run(i: int) -> dict[str, Any]:
         n, policy = cands[i]
-        return _evaluate(cfg, name, wl, code, injector, n, policy, ndec, rng, chebyls)
+        return _evaluate(cfg, s, wl, injector, n, policy, ndec, rng, chebyls)
 
     # bisection for the smallest N that meets (the failure rate falls with N)
     lo, hi = 0, len(cands) - 1
@@ -241,9 +242,8 @@ def scheme_row(
                 best, hi = r, mid
             else:
                 lo = mid + 1
-    n = cands[hi][0]
     row.update(best)
-    if n is None:
+    if cands[hi][0] is None:
         row["N"] = f"median {row['N']} (first replica of every input)"
     if not row["meets"] and len(cands) > 1:
         row["reason"] = "does not meet the target at any N <= M"
@@ -252,9 +252,10 @@ def scheme_row(
 
 def scheme_table(cfg: PlanConfig, chebyls: dict | None) -> dict[str, Any]:
     """Every selected scheme's row, the choice and the ranking with reasons."""
-    wl = Workload(cfg)
+    wl = workload(cfg)
     injector = serving.Injector(latency=cj.parse_latency(cfg.latency), seed=cfg.seed)
-    rows = [scheme_row(cfg, s, wl, injector, chebyls) for s in selected(cfg.schemes)]
+    schemes = plan_schemes(cfg, wl, selected(cfg.schemes))
+    rows = [scheme_row(cfg, s, wl, injector, chebyls) for s in schemes.values()]
     ok = sorted((r for r in rows if r.get("meets")), key=lambda r: r["p99"])
     choice = ok[0]["scheme"] if ok else None
     ranking = []

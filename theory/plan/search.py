@@ -22,8 +22,8 @@ from typing import Any
 import codedjax as cj
 from codedjax import serving
 
-from .config import PlanConfig
-from .schemes import Workload, scheme_row, selected
+from .config import PlanConfig, selected
+from .schemes import plan_schemes, scheme_row, workload
 from .tables import chebyls_table
 
 __all__ = ["search_lines", "workers_search"]
@@ -35,12 +35,14 @@ def _ms(t: float) -> str:
 
 def workers_search(cfg: PlanConfig) -> dict[str, Any]:
     """Each selected scheme's smallest M in [``cfg.workers``, ``cfg.max_workers``]
-    (see the module docstring); returns rows (one per scheme: ``M`` and the row of
-    :func:`theory.plan.schemes.scheme_row` at that M, or ``M`` None and the reason),
+    (see the module docstring); returns rows (one per scheme: ``M``, ``name`` (the
+    name asked for; ``scheme`` is the catalogue entry's, e.g. ``parity k=2``) and
+    the row of :func:`theory.plan.schemes.scheme_row` at that M, or ``M`` None and
+    the reason),
     ``choice``, ``ranking`` (text with the reasons) and ``tried`` (every (scheme, M)
     evaluated: N, p99, whether it met the error target)."""
     names = selected(cfg.schemes)
-    wl = Workload(cfg)
+    wl = workload(cfg)
     poly = cfg.workload == "polynomial"
     found: dict[str, dict] = {}
     last: dict[str, dict] = {}
@@ -56,8 +58,8 @@ def workers_search(cfg: PlanConfig) -> dict[str, Any]:
         cheb = None
         if poly and "chebyls" in todo and cm.num_coeffs <= m:
             cheb = chebyls_table(cm)
-        for s in todo:
-            row = {"M": m, **scheme_row(cm, s, wl, injector, cheb)}
+        for s, scheme in plan_schemes(cm, wl, tuple(todo)).items():
+            row = {"M": m, "name": s, **scheme_row(cm, scheme, wl, injector, cheb)}
             if row.get("p99") is not None and not row["meets"] and not row["reason"]:
                 row["reason"] = (
                     f"misses the error target at N = {row['N']} ({row['failures']} "
@@ -108,7 +110,7 @@ def workers_search(cfg: PlanConfig) -> dict[str, Any]:
         if r is not placed[0]:
             extra = r["M"] - placed[0]["M"]
             text += f" ({extra} more worker{'s' * (extra != 1)} than {choice})"
-        below = [t for t in tried if t["scheme"] == r["scheme"] and t["M"] < r["M"]]
+        below = [t for t in tried if t["scheme"] == r["name"] and t["M"] < r["M"]]
         if below:
             b = below[-1]
             why = (

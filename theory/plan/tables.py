@@ -1,9 +1,11 @@
-"""The plan's tables: ChebyLS and RepApprox failure probabilities against N, and
-the worst case."""
+"""The plan's tables: ChebyLS and RepApprox failure probabilities against N, the
+worst case, and the time to the N-th of M worker responses under a library
+latency model."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,7 @@ from .errors import (
 )
 
 
-def _cp_upper(k: int, n: int, confidence: float) -> float:
+def cp_upper(k: int, n: int, confidence: float) -> float:
     """One-sided Clopper-Pearson upper bound at the given confidence."""
     return cb.clopper_pearson(k, n, confidence=2.0 * confidence - 1.0)[1]
 
@@ -91,7 +93,7 @@ def chebyls_table(cfg: PlanConfig) -> dict[str, Any]:
             "trials": trials,
             "failures": k,
             "rate": rate,
-            "upper": rate if exhaustive else _cp_upper(k, trials, cfg.confidence),
+            "upper": rate if exhaustive else cp_upper(k, trials, cfg.confidence),
             "median_error": float(np.median(err)),
             "p95_error": float(np.quantile(err, 0.95)),
             "max_error": float(np.max(err)),
@@ -141,7 +143,7 @@ def repapprox_table(cfg: PlanConfig) -> dict[str, Any]:
                 "rate": lost / trials,
                 "upper": lost / trials
                 if exhaustive
-                else _cp_upper(lost, trials, cfg.confidence),
+                else cp_upper(lost, trials, cfg.confidence),
                 "exact": 1.0 - exact,
                 "union": 1.0 - cb.recovery_probability_union(k, c, m, n),
                 "seed": 1.0 - cb.recovery_probability_bound(k, c, m, n),
@@ -181,4 +183,37 @@ def worst_case_table(cfg: PlanConfig) -> list[dict[str, Any]]:
         if row["exact"] is not None and row["greedy"] is not None:
             row["greedy_over_exact"] = row["greedy"] / row["exact"]
         out.append(row)
+    return out
+
+
+def parse_latency(spec: str) -> cj.LatencyModel:
+    """The library's latency model for ``--latency`` (its text form, e.g.
+    ``shifted-exp:5ms,5ms; slow=0.05 extra=exp:100ms``); a text it cannot read is a
+    ValueError naming the option."""
+    try:
+        return cj.parse_latency(spec)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"theory.plan: --latency: {err}") from err
+
+
+def latency_percentiles(
+    spec: str, *, num_workers: int, responses: Sequence[int], trials: int, seed: int
+) -> dict[int, dict[str, float]]:
+    """Percentiles (p50, p95, p99) and mean of the time to the N-th response.
+
+    M worker latencies per trial (``trials`` trials) from the model, sorted; the
+    N-th smallest is the time the master waits for N responses.
+    """
+    model = parse_latency(spec)
+    lat = model.sample(np.random.default_rng(seed), (trials, num_workers))
+    lat.sort(axis=1)
+    out = {}
+    for n in sorted(set(responses)):
+        t = lat[:, n - 1]
+        out[n] = {
+            "mean": float(t.mean()),
+            "p50": float(np.quantile(t, 0.5)),
+            "p95": float(np.quantile(t, 0.95)),
+            "p99": float(np.quantile(t, 0.99)),
+        }
     return out

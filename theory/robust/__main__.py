@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import runkit
+from runkit.pages import report_page
 
 from .config import RobustConfig
 from .pipeline import RobustSummary, run_robust
@@ -25,28 +25,24 @@ FLAGS = {
 }
 
 
-def main(argv: list[str] | None = None) -> RobustSummary:
-    """Command-line entry point; returns the summary."""
-    parser = argparse.ArgumentParser(
-        prog="python -m theory.robust",
-        description="Locating corrupted workers: the robust decoders against "
-        "corrupted answers.",
-    )
-    runkit.add_run_arguments(
-        parser, out="results/robust", quick="300 requests per row (quick())"
-    )
-    runkit.add_config_arguments(parser, RobustConfig, FLAGS)
-    args = parser.parse_args(argv)
-    over = runkit.config_overrides(args, RobustConfig)
-    over["progress"] = not args.no_progress
-    make = RobustConfig.quick if args.quick else RobustConfig
-    cfg = runkit.make_config(parser, FLAGS, make, **over)
+def _run(cfg: RobustConfig, cmd: runkit.Invocation) -> RobustSummary:
     t0 = time.perf_counter()
     summary = run_robust(cfg)
     summary["seconds"] = time.perf_counter() - t0
-    print(write_outputs(summary, args.out))
+    print(write_outputs(summary, cmd.out))
     print(f"({summary['seconds']:.0f} s)")
+    report_page(cmd, title="Locating corrupted workers")
     return summary
+
+
+def main(argv: list[str] | None = None) -> RobustSummary:
+    """Command-line entry point; returns the summary."""
+    return runkit.main(
+        RobustConfig, _run, argv, prog="python -m theory.robust",
+        description="Locating corrupted workers: the robust decoders against "
+        "corrupted answers.", flags=FLAGS, out="results/robust",
+        quick="300 requests per row (quick())",
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import runkit
 
 from .. import montecarlo as mc
 from . import __doc__ as _DOC
+from .config import VerifyConfig
 from .pipeline import VerifySummary, run
 from .report import print_table
 from .settings import build_config, setting_labels
@@ -30,17 +31,24 @@ def _host_port(value: str) -> str:
     return value
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m theory.verify",
-        description=_DOC,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    runkit.add_run_arguments(
-        p,
-        quick="2,000 trials per configuration (about a minute on 2 cores)",
-        seed=None,
-    )
+FLAGS = {
+    "eta": (
+        "--eta",
+        {"help": "failure probability of the probabilistic bounds (default 0.05)"},
+    ),
+    "trials": (
+        "--trials",
+        {
+            "help": "random straggler sets per (M, D, N) (default 100,000; --quick "
+            "2,000; with --workers 10,000)"
+        },
+    ),
+    "plots": ("--no-plots", {"help": "write no plots"}),
+}
+
+
+def _options(p: argparse.ArgumentParser) -> None:
+    """Your own (M, K, d) grid, a settings file, and the processes of the run."""
     p.add_argument("--workers", type=int, nargs="+", metavar="M", help="M workers")
     p.add_argument("--inputs", type=int, nargs="+", metavar="K", help="K inputs")
     p.add_argument(
@@ -57,23 +65,11 @@ def parser() -> argparse.ArgumentParser:
         help="Chebyshev points of the first and/or second kind (default first)",
     )
     p.add_argument(
-        "--eta",
-        type=float,
-        help="failure probability of the probabilistic bounds (default 0.05)",
-    )
-    p.add_argument(
-        "--trials",
-        type=int,
-        help="random straggler sets per (M, D, N) (default 100,000; --quick "
-        "2,000; with --workers 10,000)",
-    )
-    p.add_argument(
         "--config",
         type=runkit.input_file,
         metavar="FILE",
         help="TOML or JSON run settings",
     )
-    p.add_argument("--no-plots", action="store_true")
     p.add_argument(
         "--distributed",
         action="store_true",
@@ -91,7 +87,15 @@ def parser() -> argparse.ArgumentParser:
         "when XLA_FLAGS sets xla_force_host_platform_device_count); "
         "the numbers do not depend on it",
     )
-    return p
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command's parser (the flags of :class:`VerifyConfig` and the options)."""
+    return runkit.command_parser(
+        VerifyConfig, prog="python -m theory.verify", description=_DOC, flags=FLAGS,
+        quick="2,000 trials per configuration (about a minute on 2 cores)", seed=None,
+        options=_options,
+    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> VerifySummary:
@@ -109,7 +113,7 @@ def main(argv: list[str] | None = None) -> VerifySummary:
                 f"got {a.process_id}"
             )
     try:
-        cfg, lines = build_config(a)
+        cfg, lines = build_config(a, runkit.preset(a, VerifyConfig))
     except (TypeError, ValueError) as err:
         runkit.refuse(p, err, setting_labels(a))
     if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):

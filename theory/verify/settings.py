@@ -13,6 +13,7 @@ import dataclasses
 import json
 import math
 import typing
+from collections.abc import Callable
 from typing import Any
 
 from .. import _common as C
@@ -107,8 +108,15 @@ def _listify(x: Any) -> tuple:
     return tuple(x) if isinstance(x, (list, tuple)) else (x,)
 
 
-def build_config(a: argparse.Namespace) -> tuple[VerifyConfig, list[str]]:
+def build_config(
+    a: argparse.Namespace, make: Callable[..., VerifyConfig] = VerifyConfig
+) -> tuple[VerifyConfig, list[str]]:
     """The run configuration from the parsed flags (and ``--config``).
+
+    ``make`` is the preset the fields go into (``runkit.preset``:
+    :meth:`VerifyConfig.quick` under ``--quick``, else :class:`VerifyConfig`): the
+    built-in grid is ``make(**fields)``; your own grid
+    (:meth:`VerifyConfig.user`) takes at most the preset's trials.
 
     Returns (config, lines to print: the D of each (K, d)). Raises ValueError with a
     message that names the setting (:func:`setting_labels` says by which flag or
@@ -122,7 +130,7 @@ def build_config(a: argparse.Namespace) -> tuple[VerifyConfig, list[str]]:
     user = {k: data.pop(k) for k in ("workers", "inputs", "degree") if k in data}
     points = data.pop("points", None)
     over: dict[str, Any] = {k: _tuples(v) for k, v in data.items()}
-    over.update(plots=not a.no_plots, progress=not a.no_progress)
+    over.update(plots=a.plots is not False, progress=not a.no_progress)
     trials = over.pop("trials", None)
     if trials is not None:
         over.update(
@@ -131,8 +139,8 @@ def build_config(a: argparse.Namespace) -> tuple[VerifyConfig, list[str]]:
             recovery_trials=over.get("recovery_trials", max(trials, 1)),
         )
     if user:
-        return _user_config(user, points, over, quick=a.quick)
-    return _grid_config(points, over, quick=a.quick), []
+        return _user_config(user, points, over, make)
+    return _grid_config(points, over, make), []
 
 
 def setting_labels(a: argparse.Namespace) -> dict[str, str]:
@@ -154,9 +162,10 @@ def setting_labels(a: argparse.Namespace) -> dict[str, str]:
 
 
 def _user_config(
-    user: dict, points: Any, over: dict[str, Any], *, quick: bool
+    user: dict, points: Any, over: dict[str, Any], make: Callable[..., VerifyConfig]
 ) -> tuple[VerifyConfig, list[str]]:
-    """``--workers/--inputs/--degree`` (all three): :meth:`VerifyConfig.user`."""
+    """``--workers/--inputs/--degree`` (all three): :meth:`VerifyConfig.user`, with
+    at most the trials of the preset ``make`` unless they are set."""
     names = ("workers", "inputs", "degree")
     _check_sizes(*(_listify(user.get(k, ())) for k in names), ())
     missing = [k for k in names if k not in user]
@@ -166,8 +175,6 @@ def _user_config(
             "(workers, inputs and degree go together)"
         )
     ws, ks, dg = (_listify(user[k]) for k in ("workers", "inputs", "degree"))
-    if quick and "trials" not in over:
-        over["trials"] = 2000
     cfg = VerifyConfig.user(
         workers=tuple(int(v) for v in ws),
         inputs=tuple(int(v) for v in ks),
@@ -175,6 +182,8 @@ def _user_config(
         points=_listify(points if points is not None else "first"),
         **over,
     )
+    if "trials" not in over:
+        cfg = dataclasses.replace(cfg, trials=min(cfg.trials, make().trials))
     lines = [
         f"K = {k} inputs, degree d = {d}: D = d(K-1)+1 = "
         f"{coefficients(int(k), int(d))} coefficients"
@@ -184,8 +193,11 @@ def _user_config(
     return cfg, lines
 
 
-def _grid_config(points: Any, over: dict[str, Any], *, quick: bool) -> VerifyConfig:
-    """The built-in grid (full or ``--quick``), at the ``--points`` kinds if given."""
+def _grid_config(
+    points: Any, over: dict[str, Any], make: Callable[..., VerifyConfig]
+) -> VerifyConfig:
+    """The built-in grid of the preset ``make``, at the ``--points`` kinds if
+    given."""
     if points is not None:
         pts = _listify(points)
         for p in pts:
@@ -194,7 +206,7 @@ def _grid_config(points: Any, over: dict[str, Any], *, quick: bool) -> VerifyCon
                     f"VerifyConfig: points must be one of "
                     f"{', '.join(C.POINT_KINDS)}, got {p!r}"
                 )
-        base = VerifyConfig.quick() if quick else VerifyConfig()
+        base = make()
         grid = tuple(
             (e[0], e[1], p)
             for p in dict.fromkeys(pts)
@@ -202,4 +214,4 @@ def _grid_config(points: Any, over: dict[str, Any], *, quick: bool) -> VerifyCon
             if len(e) == 2
         )
         over.setdefault("cond_grid", grid)
-    return VerifyConfig.quick(**over) if quick else VerifyConfig(**over)
+    return make(**over)
