@@ -13,18 +13,25 @@ __all__ = ["environment"]
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _git_revision() -> str:
+def git_output(*args: str, timeout: float = 10) -> str | None:
+    """``git <args>`` in this checkout: its stripped stdout, or None when git is
+    missing, fails or takes longer than ``timeout`` seconds."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
+            ["git", *args],
             capture_output=True,
             text=True,
-            timeout=5,
+            timeout=timeout,
+            check=False,
             cwd=_ROOT,
-        ).stdout.strip()
+        )
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out or "unknown"
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _git_revision() -> str:
+    return git_output("rev-parse", "--short", "HEAD", timeout=5) or "unknown"
 
 
 def _device_name(dev) -> str:

@@ -32,12 +32,11 @@ import os
 import posixpath
 import re
 import shlex
-import subprocess
 import sys
 from typing import Any
 
 from .arguments import text as _text
-from .environment import _ROOT, environment
+from .environment import environment, git_output
 
 __all__ = [
     "BEGIN",
@@ -71,18 +70,7 @@ def command_line(argv: list[str] | None = None) -> str:
 
 
 def _dirty() -> bool:
-    try:
-        out = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-            cwd=_ROOT,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0 and bool(out.stdout.strip())
+    return bool(git_output("status", "--porcelain", "--untracked-files=no"))
 
 
 def load_average() -> str:

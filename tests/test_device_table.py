@@ -75,7 +75,9 @@ def test_a_failing_part_is_a_row_and_the_rest_still_run(monkeypatch):
 @pytest.mark.parametrize("kind", ["gpu", "tpu"])
 def test_a_device_jax_does_not_see_exits_in_one_line(tmp_path, capsys, kind):
     if harness._devices_or_none(kind):
-        pytest.skip(f"this machine has a {kind}")
+        pytest.skip(
+            f"checks the refusal on a machine without a {kind}; this one has one"
+        )
     with pytest.raises(SystemExit) as info:
         dt.main(["--device", kind, "--quick", "--out", str(tmp_path / "o")])
     assert info.value.code == 2
