@@ -106,6 +106,8 @@ from ._catalogue import SCHEME_NAMES as SCHEME_NAMES
 from ._catalogue import Scheme as Scheme
 from ._catalogue import Workload as Workload
 from ._catalogue import catalogue as catalogue
+from ._layouts import Layout as Layout
+from ._layouts import layouts as layouts
 
 # --- bounds (codedjax.bounds is a public submodule): re-exports below ---
 from . import bounds as bounds

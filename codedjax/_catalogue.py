@@ -24,8 +24,9 @@ The rules (``docs/design.md``, "The catalogue of schemes"):
   f(a) + i f(b) needs f linear without bias).
 * ``random``: Gaussian encoding, least squares; exact only for a linear workload.
 * ``bacc`` (Berrut) and ``nercc`` (smoothing splines): approximate, any workload,
-  M >= 2; ``nercc`` takes its (encoder, decoder) smoothing pair from the caller
-  (tuned for the workload, :func:`codedjax.tune_nercc`).
+  M >= 2 (``nercc``: K >= 2 too); ``nercc`` takes its (encoder, decoder)
+  smoothing pair from the caller (tuned for the workload,
+  :func:`codedjax.tune_nercc`).
 * ``repapprox``: c = ``replicas`` (default M // K) copies of each query, the
   spare workers Berrut-coded; needs c >= 1.
 * ``parity`` (ParM): one entry per group size k >= 2 dividing K with K + K/k <= M
@@ -477,6 +478,8 @@ class _Builder:
     def nercc(self) -> list[Scheme]:
         if self.m < 2:
             return self._no("nercc", "nercc", f"M = {self.m} < 2")
+        if self.k < 2:  # a smoothing spline through one data point
+            return self._no("nercc", "nercc", "K = 1 < 2 (a spline needs 2 points)")
         code = nercc_code(
             num_inputs=self.k, num_workers=self.m, smoothing=self.smoothing
         )

@@ -239,6 +239,19 @@ class Code:
         """[K]: the worker sent query k itself (None if not :attr:`systematic`)."""
         return None
 
+    @property
+    def own_workers(self) -> np.ndarray | None:
+        """bool [K, M]: worker i answers query k as it is, with no decode (query
+        k's systematic worker, or any of its replicas); None when no worker does
+        (a code that is not :attr:`systematic`). A server answers a query at the
+        first of these answers without waiting for a decode."""
+        workers = self.systematic_workers
+        if workers is None:
+            return None
+        out = np.zeros((self.num_inputs, self.num_workers), bool)
+        out[np.arange(self.num_inputs), np.asarray(workers)] = True
+        return out
+
     def decodable_queries(self, mask: ArrayLike) -> np.ndarray:
         """Which of the K queries responders ``mask`` [..., M] give, bool [..., K]
         (host side): :meth:`may_decode` (its all-K case) per query, as necessary and

@@ -84,15 +84,22 @@ class RepApproxCode(Code):
         """The :class:`RepApproxLayout` (which server computes what)."""
         return _layout(self.num_inputs, self.replication, self.num_workers)
 
+    @property
+    def own_workers(self) -> np.ndarray:
+        """bool [K, M]: the workers at query k's data point (its replicas, and
+        an extra server placed there): their answer is query k's as it is."""
+        nodes = np.asarray(self.layout.nodes, np.float64)
+        beta = np.asarray(self.layout.beta, np.float64)
+        return nodes[None, :] == beta[:, None]
+
     def decodable_queries(self, mask: ArrayLike) -> np.ndarray:
         """Query k where a worker at its data point answered (a replica, or an
         extra server whose point is beta_k), or where the fallback decodes: at
         least one distinct responding point (Berrut), two (NeRCC)."""
         mask = np.asarray(mask, bool)
         nodes = np.asarray(self.layout.nodes, np.float64)
-        beta = np.asarray(self.layout.beta, np.float64)
-        at = nodes[None, :] == beta[:, None]  # [K, M]: worker i sits at beta_k
-        hit = np.stack([mask[..., at[q]].any(axis=-1) for q in range(len(beta))], -1)
+        at = self.own_workers  # [K, M]: worker i sits at beta_k
+        hit = np.stack([mask[..., at[q]].any(axis=-1) for q in range(len(at))], -1)
         _, group = np.unique(nodes, return_inverse=True)
         distinct = sum(
             mask[..., group == g].any(axis=-1) for g in range(group.max() + 1)
@@ -209,6 +216,11 @@ class ReplicationCode(Code):
     def task(self) -> np.ndarray:
         """int [M]: the input each worker computes (i mod K)."""
         return np.arange(self.num_workers) % self.num_inputs
+
+    @property
+    def own_workers(self) -> np.ndarray:
+        """bool [K, M]: query k's replicas (``task == k``)."""
+        return self.task[None, :] == np.arange(self.num_inputs)[:, None]
 
     def decodable_queries(self, mask: ArrayLike) -> np.ndarray:
         """Query k where one of its replicas answered."""

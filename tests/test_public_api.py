@@ -56,6 +56,8 @@ PUBLIC = {
     "Scheme",
     "Workload",
     "catalogue",
+    "Layout",
+    "layouts",
     # approximate codes
     "bacc_points",
     "berrut_decode",
@@ -143,6 +145,7 @@ RANK = {
     "_replication_codes": 6.5,
     "_parity": 6.5,
     "_catalogue": 6.9,
+    "_layouts": 6.95,
     "bounds": 6,
     "__init__": 7,
 }

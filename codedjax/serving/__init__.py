@@ -31,6 +31,7 @@ from ._arrivals import poisson_arrivals as poisson_arrivals
 from ._backends import Backend as Backend
 from ._backends import Completion as Completion
 from ._backends import WorkerFunctions as WorkerFunctions
+from ._deadlines import FillDeadline as FillDeadline
 from ._faults import FAULT_KINDS as FAULT_KINDS
 from ._faults import Injector as Injector
 from ._faults import WorkerFault as WorkerFault

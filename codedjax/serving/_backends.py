@@ -4,8 +4,9 @@ Every backend has the same small interface (:class:`Backend`): the server calls
 ``start(worker_fn, num_workers)`` once, then ``submit(request_id, rows)``,
 ``next_completed(timeout)`` (one answer, or None when ``timeout`` seconds passed),
 ``cancel(request_id)`` and finally ``close()``; ``now()`` is the backend's clock.
-Five optional members (``warmup``, ``work``, ``advance``, ``wake``,
-``next_completions``) have the defaults of :class:`BackendBase`, the base class
+Six optional members (``warmup``, ``work``, ``advance``, ``wake``,
+``next_completions``, ``submit_part``) have the defaults of :class:`BackendBase`,
+the base class
 of the library's clusters (``_thread_cluster.py``, ``_virtual.py``,
 ``_ray.py``); the engine reads any backend through :meth:`BackendBase.of`,
 the one place that looks for them.
@@ -203,9 +204,12 @@ class Backend(Protocol):
     nothing), ``work(request_id)`` counts a request's evaluations (default:
     ``(-1, nan)``, not counted), ``advance(seconds)`` moves a virtual clock
     (default: nothing, a real clock) and ``wake()`` interrupts a waiting
-    ``next_completed`` (default: nothing, the streaming frontend polls) and
+    ``next_completed`` (default: nothing, the streaming frontend polls),
     ``next_completions(timeout)`` every answer ready at once (default: the
-    first answer alone, ``next_completed``'s, in a list).
+    first answer alone, ``next_completed``'s, in a list) and
+    ``submit_part(request_id, rows, workers)`` a part of a request's rows, to
+    some of its workers (``can_submit_part``; default: none, a request is sent
+    whole).
     """
 
     def start(
@@ -233,7 +237,8 @@ class Backend(Protocol):
 
 # the members of the Backend protocol every backend has, and the optional ones
 REQUIRED_MEMBERS = ("start", "now", "submit", "next_completed", "cancel", "close")
-OPTIONAL_MEMBERS = ("warmup", "work", "advance", "wake", "next_completions")
+OPTIONAL_MEMBERS = ("warmup", "work", "advance", "wake", "next_completions",
+                    "submit_part")  # fmt: skip
 
 
 class BackendBase(Backend):
@@ -252,10 +257,15 @@ class BackendBase(Backend):
         can_wake: :meth:`wake` makes a waiting ``next_completed`` return at once;
             without it a ``StreamingServer``'s dispatcher looks for new queries
             every ``poll`` seconds (default False).
+        can_submit_part: :meth:`submit_part` sends a request's rows in parts
+            (a ``StreamingServer`` then sends a systematic code's query to its
+            own workers when it arrives); default False: every request is sent
+            whole with ``submit``.
     """
 
     virtual_clock: bool = False
     can_wake: bool = False
+    can_submit_part: bool = False
 
     def warmup(self, rows: np.ndarray, *, round: int = 0) -> None:
         """Compiles round ``round``'s functions for rows like ``rows`` [M, ...]
@@ -290,6 +300,32 @@ class BackendBase(Backend):
         told apart one by one)."""
         c = self.next_completed(timeout)
         return [] if c is None else [c]
+
+    def submit_part(
+        self,
+        request_id: int,
+        rows: np.ndarray,
+        workers: np.ndarray,
+        *,
+        round: int = 0,
+        draw: int | None = None,
+        work: float = 1.0,
+    ) -> None:
+        """Sends ``rows[j]`` [n, ...] to worker ``workers[j]`` [n] (distinct): a
+        part of request ``request_id``'s M rows. A request is sent in parts by
+        several calls, at different times (each worker once), or whole by one
+        ``submit``; each worker's service time is its entry of the request's
+        draw (``draw``, ``work`` as in ``submit``) counted from when its row was
+        sent, and ``cancel(request_id)`` cancels every part. Only called where
+        ``can_submit_part``; default: refused.
+
+        Raises:
+            NotImplementedError: the backend sends requests whole only.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}.submit_part: this backend sends a request's "
+            f"rows whole (submit), not in parts (can_submit_part is False)"
+        )
 
     @classmethod
     def of(cls, backend: Any, fname: str) -> BackendBase:
@@ -327,3 +363,4 @@ class _Adopted(BackendBase):
                 setattr(self, name, own)
         self.virtual_clock = callable(getattr(backend, "advance", None))
         self.can_wake = callable(getattr(backend, "wake", None))
+        self.can_submit_part = callable(getattr(backend, "submit_part", None))

@@ -5,10 +5,11 @@ round per request) and :class:`~codedjax.serving.PipelineServer` (several, a
 master step between them). A server owns one (``server.engine``) and runs its
 ``infer`` and ``serve`` on it with :meth:`Engine.run`; a
 :class:`~codedjax.serving.StreamingServer` drives its server's engine request
-by request with :meth:`Engine.open`, :meth:`Engine.step` and
-:meth:`Engine.abort`. The engine calls its backend only through the members
-:class:`~codedjax.serving.Backend` and ``BackendBase`` declare
-(``_backends.py``).
+by request with :meth:`Engine.open` (a pipeline's) or the streaming members
+of ``_streamed.py`` (a group sent in parts, each query answered when it can
+be), :meth:`Engine.step` and :meth:`Engine.abort`. The engine calls its
+backend only through the members :class:`~codedjax.serving.Backend` and
+``BackendBase`` declare (``_backends.py``).
 
 Answers are taken in batches: at each wake-up the engine takes every answer
 the backend has ready (``next_completions``), each request's in one pass on
@@ -36,12 +37,13 @@ from ._backends import BackendBase, NoMoreAnswers, WorkerFunctions
 from ._decisions import Decisions
 from ._request import Request
 from ._roles import Stage
-from ._serve_result import ServeResult, round_result
+from ._serve_result import finish_round
+from ._streamed import StreamedRequests
 from ._thread_cluster import ThreadCluster
 from ._warmup import warm_up
 
 
-class Engine:
+class Engine(StreamedRequests):
     """The event loop of a server (see the module): encode, fan out, wait,
     decode, cancel; between rounds the master's step and the next encode.
 
@@ -77,6 +79,9 @@ class Engine:
             every request must match it.
         warm: the warm-up has run.
         final_out: what a request's answer is (shape, dtype), once warm.
+        query_plan: what a one-round server's code allows a streamed group's
+            queries (``_per_query.QueryPlan``, found when first asked for, once
+            warm); None in rounds.
         closed: :meth:`close` was called.
     """
 
@@ -97,6 +102,9 @@ class Engine:
         self._charge_master = bool(charge)
         self._next_id = 0
         self._active: dict[int, Request] = {}  # by the backend's task id
+        self._answers: list = []  # a streamed group's queries answered
+        self._query_plan, self.warm_spec = None, None
+        self.one_shot = result is None  # one round: its ServeResult the result
         self.decisions = Decisions()
         self.frontend: Any = None
         self.closed = False
@@ -142,9 +150,10 @@ class Engine:
         self.final_out = warm_up(
             self.stages, self.cluster, x, fname, rounds=self._result is not None
         )
+        self.warm_spec = (tuple(x.shape), np.dtype(x.dtype))  # for query_plan
         self.warm = True
 
-    def _charge(self, seconds: float) -> None:
+    def charge(self, seconds: float) -> None:
         """The master's measured work, on a virtual clock (a real clock has
         already moved)."""
         if self._charge_master:
@@ -190,6 +199,7 @@ class Engine:
         for task in list(self._active):
             self._release(task)
         self._active.clear()
+        self.take_answers()
 
     def _release(self, task: int | None) -> None:
         """Cancels a task at the backend and forgets its work count (best
@@ -200,7 +210,7 @@ class Engine:
             self.cluster.cancel(task)
             self.cluster.work(task)
 
-    def _drop(self, r: Request, exc: Exception, done: list) -> None:
+    def drop(self, r: Request, exc: Exception, done: list) -> None:
         """Ends request ``r`` with its own error ``exc`` (a decode, a policy, a
         master step or a next round's encode that raised): it leaves the
         requests in flight, its workers are released, and ``done`` gets
@@ -212,9 +222,9 @@ class Engine:
 
     def _end(self, r: Request, timed_out, done: list, fname, *, stalled=False):
         try:
-            self._end_round(r, timed_out, done, fname, stalled=stalled)
+            self.end_round(r, timed_out, done, fname, stalled=stalled)
         except Exception as exc:
-            self._drop(r, exc, done)
+            self.drop(r, exc, done)
 
     def open(self, index: Any, x: Any, fname: str) -> Request:
         """Checks the request x [K, ...], compiles on the first request
@@ -232,9 +242,7 @@ class Engine:
         x = self.check_input(fname, x)
         if not self.warm:
             self.warmup(x, fname)
-        rid = self._next_id
-        self._next_id += 1
-        r = Request(rid, index, self.cluster.now(), x, len(self.stages))
+        r = self.new_request(index, x)
         try:
             self._start_round(r, 0, x, fname)
         except BaseException:
@@ -242,6 +250,23 @@ class Engine:
             raise
         self._active[r.task] = r
         return r
+
+    def new_request(self, index: Any, x0: Any) -> Request:
+        """A new request (the next number) of input ``x0``, started now."""
+        self._next_id += 1
+        return Request(self._next_id - 1, index, self.cluster.now(), x0,
+                       len(self.stages))  # fmt: skip
+
+    def track(self, r: Request) -> None:
+        """Request ``r`` (its task id set) is in flight from now."""
+        self._active[r.task] = r
+
+    def discard(self, r: Request) -> None:
+        """Forgets request ``r`` after its own error (the caller reports it);
+        its workers are freed."""
+        if self._active.get(r.task) is r:
+            del self._active[r.task]
+        self._release(r.task)
 
     def step(self, fname: str, until: float | None = None) -> list:
         """Ends the requests whose deadline has passed, else waits for answers
@@ -280,8 +305,11 @@ class Engine:
             # no answer will ever come (hung workers) and no deadline: the
             # requests that hold the hung workers are never decided, which is
             # data, not a hang (ending them frees the workers for the others)
-            stuck = [self._active[t] for t in exc.request_ids if t in self._active]
-            for r in stuck or list(self._active.values()):
+            # (a streamed group still filling is not: its rows are not all out)
+            live = {t: r for t, r in self._active.items()
+                    if r.stream is None or r.stream.closed}  # fmt: skip
+            stuck = [live[t] for t in exc.request_ids if t in live]
+            for r in stuck or list(live.values()):
                 self._end(r, False, done, fname, stalled=True)
             return done
         by_task: dict[Any, list] = {}
@@ -294,27 +322,39 @@ class Engine:
             try:
                 self._take(r, answers, done, fname)
             except Exception as exc:
-                self._drop(r, exc, done)
+                self.drop(r, exc, done)
         return done
 
     def _take(self, r: Request, answers: list, done: list, fname: str) -> None:
         """Takes a batch of answers to request ``r`` (:meth:`Request.take`),
         asks the policy once for the batch (:class:`Decisions`), and ends the
-        round when it says so or when nothing more will come."""
+        round when it says so or when nothing more will come. A streamed
+        group's own answers answer their queries (``_streamed.py``); before
+        its close nothing else happens."""
         st = self.stages[r.stage]
         before = r.num_ok
         added = r.take(answers, st.out)
+        q = r.stream
+        if q is not None and not q.closed:
+            if added:
+                self.answer_own(r, before, r.num_ok)
+            return
         if added:
             n = self.decisions.decide(
                 st.policy, st.code, r, before, added, self.cluster.now(),
-                lambda n: self._decode(r, st, n),
+                lambda n: self.decode(r, st, n),
             )  # fmt: skip
             if n:
                 r.cut(n)  # the answers after the deciding one: not arrived
-                self._end_round(r, False, done, fname)
+                if q is not None:
+                    self.answer_own(r, before, n)
+                self.end_round(r, False, done, fname)
                 return
+            if q is not None:
+                self.answer_own(r, before, r.num_ok)
+                self.answer_gained(r, st)
         if r.answered == self.num_workers:  # nothing more will come
-            self._end_round(r, False, done, fname)
+            self.end_round(r, False, done, fname)
 
     def _start_round(self, r: Request, j: int, x, fname: str, t_round=None) -> None:
         """Encodes round j's input (timed), sends it, and resets the request's
@@ -324,7 +364,7 @@ class Engine:
         t0 = time.perf_counter()
         rows = np.asarray(st.code.encode(x))
         dt = time.perf_counter() - t0
-        self._charge(dt)
+        self.charge(dt)
         r.encode_time[j] = dt
         r.stage, r.x = j, x
         single = self._result is None
@@ -341,13 +381,15 @@ class Engine:
         # the master's share, while the workers compute
         r.noise = noise_levels(fname, st.noise_fn, rows, self.num_workers)
 
-    def _end_round(
+    def end_round(
         self, r: Request, timed_out, done: list, fname, *, stalled=False
     ) -> None:
         del self._active[r.task]
         st = self.stages[r.stage]
-        res = self._finish(r, st, timed_out=timed_out, stalled=stalled)
+        res = finish_round(self, r, st, timed_out=timed_out, stalled=stalled)
         if self._result is None:
+            if r.stream is not None:  # every query not answered yet: now
+                self.answer_decided(r, st, res, stalled)
             done.append((r, res))
             return
         r.results.append(res)
@@ -362,7 +404,7 @@ class Engine:
         out = value if st.master is None else st.master(value, r.x, r.x0)
         out = jax.block_until_ready(out)
         dt = time.perf_counter() - t0
-        self._charge(dt)
+        self.charge(dt)
         r.step_time[j] = dt
         if last:
             done.append((r, self._result(r, np.asarray(out))))
@@ -370,7 +412,7 @@ class Engine:
         self._start_round(r, j + 1, out, fname, t_round=t_round)
         self._active[r.task] = r
 
-    def _decode(self, r: Request, st: Stage, n: int | None = None) -> Any:
+    def decode(self, r: Request, st: Stage, n: int | None = None) -> Any:
         """The decode of request ``r``'s first ``n`` successful answers (default
         all), kept for the round (a policy's decode is the server's when it
         decides there), timed: charged to the master and added to the round's
@@ -382,41 +424,8 @@ class Engine:
             t0 = time.perf_counter()
             res = jax.block_until_ready(st.decode(*r.decode_inputs(n)))
             dt = time.perf_counter() - t0
-            self._charge(dt)
+            self.charge(dt)
             before = float(r.decode_time[r.stage])
             r.decode_time[r.stage] = dt if math.isnan(before) else before + dt
             r.cached[n] = res
         return r.cached[n]
-
-    def _finish(
-        self, r: Request, st: Stage, *, timed_out: bool, stalled: bool = False
-    ) -> ServeResult:
-        """The round's result; ``stalled``: the policy's answers will never come
-        (hung workers, no deadline), so the round is never decided: ``ok``
-        False, ``TOO_FEW_RESPONSES``, latency inf."""
-        t_dec = self.cluster.now()
-        # round_result takes each field to the host (np.asarray, leaf by leaf:
-        # a fraction of jax.device_get's host time for these few small leaves)
-        res = self._decode(r, st)
-        t_end = self.cluster.now()
-        y, mask, order, _ = r.decode_inputs()
-        # cancel after decoding, outside the latency: a backend's cancel may take time
-        # (Ray sends one cancellation per straggler; ThreadCluster's is bookkeeping)
-        self.cluster.cancel(r.task)
-        evaluations, busy = self.cluster.work(r.task)
-        return round_result(
-            res,
-            y,
-            mask,
-            order,
-            times=r.times,
-            failed=r.failed,
-            failures=r.failures,
-            timed_out=timed_out,
-            stalled=stalled,
-            latency=t_end - r.t_round,
-            decided_at=t_dec - r.t_sub,
-            request_id=r.rid,
-            evaluations=evaluations,
-            busy=busy,
-        )

@@ -138,6 +138,7 @@ def serve_batch(
     rule_deadline: float | None = None,
     decode: Callable | None = None,
     account: bool = True,
+    offered: np.ndarray | None = None,
 ) -> Batch:
     """B requests fanned out at ``sent`` [B] onto the workers ``queues.free[at]``,
     decided by ``rule`` and released at their decision.
@@ -151,14 +152,17 @@ def serve_batch(
     is that time, and one later than ``sent + deadline`` is the deadline
     (``timed_out``). ``account=False`` leaves the queues as they are and the
     work uncounted (``evaluations`` and ``busy`` None): idle workers whose work
-    nobody reads (:func:`~codedjax.serving.simulate_latency`).
+    nobody reads (:func:`~codedjax.serving.simulate_latency`). ``offered`` [B,
+    M]: when each evaluation joins its worker's queue, if not at ``sent`` (a
+    query sent to its own worker when it arrives, before its group closes);
+    the policy's deadline still counts from ``sent``.
     """
-    start = queues.begin(sent[:, None], at)
+    start = queues.begin(sent[:, None] if offered is None else offered, at)
     done = np.where(faults == HANG, math.inf, start + delays)
     success = np.where((faults == NONE) | (faults == CORRUPT), done, math.inf)
     all_done = done.max(axis=1)
     times = ArrivalTimes(code, success, all_done, rule_deadline, decode)
-    decided = np.minimum(rule(times), all_done)
+    decided = np.maximum(np.minimum(rule(times), all_done), sent)
     due = sent + deadline
     late = decided > due
     decided = np.where(late, due, decided)
@@ -168,6 +172,38 @@ def serve_batch(
     counted, busy = queues.end(start, done, decided[:, None], at)
     return Batch(success, decided, late, mask, counted.sum(axis=1),
                  busy.sum(axis=1))  # fmt: skip
+
+
+def answer_times(
+    code, own, success, decided, first: bool, sent=None, need: int = 1
+) -> np.ndarray:
+    """float [B, K]: when each query of B requests is answered (inf: not by the
+    decision), from the successful answers' times ``success`` [B, M], the
+    decisions ``decided`` [B] and the requests' fan-out ``sent`` [B] (None:
+    0). A query is answered at its own answer (``own`` [K, M],
+    ``code.own_workers``; None: none) or by a decode: a policy that decodes at
+    the first ``ok`` (``first``: :func:`~codedjax.serving._policy.decodes_first`)
+    decodes as soon as the answers in hand give the query
+    (``code.decodable_from_per_query``), but not before the request is sent
+    whole nor before its ``need``-th answer (a robust decoder's D + 2A); one
+    that decides on a count decodes at the decision, if the answers then give
+    the query."""
+    per = np.asarray(code.decodable_from_per_query(success), np.float64)
+    dec = decided[:, None]
+    if own is None:
+        mine = np.full_like(per, np.inf)
+    else:
+        mine = np.where(own[None], success[:, None, :], np.inf).min(axis=-1)
+    if first:
+        floor = np.zeros_like(dec) if sent is None else np.asarray(sent)[:, None]
+        if need > 1:
+            nth = np.sort(success, axis=1)[:, need - 1][:, None]
+            floor = np.maximum(floor, nth)
+        decoded = np.maximum(per, floor)
+    else:
+        decoded = np.where(per <= dec, dec, np.inf)
+    out = np.minimum(np.where(mine <= dec, mine, np.inf), decoded)
+    return np.where(out <= dec, out, np.inf)
 
 
 # ------------------------------------------------------------------ event by event
@@ -237,20 +273,26 @@ class EventQueues:
             if nxt.live:
                 self._begin(nxt)
 
-    def submit(self, rid: int, service: Any, hang: Any, values: list) -> None:
+    def submit(
+        self, rid: int, service: Any, hang: Any, values: list, workers: Any = None
+    ) -> None:
         """Offers request ``rid``'s evaluations now: worker i serves it for
         ``service[i]`` seconds (``hang[i]``: never answers) and answers
-        ``values[i]``."""
-        self._work[rid] = [0, 0.0]
-        evals = []
-        for i, v in enumerate(values):
-            e = _Eval(rid, i, v, float(service[i]), bool(hang[i]))
+        ``values[i]``. ``workers`` [n]: those workers only (``service``,
+        ``hang``, ``values`` theirs), a part of the request whose other parts
+        are offered by other calls, each worker once (a streamed query sent to
+        its own workers when it arrives, the others at its group's close)."""
+        self._work.setdefault(rid, [0, 0.0])
+        evals = self._by_request.setdefault(rid, [])
+        at = range(len(values)) if workers is None else workers
+        for i, s, h, v in zip(at, service, hang, values, strict=True):
+            e = _Eval(rid, int(i), v, float(s), bool(h))
             evals.append(e)
+            i = e.worker
             if self.queues.queueing and (self._serving[i] or self._waiting[i]):
                 self._waiting[i].append(e)
             else:
                 self._begin(e)
-        self._by_request[rid] = evals
 
     def pop(self, timeout: float | None) -> _Eval | None:
         """The next evaluation to answer, the clock moved to its answer; None

@@ -272,12 +272,38 @@ def decision_times_by(rule: Rule, times: ArrivalTimes) -> np.ndarray:
     )
 
 
+def decodes_first(policy: Any, code: Any) -> bool:
+    """Whether ``policy`` answers each query at the first moment the answers in
+    hand give it (a rule that decodes at the first ``ok`` with no error budget:
+    :class:`FirstDecodable`); else (a count, a budget, a policy of your own) a
+    query is answered at its own worker's answer or at the decision."""
+    rule = getattr(policy, "_rule", None)
+    if not callable(rule):
+        return False
+    r = rule(code)
+    return bool(r.decode) and r.budget is None
+
+
+def decode_need(policy: Any, code: Any) -> int:
+    """The answers a policy that :func:`decodes_first` waits for before any
+    decode (its rule's ``need`` where it exceeds the code's threshold: a robust
+    decoder's D + 2A); 1 otherwise."""
+    if not decodes_first(policy, code):
+        return 1
+    need = int(policy._rule(code).need)
+    return need if need > int(code.threshold) else 1
+
+
 class _StatedRule:
     """A built-in policy: it states its :class:`Rule` once (``_rule(code)``), and
     its ``decide`` and ``decision_times`` are that rule's."""
 
     def _rule(self, code: Any) -> Rule:  # pragma: no cover - every subclass has one
         raise NotImplementedError
+
+    def stated_rule(self, code: Any) -> Rule | None:
+        """Its :class:`Rule` for ``code``; None when ``decide`` is overridden."""
+        return self._rule(code) if type(self).decide is _StatedRule.decide else None
 
     def decide(self, arrivals: ArrivalState) -> bool:
         """True to decode now, with the answers in ``arrivals`` (the policy's

@@ -28,25 +28,42 @@ class QueueFull(RuntimeError):
 class QueryResult(NamedTuple):
     """The answer to one query of a :class:`StreamingServer`.
 
+    A query of a one-round :class:`Server` is answered when it can be: at its
+    own worker's answer (a systematic code's, or a replica's), at the answer
+    after which a decode gives it (under :class:`FirstDecodable`: a ParM group
+    rebuilt before the others), else at its group's decision. A
+    :class:`PipelineServer`'s queries are answered at their group's end.
+
     Attributes:
-        value: the query's decoded output [...] (its row of the group's value;
-            zeros when not ok).
-        ok: its group decoded.
-        status: the group's status (``codedjax.Status``; 0 = success).
-        error: the group's predicted absolute error (inf when not ok).
+        value: the query's output [...] (its row of the decode, or its own
+            worker's answer as the decode would copy it; zeros when not ok).
+        ok: it was answered: its own worker's answer, or a decode that gives
+            it (``code.decodable_queries``: a ParM group decodes on its own
+            while another is lost); a pipeline's, its group decoded.
+        status: ``codedjax.Status`` (0 = success; else its group's decode's).
+        error: the predicted absolute error of the decode that gave it (0.0
+            for an own worker's answer, which no decode touched; inf when not
+            ok).
         latency: seconds from the query's arrival to its answer.
-        waited: seconds from its arrival to its group's fan-out (the wait for
-            the group to fill, or for its group deadline).
+        waited: seconds from its arrival to the first evaluation sent for it:
+            its own workers' (dispatch on arrival, a systematic code: about 0)
+            or its group's close (the wait for the group to fill, or for its
+            group deadline).
         arrival: its arrival time on the backend's clock.
         group: its group's request number on the server (the injector's draw).
         slot: its row in the group (0 .. K - 1).
-        group_size: the real queries in its group (K minus the padding).
+        group_size: the real queries in its group (K minus the padding); for a
+            query answered before its group closed, those it had then.
         evaluations: the evaluations its group's request began at the workers
             (every round's, for a pipeline), per real query of the group: the
-            work this query cost (nan when the backend does not count).
-        busy: worker-seconds of those evaluations, per real query (nan when the
-            backend does not measure them).
-        result: the group's :class:`ServeResult` (or ``PipelineResult``).
+            work this query cost (nan when the backend does not count, and for
+            a query answered before its group's decision, when it is not
+            known yet: ``StreamingServer(on_group=...)`` gets every group's).
+        busy: worker-seconds of those evaluations, per real query (nan as
+            ``evaluations``, or when the backend does not measure them).
+        result: the group's :class:`ServeResult` (or ``PipelineResult``) for a
+            query answered at its group's decision; None for one answered
+            before it (its group is not decided yet).
     """
 
     value: np.ndarray
@@ -66,12 +83,16 @@ class QueryResult(NamedTuple):
 
 class Query:
     """One query accepted: its row ``x``, its ``arrival`` time, its
-    ``future`` and its number ``seq`` (in submission order)."""
+    ``future`` and its number ``seq`` (in submission order); ``offered`` when
+    its first evaluation was sent (None before), ``answered`` whether its
+    group's request has answered it."""
 
-    __slots__ = ("x", "arrival", "future", "seq")
+    __slots__ = ("x", "arrival", "future", "seq", "offered", "answered")
 
     def __init__(self, x, arrival, future, seq):
         self.x, self.arrival, self.future, self.seq = x, arrival, future, seq
+        self.offered: float | None = None
+        self.answered = False
 
 
 class VirtualFuture(concurrent.futures.Future):
@@ -93,6 +114,32 @@ class VirtualFuture(concurrent.futures.Future):
         return super().exception(timeout)
 
 
+def checked_query(fname: str, query: Any, spec: tuple | None, engine) -> tuple:
+    """``(query as an array, spec)``: a floating array shaped like the server's
+    queries, ``spec`` their ``(shape, dtype)`` (None: from the engine's first
+    request, else this query's).
+
+    Raises:
+        TypeError: a query that is not floating.
+        ValueError: a query shaped unlike the others.
+    """
+    x = np.asarray(query)
+    if not np.issubdtype(x.dtype, np.floating) and x.dtype.name != "bfloat16":
+        raise TypeError(
+            f"{fname}: a query must be a floating array (one row of the code's "
+            f"input [K, ...]), got dtype {x.dtype}"
+        )
+    if spec is None:
+        first = engine.input_spec
+        spec = (first[0][1:], np.dtype(first[1])) if first else (x.shape, x.dtype)
+    if x.shape != spec[0] or x.dtype != spec[1]:
+        raise ValueError(
+            f"{fname}: every query must have the shape and dtype of the server's "
+            f"queries, {spec[0]} {spec[1]}, got {x.shape} {x.dtype}"
+        )
+    return x, spec
+
+
 def outcome(res) -> tuple:
     """(evaluations, busy) of a group's result (a pipeline: every round's)."""
     rounds = getattr(res, "rounds", None)
@@ -103,9 +150,10 @@ def outcome(res) -> tuple:
     return total, float(sum(busy))
 
 
-def query_results(rid: int, res, group: list, sent: float, now: float) -> list:
-    """The :class:`QueryResult` of each query of a group (request ``rid``,
-    sent at ``sent``, its result ``res`` in hand at ``now``), in slot order."""
+def query_results(rid: int, res, group: list, now: float) -> list:
+    """The :class:`QueryResult` of each query of a group answered together
+    (request ``rid``, its result ``res`` in hand at ``now``: a pipeline's), in
+    slot order."""
     evals, busy = outcome(res)
     n = len(group)
     value = np.asarray(res.value)
@@ -116,7 +164,7 @@ def query_results(rid: int, res, group: list, sent: float, now: float) -> list:
             status=int(res.status),
             error=float(res.error),
             latency=now - q.arrival,
-            waited=sent - q.arrival,
+            waited=max(0.0, q.offered - q.arrival),
             arrival=q.arrival,
             group=rid,
             slot=slot,
@@ -127,6 +175,20 @@ def query_results(rid: int, res, group: list, sent: float, now: float) -> list:
         )
         for slot, q in enumerate(group)
     ]
+
+
+def query_result(rid: int, a, q: Query, size: int, now: float) -> QueryResult:
+    """Query ``q``'s :class:`QueryResult` from its request's answer ``a``
+    (``_per_query.QueryAnswer``; request ``rid``, its group of ``size`` real
+    queries, in hand at ``now``)."""
+    if a.result is None:
+        evals = busy = math.nan
+    else:
+        evals, busy = outcome(a.result)
+        evals, busy = evals / size, busy / size
+    return QueryResult(a.value, a.ok, a.status, a.error, now - q.arrival,
+                       max(0.0, q.offered - q.arrival), q.arrival, rid, a.slot,
+                       size, evals, busy, a.result)  # fmt: skip
 
 
 class Ledger:

@@ -132,6 +132,7 @@ class RayCluster(BackendBase):
     """
 
     can_wake = True  # wake() ends a waiting next_completed within poll seconds
+    can_submit_part = True  # submit_part: a request's rows in parts
 
     def __init__(
         self,
@@ -225,22 +226,45 @@ class RayCluster(BackendBase):
         draw: int | None = None,
         work: float = 1.0,
     ) -> None:
+        self._send("submit", request_id, rows, None, round, draw, work)
+
+    def submit_part(
+        self,
+        request_id: int,
+        rows: np.ndarray,
+        workers: np.ndarray,
+        *,
+        round: int = 0,
+        draw: int | None = None,
+        work: float = 1.0,
+    ) -> None:
+        """Sends ``rows[j]`` to worker ``workers[j]`` now, a part of the request
+        (:meth:`BackendBase.submit_part`): one call per actor that runs some of
+        them; :meth:`cancel` cancels every part's calls."""
+        self._send("submit_part", request_id, rows, workers, round, draw, work)
+
+    def _send(self, fname, request_id, rows, workers, round, draw, work) -> None:
         if self._closed:
-            raise RuntimeError("RayCluster.submit: the cluster is closed")
+            raise RuntimeError(f"RayCluster.{fname}: the cluster is closed")
         m = self.num_workers
         delays, faults = round_draws(self.injector, request_id, draw, work, m)
+        delays, faults = np.asarray(delays, float), np.asarray(faults)
+        ws_all = np.arange(m) if workers is None else np.asarray(workers, np.int64)
+        rows = np.asarray(rows)
         n = len(self.actors)
-        gens = []
+        gens = self._by_request.setdefault(request_id, [])
+        self._work.setdefault(request_id, [0, math.nan])
         for a, act in enumerate(self.actors):  # one call per actor: its workers
-            ws = np.arange(a, m, n)
+            at = np.flatnonzero(ws_all % n == a)
+            if not len(at):
+                continue
+            ws = ws_all[at]
             gen = act.run.options(num_returns="streaming").remote(
-                np.ascontiguousarray(rows[ws]), delays[ws].tolist(),
+                np.ascontiguousarray(rows[at]), delays[ws].tolist(),
                 faults[ws].tolist(), ws.tolist(), round,
             )  # fmt: skip
             self._calls[gen] = (request_id, set(ws.tolist()))
             gens.append(gen)
-        self._by_request[request_id] = gens
-        self._work[request_id] = [0, math.nan]
 
     def _collect(self, ready) -> None:
         """Takes every answer the ready calls have yielded, fetched in one

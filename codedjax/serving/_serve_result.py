@@ -31,7 +31,10 @@ class ServeResult(NamedTuple):
         decided_at: seconds from the submission to the decision to decode (inf
             when never decided).
         arrival_times: [M] seconds from the submission to each worker's answer
-            (failed answers included), inf for workers that never answered.
+            (failed answers included), inf for workers that never answered. A
+            streamed group's submission is its close (its coded rows sent, the
+            policy's deadline started): an own worker sent its query when it
+            arrived may answer before it (a negative time).
         failed: bool [M] workers whose answer was a failure: an exception, a
             value of another shape or dtype than ``worker_fn``'s on a coded row,
             not an array, or not finite (left out of the mask, like a crash).
@@ -150,4 +153,40 @@ def round_result(
         evaluations=int(evaluations),
         busy=float(busy),
         failures=tuple(failures),
+    )
+
+
+def finish_round(engine, r, st, *, timed_out: bool, stalled: bool = False):
+    """Request ``r``'s round decided now: its :class:`ServeResult` from the
+    decode of its answers (``engine.decode``, kept by the engine), its workers
+    cancelled and their work counted at the backend (``engine.cluster``);
+    ``stalled``: the policy's answers will never come (hung workers, no
+    deadline), so the round is never decided: ``ok`` False,
+    ``TOO_FEW_RESPONSES``, latency inf."""
+    cluster = engine.cluster
+    t_dec = cluster.now()
+    # round_result takes each field to the host (np.asarray, leaf by leaf:
+    # a fraction of jax.device_get's host time for these few small leaves)
+    res = engine.decode(r, st)
+    t_end = cluster.now()
+    y, mask, order, _ = r.decode_inputs()
+    # cancel after decoding, outside the latency: a backend's cancel may take time
+    # (Ray sends one cancellation per straggler; ThreadCluster's is bookkeeping)
+    cluster.cancel(r.task)
+    evaluations, busy = cluster.work(r.task)
+    return round_result(
+        res,
+        y,
+        mask,
+        order,
+        times=r.times,
+        failed=r.failed,
+        failures=r.failures,
+        timed_out=timed_out,
+        stalled=stalled,
+        latency=t_end - r.t_round,
+        decided_at=t_dec - r.t_sub,
+        request_id=r.rid,
+        evaluations=evaluations,
+        busy=busy,
     )

@@ -21,9 +21,9 @@ import numpy as np
 
 from .._result import Status
 from ._checks import integer
-from ._events import WorkerQueues, serve_batch
+from ._events import WorkerQueues, answer_times, serve_batch
 from ._faults import Injector
-from ._policy import policy_deadline
+from ._policy import decode_need, decodes_first, policy_deadline
 
 # what simulate_latency needs of a code
 _LATENCY_MEMBERS = ("num_workers", "threshold", "may_decode", "decode_batched")
@@ -46,6 +46,10 @@ class SimulatedLatency(NamedTuple):
             where ``ok``; ``TOO_FEW_RESPONSES`` for a request never decided or
             whose answers the code's structure cannot decode; with
             ``check_ok=True`` the decoder's own status otherwise.
+        query_latency: float [R, K] seconds from submission to each query's
+            answer when each query is answered when it can be (its own worker's
+            answer, or the decode that gives it: ``simulate_load``'s
+            ``per_query`` rule); inf for a query without an answer.
     """
 
     latency: np.ndarray
@@ -54,6 +58,7 @@ class SimulatedLatency(NamedTuple):
     timed_out: np.ndarray
     masks: np.ndarray
     status: np.ndarray
+    query_latency: np.ndarray
 
 
 def check_simulation(
@@ -277,4 +282,19 @@ def simulate_latency(
         status[ok] = int(Status.SUCCESS)
     ok = ok & decided
     status[~decided] = int(Status.TOO_FEW_RESPONSES)
-    return SimulatedLatency(t_dec, masks.sum(axis=1), ok, timed_out, masks, status)
+    own = getattr(code, "own_workers", None)
+    per_query = (
+        answer_times(
+            code,
+            own,
+            out.success,
+            t_dec,
+            decodes_first(policy, code),
+            None,
+            decode_need(policy, code),
+        )
+        if hasattr(code, "decodable_from_per_query")
+        else np.where(ok, t_dec, np.inf)[:, None].repeat(code.num_inputs, axis=1)
+    )
+    return SimulatedLatency(t_dec, masks.sum(axis=1), ok, timed_out, masks, status,
+                            per_query)  # fmt: skip

@@ -3,12 +3,17 @@
 :class:`StreamingServer` owns a :class:`~codedjax.serving.Server` (or a
 :class:`~codedjax.serving.PipelineServer`): ``submit(query)`` returns a future; the
 queries are grouped in arrival order into coding groups of K (the code's
-``num_inputs``), and a group is sent when it is full or when its first query has
-waited ``group_deadline`` seconds, padded to K with copies of its last query. Each
-query's latency runs from its own arrival to its decoded answer. The frontend
-drives its server's engine (``server.engine``, ``_engine.py``) through the
-engine's declared members: ``open`` a group's request, ``step`` the loop,
-``abort`` after an error.
+``num_inputs``), and a group closes when it is full or when its first query has
+waited its group deadline (seconds, or a :class:`FillDeadline` that follows the
+arrival rate), padded to K with copies of its last query. With dispatch on
+arrival a systematic code's query goes to its own workers when it arrives, the
+other workers get their coded rows at the close; each query is answered when
+it can be: its own worker's answer, a decode that gives it, or its group's
+decision (``_per_query.py``). Each query's latency runs from its own arrival to
+its answer. The frontend drives its server's engine (``server.engine``,
+``_engine.py``) through the engine's declared members (``_streamed.py``: a
+group's request opened, sent in parts and answered query by query; ``step``
+the loop; ``abort`` after an error).
 
 On a real clock (thread and Ray clusters) a dispatcher thread runs the server's
 event loop; ``submit`` may be called from any thread. On a virtual clock (the
@@ -24,8 +29,9 @@ encode, dispatch, decode, ...) fails that group alone; a failed warm-up or a
 broken backend stops the frontend and ends every waiting query with its error.
 
 The grouping (the inbox, the group being filled, its deadline) is
-:class:`Groups` (``_grouping.py``); the futures and the ledger of the queries
-not yet answered, :class:`Ledger` (``_queries.py``).
+:class:`Groups` (``_grouping.py``); the groups' way through the engine and the
+answers back, :class:`Sender` (``_stream_send.py``); the futures and the
+ledger of the queries not yet answered, :class:`Ledger` (``_queries.py``).
 """
 
 from __future__ import annotations
@@ -41,12 +47,14 @@ import numpy as np
 
 from ._backends import captured_config
 from ._checks import integer
+from ._deadlines import FillDeadline
 from ._grouping import Groups, clock_time, positive_seconds
 from ._pipeline import PipelineServer
-from ._queries import Ledger, Query, VirtualFuture, query_results
+from ._queries import Ledger, Query, VirtualFuture, checked_query
 from ._queries import QueryResult as QueryResult
 from ._queries import QueueFull as QueueFull
 from ._server import Server
+from ._stream_send import Sender
 
 
 class StreamingServer:
@@ -58,10 +66,24 @@ class StreamingServer:
             now on (its ``infer`` and ``serve`` refuse while the frontend runs) and
             closes it in :meth:`close`.
         group_deadline: seconds (finite, > 0) a group waits, from its first
-            query's arrival, before it is sent with the queries it has. The
+            query's arrival, before it closes with the queries it has; or a
+            :class:`FillDeadline`, which follows the arrival rate (the expected
+            time to fill a group at the mean of the last arrival gaps). The
             missing rows are copies of the group's last query (a valid input of
             any model: no zeros fed to an embedding or a log); their answers are
             discarded, but they cost the workers an evaluation like any row.
+        dispatch: ``"arrival"`` (default): a systematic code's query is sent to
+            its own workers (``code.own_workers``: its systematic worker, or
+            its replicas) when it arrives, and every other worker gets its
+            coded row when the group closes (padding rows too); ``"group"``:
+            every row at the close. The same for a code that is not systematic,
+            a :class:`PipelineServer` and a backend without ``submit_part``.
+            The policy's deadline counts from the group's close either way.
+        on_group: an optional ``on_group(group, result)``, called in the
+            dispatcher when a group ends, with its request number and its
+            :class:`ServeResult` (``PipelineResult``), or the exception that
+            failed it: every group's outcome, whether or not its queries were
+            answered before it (an error it raises stops the frontend).
         max_pending: queries accepted and not yet answered, at most (int >= 1,
             default 10,000): beyond it :meth:`submit` raises :class:`QueueFull`
             (back-pressure; nothing is dropped silently). The groups themselves
@@ -73,6 +95,15 @@ class StreamingServer:
             (seconds) the dispatcher looks for new queries while groups are in
             flight.
 
+    Answers (a one-round :class:`Server`): query k of a group is answered at
+    the first of its own worker's successful answer (that answer, no decode),
+    the answer after which a decode of the answers in hand gives it (only
+    under :class:`FirstDecodable`, after the close: a ParM group rebuilt while
+    another is lost), and its group's decision (the decode's row if the
+    answers give it, else not ``ok``, with the decode's status); the group's
+    workers are released at its decision. A :class:`PipelineServer`'s queries
+    are answered together at their group's end.
+
     Failures (``docs/serving.md``, "Failures: no query lost"): every accepted
     query's future gets its :class:`QueryResult` or a ``RuntimeError`` naming the
     cause. A worker's bad answer (an exception, another shape or dtype, NaN) is
@@ -82,9 +113,10 @@ class StreamingServer:
     frontend: every waiting query ends with the error, later submits raise it.
 
     Raises:
-        TypeError: server not a Server or PipelineServer; a non-numeric deadline.
+        TypeError: server not a Server or PipelineServer; a group deadline
+            neither seconds nor a FillDeadline; an on_group not callable.
         ValueError: a group deadline or poll that is not finite and > 0, a
-            max_pending below 1.
+            max_pending below 1, a dispatch not "arrival" or "group".
         RuntimeError: the server is closed.
 
     Examples:
@@ -107,10 +139,12 @@ class StreamingServer:
         self,
         server: Server | PipelineServer,
         *,
-        group_deadline: float,
+        group_deadline: float | FillDeadline,
+        dispatch: str = "arrival",
         max_pending: int = 10_000,
         example: Any = None,
         poll: float = 0.001,
+        on_group: Any = None,
     ):
         fname = "StreamingServer"
         if not isinstance(server, (Server, PipelineServer)):
@@ -123,7 +157,13 @@ class StreamingServer:
             raise RuntimeError(f"{fname}: the server is closed")
         if engine.frontend is not None:
             raise RuntimeError(f"{fname}: the server already has a StreamingServer")
-        self.group_deadline = positive_seconds(fname, "group_deadline", group_deadline)
+        virtual = engine.cluster.virtual_clock
+        self._queue = Groups(server.num_inputs, group_deadline, virtual=virtual,
+                             fname=fname)  # fmt: skip
+        self.group_deadline = self._queue.deadline
+        self._sender = Sender(engine, dispatch=dispatch, on_group=on_group,
+                              fname=fname)  # fmt: skip
+        self.dispatch = dispatch
         self.poll = positive_seconds(fname, "poll", poll)
         self.max_pending = integer(fname, "max_pending", max_pending, minimum=1)
         self.server = server
@@ -137,13 +177,10 @@ class StreamingServer:
         # group, ready, in flight): an error anywhere resolves all of them
         self._ledger = Ledger()
         self._lock, self._cv = self._ledger.lock, self._ledger.cv
-        self._queue = Groups(self.num_inputs, self.group_deadline,
-                             virtual=self.virtual)  # fmt: skip
+        self._sender.ledger = self._ledger
         self._seq = itertools.count()
-        self._groups: dict[int, tuple[list[Query], float]] = {}  # rid: (group, sent)
         self._last_at = -math.inf
-        self._shape = None
-        self._dtype = None
+        self._spec = None  # the queries' (shape, dtype), from the first
         self._closing = False
         self._stop = False
         self._closed = False
@@ -169,24 +206,7 @@ class StreamingServer:
     # ---------------------------------------------------------------- submit
 
     def _check_query(self, fname: str, query: Any) -> np.ndarray:
-        x = np.asarray(query)
-        if not np.issubdtype(x.dtype, np.floating) and x.dtype.name != "bfloat16":
-            raise TypeError(
-                f"{fname}: a query must be a floating array (one row of the code's "
-                f"input [K, ...]), got dtype {x.dtype}"
-            )
-        if self._shape is None:
-            spec = self._engine.input_spec
-            if spec is not None:
-                self._shape, self._dtype = spec[0][1:], np.dtype(spec[1])
-            else:
-                self._shape, self._dtype = x.shape, x.dtype
-        if x.shape != self._shape or x.dtype != self._dtype:
-            raise ValueError(
-                f"{fname}: every query must have the shape and dtype of the "
-                f"server's queries, {self._shape} {self._dtype}, got {x.shape} "
-                f"{x.dtype}"
-            )
+        x, self._spec = checked_query(fname, query, self._spec, self._engine)
         return x
 
     def submit(
@@ -262,42 +282,19 @@ class StreamingServer:
     # ---------------------------------------------------------------- the loop
 
     def _send(self, fname: str) -> None:
-        """Sends the closed groups. A group whose request cannot be sent (its
-        encode, its noise levels, the backend's submit raised) fails alone; a
-        failed warm-up (the model cannot serve these queries: a worker_fn that
-        returns no floating array, cannot run on a coded row, ...) stops the
-        frontend, every waiting query ending with its error."""
-        while (group := self._queue.next_ready()) is not None:
-            rows = [q.x for q in group]
-            rows += [rows[-1]] * (self.num_inputs - len(rows))
-            sent = self._cluster.now()
+        """Takes the grouping's steps (queries to their own workers, closed
+        groups to every worker: :class:`Sender`). A group whose request cannot
+        be sent (its encode, its noise levels, the backend's submit raised)
+        fails alone; a failed warm-up (the model cannot serve these queries: a
+        worker_fn that returns no floating array, cannot run on a coded row,
+        ...) stops the frontend, every waiting query ending with its error."""
+        while (step := self._queue.next_step()) is not None:
             try:
-                r = self._engine.open(None, np.stack(rows), fname)
+                self._sender.take(step, fname)
             except Exception as exc:
                 if not self._engine.warm:  # every group would fail alike: stop
                     self._fail(exc, what="the server's warm-up failed")
-                    raise
-                self._ledger.reject(group, exc, "its group could not be sent")
-                continue
-            self._groups[r.rid] = (group, sent)
-
-    def _resolve(self, done: list) -> None:
-        """Answers the groups that ended; a group that ended with its own error
-        (its decode raised, ...) fails alone."""
-        for r, res in done:
-            group, sent = self._groups.pop(r.rid)
-            if not isinstance(res, BaseException):
-                try:
-                    answers = query_results(
-                        r.rid, res, group, sent, self._cluster.now()
-                    )
-                except Exception as exc:
-                    res = exc
-            if isinstance(res, BaseException):
-                self._ledger.reject(group, res, f"its group (request {r.rid}) failed")
-                continue
-            for q, qr in zip(group, answers, strict=True):
-                self._ledger.settle(q, result=qr)
+                raise
 
     def _idle(self) -> bool:
         return self._queue.empty and not self._engine.in_flight
@@ -327,7 +324,7 @@ class StreamingServer:
                 due = self._queue.due()
                 if engine.in_flight:
                     until = due if self._wake is not None else min(due, now + self.poll)
-                    self._resolve(engine.step(fname, until=until))
+                    self._sender.collect(engine.step(fname, until=until))
                 else:
                     with self._cv:
                         if not self._queue.inbox and not self._closing:
@@ -355,7 +352,7 @@ class StreamingServer:
                     return
                 target = min(self._queue.next_arrival(), self._queue.due())
                 if engine.in_flight:
-                    self._resolve(engine.step(fname, until=target))
+                    self._sender.collect(engine.step(fname, until=target))
                 elif math.isfinite(target):
                     self._cluster.advance(target - now)
                 else:  # pragma: no cover - idle is checked above
@@ -392,7 +389,7 @@ class StreamingServer:
                 self._error = exc
             self._queue.clear()
             queries = self._ledger.waiting()
-        self._groups.clear()
+        self._sender.clear()
         with contextlib.suppress(Exception):  # best effort after an error
             self._engine.abort()
         self._ledger.reject(queries, exc, what)

@@ -93,6 +93,7 @@ class ThreadCluster(BackendBase):
     """
 
     can_wake = True  # wake() interrupts a waiting next_completed
+    can_submit_part = True  # submit_part: a request's rows in parts
 
     def __init__(
         self,
@@ -187,27 +188,39 @@ class ThreadCluster(BackendBase):
         """Sends row i to worker i, to run with its function of round ``round``;
         its service time is request ``draw``'s (default ``request_id``) draw at
         the fraction ``work`` of the work (:meth:`Injector.plan_one`)."""
+        self._send("submit", request_id, rows, None, round, draw, work)
+
+    def submit_part(
+        self,
+        request_id: int,
+        rows: np.ndarray,
+        workers: np.ndarray,
+        *,
+        round: int = 0,
+        draw: int | None = None,
+        work: float = 1.0,
+    ) -> None:
+        """Sends ``rows[j]`` to worker ``workers[j]`` now, a part of the request
+        (:meth:`BackendBase.submit_part`), as :meth:`submit` sends its rows."""
+        self._send("submit_part", request_id, rows, workers, round, draw, work)
+
+    def _send(self, fname, request_id, rows, workers, round, draw, work) -> None:
         if self._closed:
-            raise RuntimeError("ThreadCluster.submit: the cluster is closed")
+            raise RuntimeError(f"ThreadCluster.{fname}: the cluster is closed")
         m = self.num_workers
         delays, faults = round_draws(self.injector, request_id, draw, work, m)
-        ev = threading.Event()
+        dl, fl = np.asarray(delays, float).tolist(), np.asarray(faults).tolist()
+        ws = range(m) if workers is None else np.asarray(workers).tolist()
         with self._lock:
-            self._events[request_id] = ev
-            self._work[request_id] = [0, 0.0]
-        sent = time.perf_counter()
-        seq = self._seq
-        tasks = [
-            _Task(request_id, round, row, sent, d, f, ev)
-            for row, d, f in zip(
-                list(rows), np.asarray(delays, float).tolist(),
-                np.asarray(faults).tolist(), strict=True,
-            )
-        ]  # fmt: skip
-        for line, task in zip(self._lines, tasks, strict=True):
-            line.append(task)
+            ev = self._events.setdefault(request_id, threading.Event())
+            self._work.setdefault(request_id, [0, 0.0])
+        sent, seq = time.perf_counter(), self._seq
+        tasks = [(i, _Task(request_id, round, row, sent, dl[i], fl[i], ev))
+                 for i, row in zip(ws, list(rows), strict=True)]  # fmt: skip
+        for i, task in tasks:
+            self._lines[i].append(task)
         # the soonest-due answers are computed first
-        self._pool.put([(sent + t.delay, next(seq), i, t) for i, t in enumerate(tasks)])
+        self._pool.put([(sent + t.delay, next(seq), i, t) for i, t in tasks])
 
     def _take_deposits(self) -> None:
         """Moves the answers the worker threads computed into ``_values`` (under

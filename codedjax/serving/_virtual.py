@@ -46,7 +46,9 @@ class SimulatedCluster(BackendBase):
     unlimited capacity: each request finds its workers idle).
     ``next_completed(timeout)`` advances the clock to the next answer, or by
     ``timeout`` when none comes before; :meth:`advance` moves it by the master's
-    own time.
+    own time. :meth:`submit_part` offers some of a request's rows now and the
+    others later (a streamed query sent to its own workers when it arrives):
+    each evaluation joins its worker's queue when its row is offered.
 
     Args:
         injector: the delay and fault plan; None: every answer arrives after
@@ -62,6 +64,7 @@ class SimulatedCluster(BackendBase):
     """
 
     virtual_clock = True  # now() moves in next_completed and advance only
+    can_submit_part = True  # submit_part: a request's rows in parts
 
     def __init__(
         self,
@@ -119,29 +122,41 @@ class SimulatedCluster(BackendBase):
     def now(self) -> float:
         return self._events.now
 
-    def _compute(self, rows: np.ndarray, round: int) -> list:
+    def _compute(self, rows: np.ndarray, round: int, at=None) -> list:
         """Every worker's answer to ``rows`` in round ``round`` (an exception for
-        the workers whose function raised on their own row). A fault is its
-        worker's alone: when the vmapped call of a role group raises, the
-        group's rows are computed again one by one, so only the rows that
-        raise fail."""
-        values: list = [None] * self.num_workers
+        the workers whose function raised on their own row); ``at`` [n]: the
+        answers of those workers only, to their rows ``rows`` [n, ...]. A
+        fault is its worker's alone: when the vmapped call of a role group
+        raises, the group's rows are computed again one by one, so only the
+        rows that raise fail. A part of a group is computed in a call of the
+        group's size (the part's rows padded with its first): one program
+        for every part."""
+        m = self.num_workers
+        pos = np.arange(m) if at is None else np.full(m, -1)
+        if at is not None:
+            pos[np.asarray(at)] = np.arange(len(at))
+        values: list = [None] * len(rows)
         for f, workers in self.functions.groups(round):
+            mine = workers[pos[workers] >= 0]
+            if not len(mine):
+                continue
+            idx = pos[mine]
             if self.vectorize:
-                part = rows if len(workers) == len(rows) else rows[workers]
+                full = np.r_[idx, np.full(len(workers) - len(idx), idx[0])]
+                part = rows if len(full) == len(rows) and at is None else rows[full]
                 try:
                     outs = np.asarray(self._vmapped[id(f)](part))
                 except Exception:  # some row raised: find which, row by row
                     pass
                 else:
-                    for k, i in enumerate(workers):
-                        values[i] = outs[k]
+                    for k, j in enumerate(idx):
+                        values[j] = outs[k]
                     continue
-            for i in workers:
+            for i, j in zip(mine, idx, strict=True):
                 try:
-                    values[i] = np.asarray(self._row_fns[round][i](rows[i]))
+                    values[j] = np.asarray(self._row_fns[round][i](rows[j]))
                 except Exception as exc:
-                    values[i] = exc
+                    values[j] = exc
         return values
 
     def warmup(self, rows: np.ndarray, *, round: int = 0) -> None:
@@ -173,6 +188,34 @@ class SimulatedCluster(BackendBase):
         ]
         self._events.submit(request_id, self.compute_time + delays,
                             faults == HANG, values)  # fmt: skip
+
+    def submit_part(
+        self,
+        request_id: int,
+        rows: np.ndarray,
+        workers: np.ndarray,
+        *,
+        round: int = 0,
+        draw: int | None = None,
+        work: float = 1.0,
+    ) -> None:
+        """Offers ``rows[j]`` to worker ``workers[j]`` now (a part of the
+        request; :meth:`BackendBase.submit_part`): each joins its worker's
+        queue at this time, with its entry of the request's draws."""
+        if self._closed:
+            raise RuntimeError("SimulatedCluster.submit_part: the cluster is closed")
+        ws = np.asarray(workers, np.int64)
+        delays, faults = round_draws(self.injector, request_id, draw, work,
+                                     self.num_workers)  # fmt: skip
+        delays, faults = np.asarray(delays)[ws], np.asarray(faults)[ws]
+        scale = self.injector.corrupt_scale if self.injector is not None else 0.0
+        values = self._compute(np.asarray(rows), round, at=ws)
+        values = [
+            v if isinstance(v, BaseException) else _faulty(v, int(f), scale, int(i))
+            for v, f, i in zip(values, faults, ws, strict=True)
+        ]
+        self._events.submit(request_id, self.compute_time + delays,
+                            faults == HANG, values, workers=ws)  # fmt: skip
 
     def next_completed(self, timeout: float | None) -> Completion | None:
         e = self._events.pop(timeout)
