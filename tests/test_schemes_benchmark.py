@@ -1,10 +1,12 @@
 """benchmarks.schemes: every code on the same masks, through the generic interface.
 
-One small run (K = 4 on M = 6 = K + K/2 workers, ParM's count, so one panel; two
+One small run (K = 4 on M = 6 = K + K/2 workers, ParM's count, so one panel; three
 schemes, float32 workers, 4 requests per N) checks the command line end to end
 against known truths: with every worker responding the exact codes decode the
 linear map to float32 rounding and the circle code's cond is 1; below a code's
-threshold the decode is not ok and its error inf (null in the JSON).
+threshold the decode is not ok and its error inf (null in the JSON); ParM's
+queries are counted one by one (the counting itself, on every mask:
+tests/test_parity_experiment.py).
 """
 
 import json
@@ -20,7 +22,7 @@ def small_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("schemes")
     argv = ["--out", str(out), "--no-progress", "--trials", "4", "--n-step", "20"]
     argv += ["--inputs", "4", "--workers", "6", "--dtypes", "float32"]
-    argv += ["--schemes", "chebyls,circle-packed", "--workloads", "linear"]
+    argv += ["--schemes", "chebyls,circle-packed,parity", "--workloads", "linear"]
     return bs.main(argv + ["--no-exhaustive"]), out
 
 
@@ -45,6 +47,29 @@ def test_the_panel_and_the_known_truths(small_run):
     # below chebyls' threshold (4) a failed decode is inf, written as null
     first = p["rows"][0]["chebyls"]
     assert err is None and math.isinf(first["err_median"]) and first["ok"] == 0.0
+
+
+def test_parm_is_counted_per_query(small_run):
+    """ParM (k = 2, M = 6): no request is whole from N = 2 answers (a whole one
+    needs each group to lose at most one of its three workers: 4 answers), yet
+    every request in which a base worker answered has an answered query; at N = M
+    every query is answered, exactly (the linear map is its own parity model)."""
+    summary, out = small_run
+    (p,) = summary["panels"]
+    assert p["schemes"]["parity"]["decoding"] == "per group"
+    assert p["schemes"]["chebyls"]["decoding"] == "all or nothing"
+    low, full = p["rows"][0]["parity"], p["rows"][-1]["parity"]
+    assert low["whole"] == low["ok"] == 0.0 and math.isinf(low["err_median"])
+    assert 0.0 < low["answered"] < 1.0
+    assert full["answered"] == full["whole"] == 1.0 and full["err_median"] < 1e-5
+    for row in p["rows"]:  # a code decoding all or nothing: answered = whole = ok
+        c = row["chebyls"]
+        assert c["answered"] == c["whole"] == c["ok"], row["N"]
+    text = (out / "report.md").read_text()
+    assert "parity (thr 4, work 1, per-group decoding)" in text
+    assert "queries answered (in brackets" in text
+    assert f"| 2 | 0 (0) | 1 | {bs.report._fmt(low['answered'])} (0) |" in text
+    assert "Answered per query: parity (per group)" in summary["verdict"]
 
 
 def test_schemes_follow_the_function_class_and_the_worker_count():

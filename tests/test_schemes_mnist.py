@@ -90,6 +90,33 @@ def test_exact_schemes_at_n_equal_m_return_the_base_models_predictions(panel):
     assert rows["replication"]["by_n"][str(K)]["ok"] < 1.0
 
 
+def test_parm_and_replication_count_each_query(panel):
+    """At N = K = 4 of M = 6 a ParM request is whole on 9 of the 15 masks (each
+    group loses one of its three workers) but a query is answered on 13 (all but
+    the two that lose it and a worker of its group); replication (queries 0, 1 on
+    two workers, 2, 3 on one) is whole on 4 masks, a query answered on 12 of 15 on
+    average. Each row's top-1 counts the unanswered queries as misses; a layer-wise
+    row decodes every query with its request."""
+    rows = panel["panels"][0]["rows"]
+    assert rows["parity"]["decoding"] == "per group"
+    assert rows["replication"]["decoding"] == "per query"
+    assert rows["random-layerwise"]["decoding"] == "all or nothing"
+    for name in ("parity", "replication"):
+        c = rows[name]["by_n"][str(K)]
+        assert c["whole"] == c["ok"] < c["answered"] < 1.0, name
+        assert c["top1"] <= c["answered"], name
+        assert c["top1"] == pytest.approx(c["answered"] * c["top1_answered"]), name
+        # an unanswered query has no prediction (-1), so agrees with none
+        assert c["agree_float32"] <= c["answered"], name
+    lw = rows["random-layerwise"]["by_n"][str(K)]
+    assert lw["answered"] == lw["whole"] == lw["ok"]
+    text = mnist_report.format_mnist_panel(panel)
+    assert "| parity | whole model, per-group decoding |" in text
+    assert "| replication | whole model, per query |" in text
+    verdict = mnist_report.mnist_verdict(panel)
+    assert f"Answered per query at N = {K}: parity " in verdict
+
+
 @pytest.mark.parametrize(
     "argv, flag",
     [

@@ -78,6 +78,10 @@ def test_every_row_decodes_and_the_known_truths(panel):
     for name, row in panel["rows"].items():
         full = row["by_n"][str(M)]
         assert full["cross_ok"] == 1.0 and full["deep_ok"] == 1.0, name
+        assert full["answered"] == full["whole"] == 1.0, name
+        low = row["by_n"][str(D)]  # a query needs both branches: whole <= answered
+        assert low["whole"] <= low["answered"], name
+        assert low["whole"] <= min(low["cross_ok"], low["deep_ok"]), name
         assert 0.0 <= full["auc"] <= 1.0 and np.isfinite(full["logloss"]), name
     # replication at N = M: each query's own worker answers, summed as uncoded
     rep = panel["rows"]["replication"]["by_n"][str(M)]

@@ -16,8 +16,14 @@ every number of responders N, ``trials`` requests draw fresh queries and one
 arrival pattern each, and **every scheme decodes the same queries and the same
 pattern**, through the generic interface only (``code.encode``, one worker
 function per role, ``code.decode_answers`` under ``jax.vmap``, ``code.coded_shape``
-for the (real, imaginary) pairs of the circle codes). Error: the relative l2 error
-of the K decoded outputs against the float64 uncoded model (inf when not ok); cond:
+for the (real, imaginary) pairs of the circle codes). Queries are counted one by
+one: a query is answered where ``code.decodable_queries`` gives it and its value
+is finite (ParM per parity group, replication and RepApprox per replica: their
+values filled in where the request is not ``ok``,
+:func:`models.parity_experiment.queries.decode_per_query`); ``answered`` is the
+share of queries answered, ``whole`` and ``ok`` the shares of requests with every
+query answered and decoded whole. Error: the relative l2 error of the K decoded
+outputs against the float64 uncoded model (inf when a query is unanswered); cond:
 each code's ``DecodeResult.cond``. ParM's M = K + K/k adds a panel on the linear
 workload. What is compared and how the work per worker is counted:
 ``docs/schemes.md``.

@@ -13,8 +13,13 @@ K + K/k and the head-to-head's ``num_workers``) and each worker dtype (bf16,
 float32), every row decodes the same masks: the first N arrivals of one uniformly
 random arrival order per group of K digits and repetition. Workers compute in the
 worker dtype (parameters, inputs, arithmetic), the master decodes in float32.
-Top-1 counts a request whose decode is not ``ok`` as K misses (a served system has
-no answer for it); ``ok`` is the share of requests that decode.
+Queries are counted one by one: a query is answered where the responders give it
+(``code.decodable_queries``: ParM per parity group, replication and RepApprox per
+replica, every other code with its request) and its value is finite
+(:func:`models.parity_experiment.queries.decode_per_query`). Top-1 is over every
+query, an unanswered one a miss (a served system has no answer for it);
+``answered`` is the share of queries answered, ``whole`` of requests with every
+query answered, ``ok`` of requests whose decode is ``ok``.
 
 **Work per worker.** Whole-model rows (replication, RepApprox, BACC, NeRCC, ParM):
 every worker runs the network once on one (coded) digit: the base model, or for
@@ -43,6 +48,11 @@ from flax import nnx
 import codedjax as cj
 from models.coded_dcn.pipeline import decode_masks
 from models.layerwise import layer_worker, mlp_rounds
+from models.parity_experiment.queries import (
+    answered_shares,
+    decode_per_query,
+    decoding_kind,
+)
 from models.train_parity import ParityConfig, ParityTask, load_task
 from models.train_parity import load_or_train as load_parity
 from runkit import progress
@@ -253,15 +263,30 @@ def layerwise_values(code: cj.Code, rounds, xs, masks, dtype: str):
     return np.asarray(h), ok
 
 
-def _top1(value, ok, labels, gidx, r):
-    """value [r G, K, C], ok [r G] -> (top-1 with a not-ok request's K queries as
-    misses, top-1 over the ok requests, predictions [r, G, K])."""
+def _top1(value, answered, labels, gidx, r):
+    """value [r G, K, C], answered [r G, K] -> (top-1 with the unanswered queries
+    as misses, top-1 over the answered queries, predictions [r, G, K], -1 where
+    unanswered)."""
     pred = np.argmax(np.asarray(value), axis=-1).reshape((r,) + gidx.shape)
-    ok = np.asarray(ok, bool).reshape(r, gidx.shape[0])
-    hit = (pred == labels[gidx][None]) & ok[..., None]
+    answered = np.asarray(answered, bool).reshape(pred.shape)
+    hit = (pred == labels[gidx][None]) & answered
     top1 = float(np.mean(hit))
-    top1_ok = float(np.mean(hit[ok])) if ok.any() else float("nan")
-    return top1, top1_ok, np.where(ok[..., None], pred, -1)
+    top1_answered = float(np.mean(hit[answered])) if answered.any() else float("nan")
+    return top1, top1_answered, np.where(answered, pred, -1)
+
+
+def _whole_model(code, y, masks, orders):
+    """(value [B, K, C], ok [B], answered [B, K]) of a whole-model row, each query
+    counted where the code's responders give it
+    (:func:`models.parity_experiment.queries.decode_per_query`)."""
+    value, ok, _ = decode_masks(code, y, masks, orders)
+
+    def again(y2, masks2):
+        v, o, _ = decode_masks(code, y2, masks2, orders)
+        return np.asarray(v), np.asarray(o)
+
+    value, answered = decode_per_query(code, y, masks, value, ok, again)
+    return value, np.asarray(ok), answered
 
 
 def run_mnist_panel(
@@ -340,6 +365,7 @@ def run_mnist_panel(
                     "code": repr(code),
                     "kind": "layer-wise" if name in layer else "whole model",
                     "rounds": len(rounds) if name in layer else 1,
+                    "decoding": decoding_kind(code),
                     "work": 1,
                     "by_n": {},
                 }
@@ -350,15 +376,19 @@ def run_mnist_panel(
                 masks = ranks < n
                 for name, code in {**whole, **layer}.items():
                     t = time.perf_counter()
-                    if name in layer:
+                    if name in layer:  # all or nothing: every round decodes
                         value, ok = layerwise_values(code, rounds, xs, masks, dt)
+                        answered = np.repeat(ok[:, None], k, axis=1)
                     else:
-                        value, ok, _ = decode_masks(code, outputs[name], masks, orders)
-                    top1, top1_ok, pred = _top1(value, ok, labels, gidx, r)
+                        value, ok, answered = _whole_model(
+                            code, outputs[name], masks, orders
+                        )
+                    top1, top1_answered, pred = _top1(value, answered, labels, gidx, r)
                     rows[name]["by_n"][str(n)] = {
                         "top1": top1,
-                        "top1_ok": top1_ok,
-                        "ok": float(np.mean(np.asarray(ok))),
+                        "top1_answered": top1_answered,
+                        "ok": float(np.mean(ok)),
+                        **answered_shares(answered),
                         "agree_float32": float(np.mean(pred == ref32[gidx][None])),
                     }
                     key = f"{name} M={m}"

@@ -8,10 +8,14 @@ import numpy as np
 
 def _cell(c: dict) -> str:
     s = f"{c['top1']:.3f}"
-    if c["ok"] >= 1.0:
+    if c["answered"] >= 1.0 and c["whole"] >= 1.0:
         return s
-    of_ok = "-" if not np.isfinite(c["top1_ok"]) else f"{c['top1_ok']:.3f}"
-    return f"{s} (ok {100 * c['ok']:.3g}%: {of_ok})"
+    t = c["top1_answered"]
+    of = "-" if not np.isfinite(t) else f"{t:.3f}"
+    return (
+        f"{s} (answered {100 * c['answered']:.3g}%: {of}; whole "
+        f"{100 * c['whole']:.3g}%)"
+    )
 
 
 def panel_title(p: dict, model: str) -> str:
@@ -29,9 +33,12 @@ def format_mnist_panel(s: dict) -> str:
         f"{s['test_queries']} test digits in groups of K, {s['repetitions']} arrival "
         f"orders per group (the same masks for every row). Base model (uncoded, every "
         f"answer) top-1: float32 {s['base_top1_float32']:.3f}; workers in {base}. "
-        f"Cells: top-1 of the decoded logits (a request that does not decode counts "
-        f"as K misses; `ok x%: t`: the share of requests that decode, and the top-1 "
-        f"over those). Work per worker: "
+        f"Cells: top-1 of the decoded logits over every query, an unanswered one a "
+        f"miss; a query is answered where the responders give it (ParM per parity "
+        f"group, replication and RepApprox per replica, the other codes with their "
+        f"request). `answered x%: t; whole w%`: the share of queries answered and "
+        f"the top-1 over those; the share of requests with every query answered. "
+        f"Work per worker: "
         f"one network evaluation (whole-model rows; ParM's parity workers run the "
         f"parity model, same architecture) or one product per layer (layer-wise rows: "
         f"the same multiply-adds, biases and ReLUs at the master, one round trip per "
@@ -56,6 +63,9 @@ def format_mnist_panel(s: dict) -> str:
         for name, row in p["rows"].items():
             cells = [_cell(row["by_n"][n]) for n in ns]
             kind = row["kind"]
+            how = row.get("decoding", "all or nothing")
+            if how != "all or nothing":
+                kind += ", per-group decoding" if how == "per group" else ", per query"
             if row["rounds"] > 1:
                 kind += f", {row['rounds']} rounds"
             lines.append(f"| {name} | {kind} | " + " | ".join(cells) + " |")
@@ -105,11 +115,21 @@ def mnist_verdict(s: dict, tol: float = 0.005) -> str:
             at = "never" if frm is None else f"N >= {frm}"
             first = r["by_n"][str(ns[0])]["top1"]
             reach.append(f"{a} {at} ({first:.3f} at N = {ns[0]})")
+        apart = []
+        for a, r in p["rows"].items():
+            c = r["by_n"][str(ns[0])]
+            if c["answered"] > c["whole"]:
+                apart.append(
+                    f"{a} {100 * c['answered']:.3g}% of the queries "
+                    f"({100 * c['whole']:.3g}% of the requests whole)"
+                )
         parts.append(
             f"**{panel_title(p, s['model'])}** (base {base:.3f}): highest top-1: "
             + "; ".join(f"{a} at N = {_runs([n for n in ns if n in v])}"
                         for a, v in best.items())
             + f". Within {tol} of the base model: " + ", ".join(reach) + "."
+            + (f" Answered per query at N = {ns[0]}: " + ", ".join(apart) + "."
+               if apart else "")
         )  # fmt: skip
     return "\n\n".join(parts)
 

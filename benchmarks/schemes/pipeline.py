@@ -16,6 +16,11 @@ import numpy as np
 
 import codedjax as cj
 import codedjax.bounds as cb
+from models.parity_experiment.queries import (
+    answered_shares,
+    decode_per_query,
+    decoding_kind,
+)
 from runkit import environment, l2_rel_err, percentile, progress
 
 from .config import SchemesConfig, schemes
@@ -67,9 +72,25 @@ def _decode_program(code: cj.Code, copies: int):
     return jax.jit(jax.vmap(one))
 
 
+def _per_query(sc: cj.Scheme, y, arr, value, ok, dec):
+    """(value [T, K, ...], answered [T, K]): each query counted where the code's
+    responders give it (:func:`models.parity_experiment.queries.decode_per_query`:
+    ParM per group, replication and RepApprox per replica), its value filled in
+    where the request is not ok."""
+    order = arr.order.astype(jnp.int32)
+    masks = np.tile(np.asarray(arr.mask), (1, sc.copies))  # the code's M' points
+    m = arr.mask.shape[1]
+
+    def again(y2, masks2):  # (a code at M copies points is not systematic)
+        v, o, _ = dec(jnp.asarray(y2), jnp.asarray(masks2[:, :m]), order)
+        return np.asarray(v), np.asarray(o)
+
+    return decode_per_query(sc.code, np.asarray(y), masks, value, ok, again)
+
+
 def _rel_err(value, ref, ok):
     """Per request, the l2 error of its K outputs relative to the truth's; inf
-    where the decode is not ok."""
+    where ``ok`` is False (a query of the request unanswered)."""
     t = ref.shape[0]
     e = l2_rel_err(np.reshape(value, (t, -1)), np.reshape(ref, (t, -1)))
     return np.where(np.asarray(ok), e, np.inf)
@@ -111,13 +132,15 @@ def run_panel(
             dec = _decode_program(s.code, s.copies)
             value, ok, cond = dec(y, arr.mask, arr.order.astype(jnp.int32))
             value = np.asarray(value)
+            value, answered = _per_query(s, y, arr, value, ok, dec)
             seconds[s.name] = seconds.get(s.name, 0.0) + time.perf_counter() - t
-            e = _rel_err(value, ref, ok)
+            e = _rel_err(value, ref, answered.all(axis=-1))
             cond = np.asarray(cond, np.float64)
             row[s.name] = {
                 "err_median": percentile(e, 50, order_statistic=True),
                 "err_p95": percentile(e, 95, order_statistic=True),
                 "ok": float(np.mean(np.asarray(ok))),
+                **answered_shares(answered),  # per query; every query answered
                 "cond_median": percentile(cond, 50, order_statistic=True),
                 "cond_p95": percentile(cond, 95, order_statistic=True),
                 "cond_worst": float(np.max(cond)),
@@ -144,6 +167,7 @@ def run_panel(
                 "threshold_workers": math.ceil(s.code.threshold / s.copies),
                 "work": s.service_scale,  # real evaluations of f per worker
                 "copies": s.copies,
+                "decoding": decoding_kind(s.code),
                 "seconds": seconds[s.name],
             }
             for s in sch

@@ -26,6 +26,53 @@ def panel_table(panel: dict, field: str) -> str:
     return "\n".join(lines)
 
 
+def _answered(c: dict) -> str:
+    """A cell of the answered table: the share of queries answered (of requests
+    whole); ``1`` when both are 1."""
+    a, w = c.get("answered", c["ok"]), c.get("whole", c["ok"])
+    return "1" if a >= 1.0 and w >= 1.0 else f"{_fmt(a)} ({_fmt(w)})"
+
+
+def answered_table(panel: dict) -> str:
+    """Per N and scheme: the share of queries answered (in brackets: of requests
+    with every query answered)."""
+    names = list(panel["schemes"])
+    lines = ["| N | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 1)]
+    for row in panel["rows"]:
+        cells = [_answered(row[n]) for n in names]
+        lines.append(f"| {row['N']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _decoding(v: dict) -> str:
+    kind = v.get("decoding", "all or nothing")
+    return {"per group": ", per-group decoding", "per query": ", per query"}.get(
+        kind, ""
+    )
+
+
+def per_query_text(panel: dict) -> str:
+    """The schemes that answer more queries than whole requests, each at the N
+    where the gap is widest ('' when none)."""
+    parts = []
+    for name in panel["schemes"]:
+        rows = [r for r in panel["rows"] if "answered" in r[name]]
+        if not rows:
+            continue
+        best = max(rows, key=lambda r: r[name]["answered"] - r[name]["whole"])
+        c = best[name]
+        if c["answered"] - c["whole"] <= 0:
+            continue
+        how = panel["schemes"][name].get("decoding", "per query")
+        parts.append(
+            f"{name} ({how}) {100 * c['answered']:.3g}% of the queries at N = "
+            f"{best['N']}, where {100 * c['whole']:.3g}% of the requests are whole"
+        )
+    if not parts:
+        return ""
+    return "Answered per query: " + "; ".join(parts) + "."
+
+
 def winners(panel: dict, field: str = "err_median") -> list[tuple[int, str, float]]:
     """(N, the scheme with the smallest ``field``, its value) per row."""
     out = []
@@ -56,16 +103,19 @@ def format_report(summary: dict) -> str:
     lines.append(
         f"K = {cfg['num_inputs']}, {cfg['features']} features, {cfg['trials']} "
         f"requests per N (fresh queries and arrivals; the same for every scheme), "
-        f"seed {cfg['seed']}. Error: relative l2 of the K outputs against float64 "
-        f"(inf when not ok). `work` = real evaluations of f per worker; `thr` = the "
-        f"fewest workers that decode."
+        f"seed {cfg['seed']}. Queries are counted one by one: a query is answered "
+        f"where the responders give it (`code.decodable_queries`: ParM per parity "
+        f"group, replication and RepApprox per replica, every other code with its "
+        f"request) and its value is finite. Error: relative l2 of the K outputs "
+        f"against float64 (inf when a query is unanswered). `work` = real "
+        f"evaluations of f per worker; `thr` = the fewest workers that decode."
     )
     for p in summary["panels"]:
         lines += ["", f"## {panel_key(p)} (degree {p['degree']})", ""]
         lines.append(
             "schemes: "
             + ", ".join(
-                f"{n} (thr {v['threshold_workers']}, work {v['work']})"
+                f"{n} (thr {v['threshold_workers']}, work {v['work']}{_decoding(v)})"
                 for n, v in p["schemes"].items()
             )
             + f"; uncoded {p['dtype']} worker error median "
@@ -79,6 +129,12 @@ def format_report(summary: dict) -> str:
             ("cond_worst", "cond, worst"),
         ):
             lines += ["", f"{title}:", "", panel_table(p, field)]
+        lines += [
+            "",
+            "queries answered (in brackets: requests with every query answered):",
+            "",
+            answered_table(p),
+        ]
         w = winners(p)
         lines += [
             "",
@@ -160,6 +216,9 @@ def verdict(summary: dict) -> str:
             ]
             if below:
                 s += " Decoding below ChebyLS's threshold: " + ", ".join(below) + "."
+        more = per_query_text(p)
+        if more:
+            s += " " + more
         parts.append(s)
     if summary.get("mnist_panel"):
         from .mnist_report import mnist_verdict

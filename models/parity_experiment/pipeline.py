@@ -11,12 +11,20 @@ For each base model and each k, at M = K + K/k workers:
   answers decode); the base model runs on the coded queries and every one of the K
   predictions is approximate. T random patterns, the same for every test batch;
   the metric is the mean over the patterns.
+* **ParM, same masks**: ParM on BACC's and NeRCC's T patterns (K/k answers lost
+  at random, so a group may lose two), each query counted on its own
+  (:func:`models.parity_experiment.queries.decode_per_query`: each parity group
+  decodes on its own); an unanswered query is a miss (top-1) or logit 0 (p = 1/2,
+  AUC and logloss). With it: the share of queries answered and of requests whole
+  on those patterns, and exactly, over every pattern of K/k lost answers
+  (:func:`exact_shares`).
 * **base**: the base model on the same test queries (no straggler).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Callable
 
@@ -36,8 +44,15 @@ from ..train_parity import (
     task_metrics,
 )
 from .config import ExperimentConfig
+from .queries import answered_shares, decode_per_query
 
-__all__ = ["coded_predictions", "run_cell", "run_experiment"]
+__all__ = [
+    "coded_predictions",
+    "exact_shares",
+    "parm_predictions",
+    "run_cell",
+    "run_experiment",
+]
 
 
 def _batches(x: np.ndarray, k: int) -> np.ndarray:
@@ -66,6 +81,58 @@ def coded_predictions(
     v = np.asarray(r.value).reshape((b, t, k) + y.shape[2:])
     v = np.moveaxis(v, 1, 0).reshape((t, b * k) + y.shape[2:])
     return v, task.labels[split][: b * k]
+
+
+def parm_predictions(
+    code: cj.ParityCode, task: ParityTask, parity, masks: np.ndarray, split="test"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ParM's predictions [T, n, ...] of every test query under each of the T
+    ``masks``, each query counted on its own (answered [T, n]), and the labels
+    [n]: the base model's outputs and the parity model's on each group's sum."""
+    kk, g, k = code.num_inputs, code.num_groups, code.group
+    x, out = task.queries[split], task.outputs[split]
+    b = x.shape[0] // kk
+    n = b * kk
+    base = out[:n].reshape((b, kk) + out.shape[1:])
+    p = x[:n].reshape((b * g, k) + x.shape[1:]).sum(axis=1)
+    par = np.asarray(apply_fn(task.kind, parity)(p)).reshape((b, g) + out.shape[1:])
+    y = np.concatenate([base, par], axis=1).astype(np.float32)  # [B, M, ...]
+    t = masks.shape[0]
+    ys = np.repeat(y, t, axis=0)  # [B T, M, ...]
+    ms = np.tile(np.asarray(masks, bool), (b, 1))
+
+    def decode(y2, m2):
+        r = code.decode_batched(jnp.asarray(y2), jnp.asarray(m2))
+        return np.asarray(r.value), np.asarray(r.ok)
+
+    value, ok = decode(ys, ms)
+    value, answered = decode_per_query(code, ys, ms, value, ok, decode)
+    v = np.moveaxis(value.reshape((b, t, kk) + out.shape[1:]), 1, 0)
+    a = np.moveaxis(answered.reshape(b, t, kk), 1, 0)
+    return v.reshape((t, n) + out.shape[1:]), a.reshape(t, n), task.labels[split][:n]
+
+
+def exact_shares(code: cj.Code, num_responses: int) -> dict[str, float]:
+    """The shares of queries answered and of requests whole over every mask of
+    ``num_responses`` of the code's M workers (each equally likely)."""
+    m = code.num_workers
+    sets = np.array(list(itertools.combinations(range(m), num_responses)))
+    masks = np.zeros((len(sets), m), bool)
+    np.put_along_axis(masks, sets, True, axis=1)
+    return answered_shares(code.decodable_queries(masks))
+
+
+def _answered_metrics(kind, preds, answered, labels) -> dict[str, float]:
+    """The mean over patterns of the metrics with every unanswered query a miss
+    (top-1) or logit 0 (AUC, logloss)."""
+    per = []
+    for p, a in zip(preds, answered, strict=True):
+        if kind == "dcn":
+            per.append(task_metrics(kind, np.where(a, p, 0.0), labels))
+        else:
+            hit = (np.argmax(p, axis=-1) == labels) & a
+            per.append({"top1": float(np.mean(hit))})
+    return {key: float(np.mean([d[key] for d in per])) for key in per[0]}
 
 
 def _mean_metrics(kind, preds, labels) -> dict[str, float]:
@@ -111,6 +178,12 @@ def run_cell(
         cj.sample_masks(k_test, num_workers=m, num_responses=m - lost,
                         shape=(config.test_masks,))
     )  # fmt: skip
+    preds, answered, _ = parm_predictions(code, task, parity, masks)
+    row["parm_masks"] = {
+        **_answered_metrics(task.kind, preds, answered, labels),
+        **answered_shares(answered),
+        "exact": exact_shares(code, m - lost),
+    }
     bacc = schemes["bacc"].code
     preds, _ = coded_predictions(bacc, task, masks)
     row["bacc"] = _mean_metrics(task.kind, preds, labels)

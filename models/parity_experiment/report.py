@@ -9,7 +9,8 @@ from runkit import fmt, write_summary
 __all__ = ["metric_of", "table", "write_outputs"]
 
 SCHEMES = (("base", "base model"), ("parm_degraded", "ParM degraded"),
-           ("bacc", "BACC"), ("nercc", "NeRCC"))  # fmt: skip
+           ("parm_masks", "ParM, same masks"), ("bacc", "BACC"),
+           ("nercc", "NeRCC"))  # fmt: skip
 
 
 def metric_of(row: dict, scheme: str) -> str:
@@ -19,21 +20,35 @@ def metric_of(row: dict, scheme: str) -> str:
     return f"{fmt(m['auc'], '.4f')} / {fmt(m['logloss'], '.4f')}"
 
 
+def _shares(m: dict) -> str:
+    """``answered a% (exact e%), whole w% (exact x%)`` of a ParM-on-masks cell."""
+    ex = m["exact"]
+    return (
+        f"{100 * m['answered']:.3g}% ({100 * ex['answered']:.3g}%) / "
+        f"{100 * m['whole']:.3g}% ({100 * ex['whole']:.3g}%)"
+    )
+
+
 def table(rows: list[dict]) -> str:
     """One line per (model, k): the metric of each scheme (top-1 for MNIST, AUC /
-    logloss for the Adult DCNv2)."""
+    logloss for the Adult DCNv2), and ParM's shares of queries answered and of
+    requests whole on BACC's masks."""
     lines = [
         "| model (metric) | k | M = K + K/k | lost answers | base model | "
-        "ParM degraded | BACC | NeRCC (lambda_e, lambda_d) |",
-        "|---|---|---|---|---|---|---|---|",
+        "ParM degraded | ParM, same masks (per-group decoding) | queries answered "
+        "/ requests whole (exact) | BACC | NeRCC (lambda_e, lambda_d) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         what = "AUC / logloss" if r["model"] == "dcn" else "top-1"
         lam = ", ".join(fmt(v, "g") for v in r["nercc_smoothing"])
+        pm = r.get("parm_masks")
+        same = "-" if pm is None else metric_of(r, "parm_masks")
+        shares = "-" if pm is None else _shares(pm)
         lines.append(
             f"| {r['model']} ({what}) | {r['group']} | {r['M']} | {r['lost']} | "
-            f"{metric_of(r, 'base')} | {metric_of(r, 'parm_degraded')} | "
-            f"{metric_of(r, 'bacc')} | {metric_of(r, 'nercc')} ({lam}) |"
+            f"{metric_of(r, 'base')} | {metric_of(r, 'parm_degraded')} | {same} | "
+            f"{shares} | {metric_of(r, 'bacc')} | {metric_of(r, 'nercc')} ({lam}) |"
         )
     return "\n".join(lines)
 
@@ -54,7 +69,8 @@ def _plot(rows: list[dict], path: Path) -> Path | None:
         key = "auc" if name == "dcn" else "top1"
         ks = [r["group"] for r in sub]
         for scheme, label in SCHEMES:
-            ax.plot(ks, [r[scheme][key] for r in sub], marker="o", label=label)
+            if all(scheme in r for r in sub):
+                ax.plot(ks, [r[scheme][key] for r in sub], marker="o", label=label)
         ax.set_xticks(ks)
         ax.set_xlabel("k (queries per parity), M = K + K/k")
         ax.set_ylabel("test AUC" if key == "auc" else "test top-1")
@@ -86,8 +102,14 @@ def write_outputs(out, result: dict, config: dict, command: str, env: dict) -> s
         "test query rebuilt once from its group's parity, codedjax.parity_code). "
         f"BACC and NeRCC: the same K/k answers lost at random ({config['test_masks']}"
         " patterns, the mean over them), every prediction decoded from the base "
-        "model's answers on the coded queries. Base model: the model itself on the "
-        "same test queries.",
+        "model's answers on the coded queries. ParM, same masks: ParM on those "
+        "patterns with per-group decoding (each parity group decodes on its own; "
+        "a query is answered when its base worker answered, or its group lost only "
+        "it and its parity worker answered); an unanswered query is a miss (top-1) "
+        "or logit 0 (AUC, logloss); next to it the shares of queries answered and "
+        "of requests with every query answered, on the patterns and (in brackets) "
+        "exactly over every pattern of K/k lost answers. Base model: the model "
+        "itself on the same test queries.",
         "",
         table(result["rows"]),
         "",

@@ -12,6 +12,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 import codedjax as cj
@@ -70,6 +71,31 @@ class BranchCode:
     def may_decode(self, mask):
         """Both branches' structural coverage (host side)."""
         return self.cross.may_decode(mask) & self.deep.may_decode(mask)
+
+    def decodable_queries(self, mask) -> np.ndarray:
+        """bool [..., K]: the queries both branches give from responders ``mask``
+        [..., M] (a query's logit needs its Cross and its Deep logit)."""
+        return np.asarray(self.cross.decodable_queries(mask), bool) & np.asarray(
+            self.deep.decodable_queries(mask), bool
+        )
+
+    @property
+    def own_workers(self) -> np.ndarray | None:
+        """bool [K, M]: the workers that answer query k as it is in both branches
+        (a replica of k for both codes); None unless both codes have some."""
+        c = getattr(self.cross, "own_workers", None)
+        d = getattr(self.deep, "own_workers", None)
+        if c is None or d is None:
+            return None
+        return np.asarray(c, bool) & np.asarray(d, bool)
+
+    def decodable_from_per_query(self, times) -> np.ndarray:
+        """[..., K]: the first moment both branches give query k, from the
+        workers' arrival times [..., M] (inf: never)."""
+        return np.maximum(
+            np.asarray(self.cross.decodable_from_per_query(times), np.float64),
+            np.asarray(self.deep.decodable_from_per_query(times), np.float64),
+        )
 
     def decode(self, y, mask, *, order=None):
         m = self.num_workers

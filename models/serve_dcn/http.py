@@ -17,8 +17,10 @@ arrive around it in a group of K, and answers::
      "group": 7, "slot": 2, "group_size": 8, "answered_by": [0, 3, ...]}
 
 ``error`` is the decoder's predicted absolute error of the group (null when not
-ok), ``logit`` and ``probability`` are null when the group did not decode (a
-status says why), ``answered_by`` lists the workers whose answers were decoded.
+ok), ``logit`` and ``probability`` are null when the query was not answered
+(``ok`` is the frontend's answer for this query; a status says why),
+``answered_by`` lists the workers whose answers were decoded (null for a query
+answered before its group's decision, by its own worker's answer).
 A body that is not such a query gets a 400 with a message naming the field and
 what came, and never joins a coding group (its value would reach every answer of
 the group); a full queue
@@ -42,7 +44,7 @@ from codedjax.serving import QueueFull, Server, StreamingServer
 
 from ..dcn import DCNv2
 
-__all__ = ["embedding_error", "make_app", "parse_query"]
+__all__ = ["answered_by", "embedding_error", "make_app", "parse_query"]
 
 
 def _came(v: Any) -> str:
@@ -157,6 +159,17 @@ def _finite(v: float) -> float | None:
     return float(v) if math.isfinite(v) else None
 
 
+def answered_by(r) -> list[int] | None:
+    """The workers whose answers gave the query ``r`` (a ``QueryResult``): its
+    group's decoded responders; None for a query answered before its group's
+    decision (by its own worker's answer, a per-query frontend: ``r.result``
+    None)."""
+    result = getattr(r, "result", None)
+    if result is None:
+        return None
+    return np.flatnonzero(np.asarray(result.mask)).tolist()
+
+
 def make_app(
     model: DCNv2,
     server: Server,
@@ -269,7 +282,7 @@ def make_app(
                 "group": int(r.group),
                 "slot": int(r.slot),
                 "group_size": int(r.group_size),
-                "answered_by": np.flatnonzero(np.asarray(r.result.mask)).tolist(),
+                "answered_by": answered_by(r),
             }
         )
 

@@ -22,13 +22,14 @@ from codedjax.serving import (
 from runkit import environment, l2_rel_err, percentile, progress
 
 from ..metrics import binary_auc, binary_logloss
+from ..parity_experiment.queries import decode_per_query
 from ..tabular import load_dataset
 from ..train_dcn import load_or_train
 from .branches import make_worker, schemes
 from .config import ServeDCNConfig
 from .report import write_outputs
 
-__all__ = ["ServeDCNSummary", "run_serve_dcn", "load_test_set"]
+__all__ = ["ServeDCNSummary", "load_test_set", "per_query", "run_serve_dcn"]
 
 
 class ServeDCNSummary(TypedDict):
@@ -64,6 +65,29 @@ def load_test_set(cfg: ServeDCNConfig, show_progress=None):
         jnp.asarray(cat, jnp.int32), jnp.asarray(num, jnp.float32)))  # fmt: skip
     z32 = np.asarray(jax.jit(model.logits_from_x0)(jnp.asarray(x0)), np.float64)
     return data, model, labels, x0, z32
+
+
+def per_query(code, res) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ok [G], value [G, K, 2], answered [G, K]) of the server's results ``res``
+    for the branch code ``code``: each query counted where both branches give it
+    (:func:`models.parity_experiment.queries.decode_per_query`), its value filled
+    in where its group is not ok (replication: a query with a responding replica
+    of both branches' inputs)."""
+    ok = np.array([r.ok for r in res], bool)
+    value = np.stack([np.asarray(r.value) for r in res])
+    masks = np.stack([np.asarray(r.mask, bool) for r in res])
+    orders = jnp.asarray(np.stack([np.asarray(r.order, np.int32) for r in res]))
+
+    def decode(y, m):
+        run = jax.vmap(lambda yy, mm, oo: code.decode(yy, mm, order=oo))
+        out = run(jnp.asarray(y), jnp.asarray(m), orders)
+        return np.asarray(out.value), np.asarray(out.ok)
+
+    y = np.stack([np.asarray(r.responses) for r in res])
+    value, answered = decode_per_query(code, y, masks, value, ok, decode)
+    # a request the server never decided (a stalled one) answered nothing
+    decided = np.isfinite([r.latency for r in res])
+    return ok, value, answered & decided[:, None]
 
 
 def _calibrate(cfg: ServeDCNConfig, data, model, worker) -> float:
@@ -114,11 +138,10 @@ def run_serve_dcn(
         with Server(code, worker, backend=ThreadCluster(injector=inj),
                     policy=policy) as server:  # fmt: skip
             res = server.serve(groups, max_in_flight=1)
-        ok = np.array([r.ok for r in res])
-        vals = np.stack([r.value for r in res]).astype(np.float64)  # [G, K, 2]
-        z = (vals.sum(axis=-1) + bias).reshape(-1)
-        # a group that could not be decoded is answered with logit 0 (p = 1/2)
-        z = np.where(np.repeat(ok, k), z, 0.0)
+        ok, vals, answered = per_query(code, res)
+        z = (vals.astype(np.float64).sum(axis=-1) + bias).reshape(-1)
+        # a query that could not be answered is answered with logit 0 (p = 1/2)
+        z = np.where(answered.reshape(-1), z, 0.0)
         rel = l2_rel_err(z.reshape(g, k), z32.reshape(g, k))
         lat = np.array([r.latency for r in res])
         rows[name] = {
@@ -126,6 +149,7 @@ def run_serve_dcn(
             "policy": repr(policy),
             "groups": g,
             "ok_fraction": float(ok.mean()),
+            "answered_fraction": float(answered.mean()),
             "auc": binary_auc(labels, z),
             "logloss": binary_logloss(labels, z),
             "logit_rel_err_median": percentile(rel, 50),

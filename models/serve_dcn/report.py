@@ -20,11 +20,14 @@ def format_table(summary: dict) -> str:
         f"(load average {min(load):.1f}-{max(load):.1f} on {summary['cpu_count']} "
         f"CPUs). Float32 model: AUC {ref['auc']:.4f}, logloss {ref['logloss']:.4f}. "
         f"Adaptive budget (predicted absolute logit error): "
-        f"{summary['adaptive_budget']:.3g}.",
+        f"{summary['adaptive_budget']:.3g}. `ok`: the share of groups decoded "
+        f"whole; `answered`: of queries answered (a query is answered where both "
+        f"branches give it: replication per replica, the other codes with their "
+        f"group; an unanswered one is logit 0, p = 1/2).",
         "",
         "| scheme | AUC | logloss | logit rel err median | p95 | p50 ms | p99 ms | "
-        "p99.9 ms | answers used | ok |",
-        "|" + "---|" * 10,
+        "p99.9 ms | answers used | ok | answered |",
+        "|" + "---|" * 11,
     ]
     for name, v in rows.items():
         lat = v["latency_ms"]
@@ -32,7 +35,8 @@ def format_table(summary: dict) -> str:
             f"| {name} | {v['auc']:.4f} | {v['logloss']:.4f} | "
             f"{v['logit_rel_err_median']:.2e} | {v['logit_rel_err_p95']:.2e} | "
             f"{lat[50]:.1f} | {lat[99]:.1f} | {lat[99.9]:.1f} | "
-            f"{v['num_used_median']:.0f} | {v['ok_fraction']:.3f} |"
+            f"{v['num_used_median']:.0f} | {v['ok_fraction']:.3f} | "
+            f"{v.get('answered_fraction', v['ok_fraction']):.3f} |"
         )
     return "\n".join(lines)
 
