@@ -95,19 +95,11 @@ class DeviceTableConfig:
 
     def __post_init__(self):
         name = "DeviceTableConfig"
-        if self.device not in KINDS:
-            raise ValueError(
-                f"{name}: device must be one of {KINDS}, got {self.device!r}"
-            )
-        for field in ("repeats", "latency_calls", "matmul_size", "trials"):
-            if getattr(self, field) < 1:
-                raise ValueError(
-                    f"{name}: {field} must be >= 1, got {getattr(self, field)}"
-                )
-        if self.train_steps is not None and self.train_steps < 1:
-            raise ValueError(
-                f"{name}: train_steps must be None or >= 1, got {self.train_steps}"
-            )
+        fields = ("repeats", "latency_calls", "matmul_size", "trials")
+        runkit.check_fields(
+            name, self, one_of={"device": KINDS}, at_least=dict.fromkeys(fields, 1),
+            or_none={"train_steps": 1},
+        )  # fmt: skip
         if not 0 <= self.min_seconds < math.inf:
             raise ValueError(
                 f"{name}: min_seconds must be finite and >= 0, got {self.min_seconds}"

@@ -147,10 +147,7 @@ class FuzzConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if self.num_masks < 1:
-            raise ValueError(
-                f"FuzzConfig: num_masks must be >= 1, got {self.num_masks}"
-            )
+        runkit.check_fields("FuzzConfig", self, at_least={"num_masks": 1})
 
 
 def _run(cfg: FuzzConfig, cmd: runkit.Invocation) -> list[dict]:
@@ -163,9 +160,7 @@ def _run(cfg: FuzzConfig, cmd: runkit.Invocation) -> list[dict]:
         os.path.join(cmd.out, "summary.json"),
         {"paths": out, "environment": runkit.environment()},
     )
-    rows = ["| path | result |", "|---|---|"] + [
-        f"| {i} | {r} |" for i, r in enumerate(out)
-    ]
+    rows = runkit.md_table(["path", "result"], enumerate(out))
     cmd.write_page(title="The ok flag under fuzzed masks", body="\n".join(rows))
     return out
 

@@ -72,16 +72,8 @@ def time_call(fn: Callable[[], Any], *, repeats: int, min_seconds: float) -> flo
     One warm-up call, then at least ``repeats`` timed calls and more until
     ``min_seconds`` have been spent (at most 10 * repeats).
     """
-    fn()
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < repeats or (
-        time.perf_counter() - start < min_seconds and len(times) < 10 * repeats
-    ):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    timed = time_interleaved({"fn": fn}, repeats=repeats, min_seconds=min_seconds)
+    return timed["fn"]["median"]
 
 
 def time_interleaved(
@@ -336,11 +328,7 @@ def require_device(kind: str) -> list:
       ValueError: naming ``--device``, what jax sees and the wheel to install,
         when jax has no ``kind`` device.
     """
-    try:
-        devices = jax.devices(kind)
-    except RuntimeError:
-        devices = []
-    if devices:
+    if devices := _devices_or_none(kind):
         return devices
     seen = ", ".join(
         f"{len(ds)} x {p} ({ds[0].device_kind})"

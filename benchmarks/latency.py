@@ -170,8 +170,7 @@ class LatencyConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if self.calls < 1:
-            raise ValueError(f"LatencyConfig: calls must be >= 1, got {self.calls}")
+        runkit.check_fields("LatencyConfig", self, at_least={"calls": 1})
 
 
 def main(argv=None) -> dict:
@@ -204,15 +203,13 @@ def _run(cfg: LatencyConfig, cmd: runkit.Invocation) -> dict:
             "",
             f"## {case}",
             "",
-            "| variant | median (us) | p99 (us) | max rel. err |",
-            "|---|---|---|---|",
-        ]
-        for name, r in res.items():
-            if "median_us" in r:
-                lines.append(
-                    f"| {name} | {r['median_us']:.0f} | {r['p99_us']:.0f} | "
-                    f"{r['max_err']:.1e} |"
-                )
+            *runkit.md_table(
+                ["variant", "median (us)", "p99 (us)", "max rel. err"],
+                [[name, f"{r['median_us']:.0f}", f"{r['p99_us']:.0f}",
+                  f"{r['max_err']:.1e}"]
+                 for name, r in res.items() if "median_us" in r],
+            ),
+        ]  # fmt: skip
         for what in ("decode", "encode+decode"):
             for ratio, label in (("public_over_jitted", "public / jitted"),
                                  ("code_over_numpy", "code / numpy_f64")):  # fmt: skip

@@ -164,11 +164,8 @@ class McSpeedConfig:
     seed: int = 0
 
     def __post_init__(self):
-        for field in ("workers", "coeffs", "trials", "repeats"):
-            if getattr(self, field) < 1:
-                raise ValueError(
-                    f"McSpeedConfig: {field} must be >= 1, got {getattr(self, field)}"
-                )
+        fields = ("workers", "coeffs", "trials", "repeats")
+        runkit.check_fields("McSpeedConfig", self, at_least=dict.fromkeys(fields, 1))
         if self.coeffs > self.workers:
             raise ValueError(
                 f"McSpeedConfig: coeffs must be at most workers = {self.workers}, "

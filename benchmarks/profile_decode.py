@@ -191,15 +191,16 @@ def report(r: dict) -> str:
         f" GFLOP/s; the whole call reaches {100 * r['fraction_of_floor']:.1f}% of "
         "its arithmetic floor.",
         "",
-        "| stage | profiled ms | share | MFLOP | % of the probe's rate |",
-        "|---|---|---|---|---|",
     ]
-    for s in r["stages"]:
-        frac = s["fraction_of_probe_rate"]
-        lines.append(
-            f"| {s['stage']} | {s['profiled_ms']:.2f} | {100 * s['share']:.1f}% | "
-            f"{s['flops'] / 1e6:.1f} | {'-' if frac is None else f'{100 * frac:.1f}'} |"
-        )
+    lines += runkit.md_table(
+        ["stage", "profiled ms", "share", "MFLOP", "% of the probe's rate"],
+        (
+            [s["stage"], f"{s['profiled_ms']:.2f}", f"{100 * s['share']:.1f}%",
+             f"{s['flops'] / 1e6:.1f}", "-" if (f := s["fraction_of_probe_rate"])
+             is None else f"{100 * f:.1f}"]
+            for s in r["stages"]
+        ),
+    )  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -210,8 +211,7 @@ class ProfileConfig:
     calls: int = 20
 
     def __post_init__(self):
-        if self.calls < 1:
-            raise ValueError(f"ProfileConfig: calls must be >= 1, got {self.calls}")
+        runkit.check_fields("ProfileConfig", self, at_least={"calls": 1})
 
 
 def _run(cfg: ProfileConfig, cmd: runkit.Invocation) -> dict:

@@ -88,12 +88,9 @@ class RobustServingConfig:
 
     def __post_init__(self):
         name = "RobustServingConfig"
-        for field in ("num_inputs", "num_workers", "num_features", "degree",
-                      "num_requests", "decode_repeats"):  # fmt: skip
-            if getattr(self, field) < 1:
-                raise ValueError(
-                    f"{name}: {field} must be >= 1, got {getattr(self, field)}"
-                )
+        fields = ("num_inputs", "num_workers", "num_features", "degree",
+                  "num_requests", "decode_repeats")  # fmt: skip
+        runkit.check_fields(name, self, at_least=dict.fromkeys(fields, 1))
         if not self.factors or not all(0 < f < float("inf") for f in self.factors):
             raise ValueError(
                 f"{name}: factors must list finite sizes > 0, got {self.factors}"
@@ -321,14 +318,11 @@ def format_table(summary: dict) -> str:
     cols = ("factor", "scheme", "corrupted", "located", "missed", "false_alarm",
             "err_p50", "err_p99", "answers", "latency_p50_ms", "latency_p99_ms",
             "decode_ms", "decode_ratio")  # fmt: skip
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in summary["rows"]:
-        cells = []
-        for c in cols:
-            v = r[c]
-            cells.append(f"{v:.3g}" if isinstance(v, float) else str(v))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    rows = [
+        [f"{r[c]:.3g}" if isinstance(r[c], float) else r[c] for c in cols]
+        for r in summary["rows"]
+    ]
+    return "\n".join(runkit.md_table(cols, rows))
 
 
 def _run(cfg: RobustServingConfig, cmd: runkit.Invocation) -> RobustServingSummary:

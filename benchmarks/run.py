@@ -20,7 +20,7 @@ import sys
 import jax
 
 import runkit
-from runkit.pages import report_page
+from runkit.pages import report_page, write_block
 
 from .cases import cases
 from .harness import (
@@ -47,6 +47,9 @@ class BenchConfig:
       out: the folder of ``results.jsonl`` and ``report.md``.
       device: the jax platform the cases are placed on (checked first); None:
         jax's default backend.
+      readme: a markdown file whose speed table (between the results markers,
+        ``runkit.pages.write_block``) is rewritten with one row per case: its
+        time and its same-run ratios (the README's "Speed" section).
     """
 
     quick_cases: bool = False
@@ -55,6 +58,7 @@ class BenchConfig:
     min_seconds: float = 0.5
     out: str = "results/benchmarks"
     device: str | None = None
+    readme: str | None = None
 
     def __post_init__(self):
         if self.repeats < 1:
@@ -131,7 +135,31 @@ FLAGS = {
             "every part of the table: python -m benchmarks.device_table",
         },
     ),
+    "readme": (
+        "--readme",
+        {
+            "metavar": "FILE.md",
+            "help": "also rewrite the speed table between the "
+            "results markers of this file (the README's Speed section)",
+        },
+    ),
 }
+
+
+def speed_table(records: list[dict]) -> str:
+    """One row per case: its median time and its same-run ratios (baseline time
+    / codedjax time: > 1 is codedjax faster)."""
+    rows = ["| case | codedjax | ratios (same run; > 1: codedjax faster) |",
+            "|---|---|---|"]  # fmt: skip
+    for r in records:
+        ratios = ", ".join(
+            f"{k.removeprefix('ratio_vs_')} {v:.2f}x"
+            for k, v in r.items()
+            if k.startswith("ratio_vs_") and v is not None
+        )
+        ms = "-" if r.get("median_s") is None else f"{1e3 * r['median_s']:.3g} ms"
+        rows.append(f"| {r['case']} | {ms} | {ratios or '-'} |")
+    return "\n".join(rows)
 
 
 def _run(config: BenchConfig, cmd: runkit.Invocation) -> dict[str, list[dict]]:
@@ -145,6 +173,8 @@ def _run(config: BenchConfig, cmd: runkit.Invocation) -> dict[str, list[dict]]:
     with place:
         records = run(config)
     report_page(cmd, title="Speed on CPU: the benchmark cases")
+    if config.readme:
+        write_block(config.readme, body=speed_table(records), command=cmd.command)
     return {"records": records}
 
 

@@ -74,12 +74,9 @@ class SystematicConfig:
 
     def __post_init__(self):
         name = "SystematicConfig"
-        for field in ("num_inputs", "cond_masks", "accuracy_workers", "requests",
-                      "features"):  # fmt: skip
-            if getattr(self, field) < 1:
-                raise ValueError(
-                    f"{name}: {field} must be >= 1, got {getattr(self, field)}"
-                )
+        fields = ("num_inputs", "cond_masks", "accuracy_workers", "requests",
+                  "features")  # fmt: skip
+        runkit.check_fields(name, self, at_least=dict.fromkeys(fields, 1))
         if not self.workers or min(self.workers) < self.num_inputs:
             raise ValueError(
                 f"{name}: workers must list M >= K = {self.num_inputs}, got "
@@ -277,20 +274,19 @@ def report(summary: dict) -> str:
         "points moved onto them; data+cheb: the K data points and the first-kind "
         "points of M - K ('-': they repeat a point).",
         "",
-        "| M | d | D | N | today median | systematic median | data+cheb median | "
-        "today p95 | systematic p95 | data+cheb p95 |",
-        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in summary["conditioning"]:
-        step = 1 if r["M"] - r["D"] <= 12 else 3
-        if (r["N"] - r["D"]) % step and r["N"] != r["M"]:
-            continue  # (summary.json holds every N)
-        lines.append(
-            f"| {r['M']} | {r['degree']} | {r['D']} | {r['N']} | "
-            f"{_fmt(r['today_median'])} | {_fmt(r['systematic_median'])} | "
-            f"{_fmt(r['data+cheb_median'])} | {_fmt(r['today_p95'])} | "
-            f"{_fmt(r['systematic_p95'])} | {_fmt(r['data+cheb_p95'])} |"
-        )
+    stats = [f"{s}_{q}" for q in ("median", "p95")
+             for s in ("today", "systematic", "data+cheb")]  # fmt: skip
+    lines += runkit.md_table(
+        ["M", "d", "D", "N"] + [s.replace("_", " ") for s in stats],
+        (
+            [r["M"], r["degree"], r["D"], r["N"]] + [_fmt(r[s]) for s in stats]
+            for r in summary["conditioning"]
+            # every N next to D, every third further off (summary.json has them all)
+            if not (r["N"] - r["D"]) % (1 if r["M"] - r["D"] <= 12 else 3)
+            or r["N"] == r["M"]
+        ),
+    )
     lines += [
         "",
         f"## Accuracy with bf16 workers: f(v) = v^3 - v, K = {cfg['num_inputs']}, "
@@ -303,18 +299,17 @@ def report(summary: dict) -> str:
         "queries whose own (systematic) worker answered. answers/values: the "
         "workers' answers over the values decoded, rms and max.",
         "",
-        "| inputs | scheme | N | ok | copied | request err median | request err p95 "
-        "| query err median | query err p95 | answers/values rms | max |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in summary["accuracy"]:
-        lines.append(
-            f"| {r['inputs']} | {r['scheme']} | {r['N']} | {r['ok']:.2f} | "
-            f"{r['copied']:.2f} | {_fmt(r['err_median'])} | {_fmt(r['err_p95'])} | "
-            f"{_fmt(r['query_err_median'])} | {_fmt(r['query_err_p95'])} | "
-            f"{_fmt(r['answers_over_values_rms'])} | "
-            f"{_fmt(r['answers_over_values_max'])} |"
-        )
+    errs = ("err_median", "err_p95", "query_err_median", "query_err_p95",
+            "answers_over_values_rms", "answers_over_values_max")  # fmt: skip
+    head = ["inputs", "scheme", "N", "ok", "copied", "request err median",
+            "request err p95", "query err median", "query err p95",
+            "answers/values rms", "max"]  # fmt: skip
+    lines += runkit.md_table(head, (
+        [r["inputs"], r["scheme"], r["N"], f"{r['ok']:.2f}", f"{r['copied']:.2f}"]
+        + [_fmt(r[k]) for k in errs]
+        for r in summary["accuracy"]
+    ))  # fmt: skip
     lines += ["", f"Run time {summary['seconds']:.0f} s."]
     return "\n".join(lines) + "\n"
 
@@ -338,10 +333,8 @@ FLAGS = {"cond_masks": "--masks", "requests": "--requests"}
 def _run(cfg: SystematicConfig, cmd: runkit.Invocation) -> dict:
     summary = run(cfg)
     os.makedirs(cmd.out, exist_ok=True)
-    runkit.write_summary(os.path.join(cmd.out, "summary.json"), summary)
     text = report(summary)
-    with open(os.path.join(cmd.out, "report.md"), "w") as fh:
-        fh.write("# Systematic codes\n\n" + text)
+    runkit.write_report(cmd.out, summary, "# Systematic codes\n\n" + text)
     cmd.write_page(title="Systematic codes", body=text)
     print(text)
     return summary

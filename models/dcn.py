@@ -39,6 +39,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from runkit import check_fields
+
 __all__ = ["DCNConfig", "DCNv2", "CrossLayer", "cast_floating"]
 
 NUMERIC_MODES = ("normalised", "embedded")
@@ -100,23 +102,10 @@ class DCNConfig:
             )
         if not self.vocab_sizes and self.num_numeric == 0:
             raise ValueError(f"{name}: the model needs at least one input field")
-        if self.numeric_mode not in NUMERIC_MODES:
-            raise ValueError(
-                f"{name}: numeric_mode must be one of {NUMERIC_MODES}, got "
-                f"{self.numeric_mode!r}"
-            )
-        if self.structure not in STRUCTURES:
-            raise ValueError(
-                f"{name}: structure must be one of {STRUCTURES}, got {self.structure!r}"
-            )
-        if self.num_cross_layers < 0:
-            raise ValueError(
-                f"{name}: num_cross_layers must be >= 0, got {self.num_cross_layers}"
-            )
-        if self.low_rank is not None and self.low_rank < 1:
-            raise ValueError(
-                f"{name}: low_rank must be None or >= 1, got {self.low_rank}"
-            )
+        check_fields(
+            name, self, one_of={"numeric_mode": NUMERIC_MODES, "structure": STRUCTURES},
+            at_least={"num_cross_layers": 0}, or_none={"low_rank": 1},
+        )  # fmt: skip
         if self.precision is not None and self.precision not in PRECISIONS:
             raise ValueError(
                 f"{name}: precision must be None or one of {PRECISIONS}, got "

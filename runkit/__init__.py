@@ -22,6 +22,9 @@ shares, at the bottom of the application layer.
   report, with one treatment of empty, infinite and NaN samples (``runkit.stats``);
 - :func:`write_page`: a results page under ``docs/results/`` headed by the command,
   the commit and the date, its figures between markers (``runkit.pages``);
+- :func:`check_fields`: a config's bounds and allowed values, in one call;
+- :func:`md_table`, :func:`write_report`, :func:`update_report`: a report's
+  tables and its ``summary.json`` and ``report.md`` (``runkit.report``);
 - :func:`environment`: the record of where a run ran (jax version, backend, devices,
   git revision, thread settings).
 
@@ -45,6 +48,7 @@ from .arguments import out_folder as out_folder
 from .arguments import refuse as refuse
 from .arguments import text as text
 from .cache import CachedFn as CachedFn
+from .checks import check_fields as check_fields
 from .command import Invocation as Invocation
 from .command import command_parser as command_parser
 from .command import config_from_args as config_from_args
@@ -57,6 +61,9 @@ from .progress import NO_PROGRESS_ENV as NO_PROGRESS_ENV
 from .progress import disable_progress as disable_progress
 from .progress import progress as progress
 from .progress import progress_disabled as progress_disabled
+from .report import md_table as md_table
+from .report import update_report as update_report
+from .report import write_report as write_report
 from .stats import accuracy_target as accuracy_target
 from .stats import l2_rel_err as l2_rel_err
 from .stats import max_rel_err as max_rel_err

@@ -49,6 +49,7 @@ __all__ = [
     "recorded_at",
     "report_body",
     "report_page",
+    "write_block",
     "write_page",
 ]
 
@@ -165,6 +166,41 @@ def write_page(
     with open(path, "w") as f:
         f.write(text)
     return text
+
+
+def write_block(path: str, *, body: str, command: str | None = None) -> str:
+    """Rewrites only the figures of a document that is not a results page (the
+    README's speed table): the text between :data:`BEGIN` and :data:`END` in
+    ``path`` becomes the command, :func:`recorded_at` and ``body``; everything
+    else is kept. Returns the new text.
+
+    Raises:
+        ValueError: ``path`` is not an existing ``.md`` file holding both
+            markers, in order.
+    """
+    if (
+        not isinstance(path, str)
+        or not path.endswith(".md")
+        or not os.path.isfile(path)
+    ):
+        raise ValueError(
+            f"write_block: path must name an existing .md file, got {path!r}"
+        )
+    with open(path) as f:
+        text = f.read()
+    head, sep, rest = text.partition(BEGIN)
+    _, sep2, tail = rest.partition(END)
+    if not (sep and sep2):
+        raise ValueError(
+            f"write_block: {path!r} must hold the markers {BEGIN!r} and {END!r}, "
+            f"in that order"
+        )
+    cmd = command_line() if command is None else command
+    block = f"\n\n`{cmd}`: {recorded_at()}.\n\n{body.strip(chr(10))}\n\n"
+    new = head + BEGIN + block + END + tail
+    with open(path, "w") as f:
+        f.write(new)
+    return new
 
 
 def page_file(value: str) -> str:

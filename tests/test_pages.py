@@ -141,3 +141,17 @@ def test_add_page_option_adds_the_flag_once():
     pages.add_page_option(pages.add_page_option(bare))
     args = bare.parse_args(["--out", "x", "--results-page", "a.md"])
     assert args.results_page == "a.md"
+
+
+def test_block_rewrites_only_the_figures_of_a_document(tmp_path):
+    path = tmp_path / "README.md"
+    path.write_text(f"# Guide\n\nIntro.\n\n{pages.BEGIN}\nold\n{pages.END}\n\nAfter.\n")
+    text = pages.write_block(str(path), body="| new |", command="python -m b")
+    assert text.startswith("# Guide\n\nIntro.\n\n" + pages.BEGIN)
+    assert "old" not in text and "| new |" in text and "`python -m b`: commit" in text
+    assert text.endswith(pages.END + "\n\nAfter.\n")
+    path.write_text("# Guide without markers\n")
+    with pytest.raises(ValueError, match="write_block: .* must hold the markers"):
+        pages.write_block(str(path), body="x", command="c")
+    with pytest.raises(ValueError, match="write_block: path must name an existing"):
+        pages.write_block(str(tmp_path / "none.md"), body="x", command="c")

@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import os
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
@@ -57,11 +56,8 @@ class BeyondConfig:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("workers", "coeffs", "trials"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"BeyondConfig: {name} must be >= 1, got {getattr(self, name)}"
-                )
+        fields = ("workers", "coeffs", "trials")
+        runkit.check_fields("BeyondConfig", self, at_least=dict.fromkeys(fields, 1))
         if self.coeffs > self.workers:
             raise ValueError(
                 f"BeyondConfig: coeffs must be at most workers = {self.workers} "
@@ -221,12 +217,12 @@ def table(rows: list[dict]) -> str:
     cols = ["N", "s", "p95", "B", "C", "D", "gen", "mom2", "mom3"]
     per = ["trace", "gersh", "cluster"]
     head = cols + [f"{c} fin/p95" for c in per]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        cells = [str(r["N"]), str(r["s"])] + [_g(r[c]) for c in cols[2:]]
-        cells += [f"{r[c + '_finite']:.2f} / {_g(r[c + '_p95'])}" for c in per]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    cells = [
+        [r["N"], r["s"], *(_g(r[c]) for c in cols[2:])]
+        + [f"{r[c + '_finite']:.2f} / {_g(r[c + '_p95'])}" for c in per]
+        for r in rows
+    ]
+    return "\n".join(runkit.md_table(head, cells))
 
 
 FLAGS = {
@@ -240,9 +236,8 @@ FLAGS = {
 def _run(cfg: BeyondConfig, cmd: runkit.Invocation) -> BeyondSummary:
     summary = run(cfg)
     text = table(summary["rows"])
-    runkit.write_summary(os.path.join(cmd.out, "summary.json"), summary)
-    with open(os.path.join(cmd.out, "report.md"), "w") as f:
-        f.write("# Candidate bounds beyond N = M / 2\n\n" + text + "\n")
+    head = "# Candidate bounds beyond N = M / 2\n\n"
+    runkit.write_report(cmd.out, summary, head + text + "\n")
     cmd.write_page(title="Candidate bounds beyond N = M / 2", body=text)
     print(text)
     return summary

@@ -12,7 +12,6 @@ uncoded float64 result.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import Any, TypedDict
 
@@ -37,15 +36,9 @@ class DemoConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "responses", tuple(self.responses))
-        for name in ("num_inputs", "num_workers", "features", "num_masks"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"DemoConfig: {name} must be >= 1, got {getattr(self, name)}"
-                )
-        if self.cross_layers < 0:
-            raise ValueError(
-                f"DemoConfig: cross_layers must be >= 0, got {self.cross_layers}"
-            )
+        fields = ("num_inputs", "num_workers", "features", "num_masks")
+        at_least = {**dict.fromkeys(fields, 1), "cross_layers": 0}
+        runkit.check_fields("DemoConfig", self, at_least=at_least)
         d = cj.recovery_threshold(self.num_inputs, self.cross_layers + 1)
         if d > self.num_workers:
             raise ValueError(
@@ -180,30 +173,24 @@ def format_table(summary: dict) -> str:
         f"float64 (median / p95 over {summary['config']['num_masks']} random straggler "
         f"sets); uncoded bf16 worker: {summary['uncoded_bf16_rel_err']:.2e}",
         "",
-        "| N | cond ChebyLS | cond threshold | ChebyLS, bf16 workers | threshold, bf16 "
-        "workers | ChebyLS, f32 workers | threshold, f32 workers |",
-        "|---|---|---|---|---|---|---|",
     ]
-    for r in summary["rows"]:
-
-        def q(name, r=r):
-            return f"{r[name]['median']:.2e} / {r[name]['p95']:.2e}"
-
-        lines.append(
-            f"| {r['N']} | {r['cond_chebyls_median']:.3g} | "
-            f"{r['cond_threshold_median']:.3g} | {q('chebyls_bf16')} | "
-            f"{q('threshold_bf16')} | {q('chebyls_float32')} | "
-            f"{q('threshold_float32')} |"
-        )
+    names = ("chebyls_bf16", "threshold_bf16", "chebyls_float32", "threshold_float32")
+    head = ["N", "cond ChebyLS", "cond threshold"] + [
+        f"{d}, {w} workers" for w in ("bf16", "f32") for d in ("ChebyLS", "threshold")
+    ]
+    lines += runkit.md_table(head, (
+        [r["N"], f"{r['cond_chebyls_median']:.3g}", f"{r['cond_threshold_median']:.3g}"]
+        + [f"{r[n]['median']:.2e} / {r[n]['p95']:.2e}" for n in names]
+        for r in summary["rows"]
+    ))  # fmt: skip
     return "\n".join(lines)
 
 
 def write_outputs(summary: DemoSummary, out: str) -> str:
     """``summary.json`` and ``report.md`` in ``out``; returns the table."""
     table = format_table(summary)
-    runkit.write_summary(os.path.join(out, "summary.json"), summary)
-    with open(os.path.join(out, "report.md"), "w") as f:
-        f.write("# Demo: ChebyLS against the threshold decoder\n\n" + table + "\n")
+    head = "# Demo: ChebyLS against the threshold decoder\n\n"
+    runkit.write_report(out, summary, head + table + "\n")
     return table
 
 

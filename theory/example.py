@@ -19,7 +19,6 @@ error of an uncoded bf16 worker. Writes ``summary.json`` and ``report.md``.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import Any
 
@@ -54,10 +53,7 @@ class ExampleConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "responses", tuple(self.responses))
-        if self.num_masks < 1:
-            raise ValueError(
-                f"ExampleConfig: num_masks must be >= 1, got {self.num_masks}"
-            )
+        runkit.check_fields("ExampleConfig", self, at_least={"num_masks": 1})
         d = cj.recovery_threshold(K, DEGREE)
         bad = [n for n in self.responses if not d <= n <= M]
         if bad or not self.responses:
@@ -177,13 +173,8 @@ def _run(cfg: ExampleConfig, cmd: runkit.Invocation) -> dict[str, Any]:
     summary = run_example(cfg)
     summary["seconds"] = time.perf_counter() - t0
     summary["command"] = cmd.command
-    os.makedirs(cmd.out, exist_ok=True)
-    runkit.write_summary(os.path.join(cmd.out, "summary.json"), summary)
-    report = format_report(summary)
-    with open(os.path.join(cmd.out, "report.md"), "w") as f:
-        f.write(report)
+    print(runkit.write_report(cmd.out, summary, format_report(summary)))
     report_page(cmd, title=PAGE_TITLE)
-    print(report)
     return summary
 
 

@@ -17,6 +17,7 @@ from codedjax.serving import (
     FixedN,
     Injector,
 )
+from runkit import check_fields
 
 from .workload import inputs, worker_fn
 
@@ -72,14 +73,11 @@ class ServingConfig:
 
     def __post_init__(self):
         name = "ServingConfig"
-        for field in ("num_inputs", "num_workers", "num_features", "degree",
-                      "rack_size", "num_requests", "sim_requests",
-                      "adaptive_requests", "error_requests",
-                      "floor_requests"):  # fmt: skip
-            if getattr(self, field) < 1:
-                raise ValueError(
-                    f"{name}: {field} must be >= 1, got {getattr(self, field)}"
-                )
+        fields = ("num_inputs", "num_workers", "num_features", "degree",
+                  "rack_size", "num_requests", "sim_requests",
+                  "adaptive_requests", "error_requests",
+                  "floor_requests")  # fmt: skip
+        check_fields(name, self, at_least=dict.fromkeys(fields, 1))
         d, m = self.num_coeffs, self.num_workers
         if d > m or not all(d <= n <= m for n in self.responses):
             raise ValueError(

@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from runkit import write_summary
+from runkit import write_report
 
 from .floor import format_floor
 
@@ -113,8 +113,5 @@ def format_tables(summary: dict) -> str:
 
 def write_outputs(summary: dict, out: str | Path) -> None:
     """``summary.json`` and ``report.md`` in ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_summary(out / "summary.json", summary)
-    (out / "report.md").write_text("# Serving benchmark\n\n" + format_tables(summary)
-                                   + "\n")  # fmt: skip
+    text = "# Serving benchmark\n\n" + format_tables(summary) + "\n"
+    write_report(out, summary, text)

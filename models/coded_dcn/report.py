@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runkit import fmt, write_summary
+import runkit
+from runkit import fmt
 
 __all__ = ["format_table", "targets", "write_outputs"]
 
@@ -117,9 +118,7 @@ def format_table(summary, *, markdown: bool = False) -> str:
         cells = [[fmt(row.get(key), f, "-") for key, _, f in cols] for row in rows]
         head = [h for _, h, _ in cols]
         if markdown:
-            lines += [f"### {scheme}", "", "| " + " | ".join(head) + " |"]
-            lines.append("|" + "---|" * len(head))
-            lines += ["| " + " | ".join(c) + " |" for c in cells]
+            lines += [f"### {scheme}", "", *runkit.md_table(head, cells)]
         else:
             widths = [
                 max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)
@@ -283,43 +282,35 @@ def _report_head(summary) -> list[str]:
     ]
 
 
+def _measured(t) -> str:
+    val = t["value"]
+    return str(val) if isinstance(val, bool) else f"{val:.3g}"
+
+
 def target_lines(summary) -> list[str]:
     """``name: measured -> met`` for every target (the printed summary)."""
-    lines = []
-    for name, t in summary["targets"].items():
-        val = t["value"]
-        sval = str(val) if isinstance(val, bool) else f"{val:.3g}"
-        lines.append(f"target {name}: {sval} -> {'met' if t['met'] else 'NOT met'}")
-    return lines
+    return [
+        f"target {name}: {_measured(t)} -> {'met' if t['met'] else 'NOT met'}"
+        for name, t in summary["targets"].items()
+    ]
 
 
 def _report_targets(summary) -> list[str]:
-    lines = [
-        "",
-        "## Targets",
-        "",
-        "| target | measured | limit | met |",
-        "|---|---|---|---|",
+    rows = [
+        [k, _measured(t), fmt(t.get("limit"), ".3g", "-"), "yes" if t["met"] else "NO"]
+        for k, t in summary["targets"].items()
     ]
-    for name, t in summary["targets"].items():
-        val = t["value"]
-        sval = str(val) if isinstance(val, bool) else f"{val:.3g}"
-        lim = fmt(t.get("limit"), ".3g", "-")
-        lines.append(f"| {name} | {sval} | {lim} | {'yes' if t['met'] else 'NO'} |")
+    lines = ["", "## Targets", ""]
+    lines += runkit.md_table(["target", "measured", "limit", "met"], rows)
     thr = summary["targets"].get("threshold_worse_for_N_ge_24")
     if thr:
-        lines += [
-            "",
-            "Threshold against ChebyLS (both with RepApprox on Deep):",
-            "",
-            "| N | median error ratio | p95 ratio | AUC gap | logloss gap |",
-            "|---|---|---|---|---|",
-        ]
-        for n, v in thr["per_N"].items():
-            lines.append(
-                f"| {n} | {v['median_err_ratio']:.3g} | {v['p95_err_ratio']:.3g} | "
-                f"{v['auc_gap']:.2e} | {v['logloss_gap']:.3g} |"
-            )
+        lines += ["", "Threshold against ChebyLS (both with RepApprox on Deep):", ""]
+        head = ["N", "median error ratio", "p95 ratio", "AUC gap", "logloss gap"]
+        lines += runkit.md_table(head, (
+            [n, f"{v['median_err_ratio']:.3g}", f"{v['p95_err_ratio']:.3g}",
+             f"{v['auc_gap']:.2e}", f"{v['logloss_gap']:.3g}"]
+            for n, v in thr["per_N"].items()
+        ))  # fmt: skip
     return lines
 
 
@@ -333,15 +324,12 @@ def _report_nercc(summary) -> list[str]:
         f"({cfg['nercc_val_groups']} groups max, "
         f"{cfg['nercc_num_masks']} masks per N):",
         "",
-        "| N | lambda_e | lambda_d | validation MSE |",
-        "|---|---|---|---|",
     ]
-    for n, v in summary["nercc"].items():
-        lines.append(
-            f"| {n} | {v['encoder_smoothing']:g} | "
-            f"{v['decoder_smoothing']:g} | {v['val_mse']:.3g} |"
-        )
-    return lines
+    return lines + runkit.md_table(
+        ["N", "lambda_e", "lambda_d", "validation MSE"],
+        [[n, f"{v['encoder_smoothing']:g}", f"{v['decoder_smoothing']:g}",
+          f"{v['val_mse']:.3g}"] for n, v in summary["nercc"].items()],
+    )  # fmt: skip
 
 
 def _report(summary, plots: list[str]) -> str:
@@ -371,6 +359,4 @@ def write_outputs(summary, out: str | Path) -> None:
     """Writes ``summary.json``, ``report.md`` and the PNG plots into ``out``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    plots = _plots(summary, out)
-    write_summary(out / "summary.json", summary)
-    (out / "report.md").write_text(_report(summary, plots))
+    runkit.write_report(out, summary, _report(summary, _plots(summary, out)))

@@ -78,24 +78,21 @@ def summary_table(summary: NerccSummary) -> str:
     """One row per model from the run's comparison: its test accuracy, the cells
     where NeRCC's MSE is below BACC's (by more than two combined standard errors),
     the MSE ratio NeRCC / BACC, the RelAcc difference, RepApprox / BACC."""
-    lines = [
-        "| model | test accuracy | NeRCC MSE < BACC | by > 2 s.e. | MSE ratio "
-        "NeRCC/BACC: mean (range) | RelAcc NeRCC - BACC | RepApprox/BACC |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name, c in summary["comparison"].items():
-        meta = summary["models"].get(name, {})
-        lines.append(
-            f"| {name} | {runkit.fmt(meta.get('test_accuracy'), '.3f', '-')} | "
-            f"{c['nercc_below_bacc']} of {c['cells']} | "
-            f"{c['nercc_below_bacc_by_2se']} | "
-            f"{runkit.fmt(c['mean_mse_ratio'], '.3f', '-')} "
-            f"({runkit.fmt(c['min_mse_ratio'], '.2f', '-')} to "
-            f"{runkit.fmt(c['max_mse_ratio'], '.2f', '-')}) | "
-            f"{runkit.fmt(c['mean_rel_acc_diff'], '+.4f', '-')} | "
-            f"{runkit.fmt(c.get('repapprox_mean_mse_ratio'), '.3f', '-')} |"
-        )
-    return "\n".join(lines)
+
+    def f(v, spec):
+        return runkit.fmt(v, spec, "-")
+
+    head = ["model", "test accuracy", "NeRCC MSE < BACC", "by > 2 s.e.",
+            "MSE ratio NeRCC/BACC: mean (range)", "RelAcc NeRCC - BACC",
+            "RepApprox/BACC"]  # fmt: skip
+    return "\n".join(runkit.md_table(head, (
+        [name, f(summary["models"].get(name, {}).get("test_accuracy"), ".3f"),
+         f"{c['nercc_below_bacc']} of {c['cells']}", c["nercc_below_bacc_by_2se"],
+         f"{f(c['mean_mse_ratio'], '.3f')} ({f(c['min_mse_ratio'], '.2f')} to "
+         f"{f(c['max_mse_ratio'], '.2f')})", f(c["mean_rel_acc_diff"], "+.4f"),
+         f(c.get("repapprox_mean_mse_ratio"), ".3f")]
+        for name, c in summary["comparison"].items()
+    )))  # fmt: skip
 
 
 def _layerwise(cfg: LayerwiseConfig, out: str) -> dict:

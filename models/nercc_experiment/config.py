@@ -7,6 +7,8 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from runkit import check_fields
+
 from ..layerwise import LATENCIES
 from ..train_mnist import MODEL_NAMES
 
@@ -74,11 +76,8 @@ class ExperimentConfig:
                 f"{fname}: straggler_fractions (S/M) must lie in [0, 1), got "
                 f"{self.straggler_fractions}"
             )
-        for name in ("num_test", "num_val", "test_masks", "val_masks", "replication"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"{fname}: {name} must be >= 1, got {getattr(self, name)}"
-                )
+        fields = ("num_test", "num_val", "test_masks", "val_masks", "replication")
+        check_fields(fname, self, at_least=dict.fromkeys(fields, 1))
         for name in ("num_test", "num_val"):
             if max(self.num_inputs) > getattr(self, name):
                 raise ValueError(
@@ -182,19 +181,13 @@ class LayerwiseConfig:
                 f"LayerwiseConfig: stragglers must be among {tuple(LATENCIES)}, got "
                 f"{self.stragglers}"
             )
-        if self.num_inputs < 2:
-            raise ValueError(
-                f"LayerwiseConfig: num_inputs must be >= 2, got {self.num_inputs}"
-            )
+        check_fields("LayerwiseConfig", self, at_least={"num_inputs": 2})
         if not self.ratios or any(r < 1 for r in self.ratios):
             raise ValueError(
                 f"LayerwiseConfig: ratios must be M/K >= 1, got {self.ratios}"
             )
-        for name in ("requests", "masks_per_group", "num_test", "num_val"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"LayerwiseConfig: {name} must be >= 1, got {getattr(self, name)}"
-                )
+        fields = ("requests", "masks_per_group", "num_test", "num_val")
+        check_fields("LayerwiseConfig", self, at_least=dict.fromkeys(fields, 1))
         if self.num_test < self.num_inputs or self.num_val < self.num_inputs:
             raise ValueError(
                 f"LayerwiseConfig: num_test and num_val must be >= K = "

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
+import runkit
 from codedjax.serving import (
     FirstDecodable,
     FixedN,
@@ -322,35 +323,28 @@ def format_layerwise(res: dict) -> str:
         f"- {res['top1_tol']:g}. p99 + master: the master's measured work per "
         "request added.",
         "",
-        "| M/K | M | straggler | scheme | N | top-1 | agree f32 | p50 ms | p99 ms | "
-        "master ms | p99 + master ms | target |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for c in res["cells"]:
-        for r in c["rows"]:
-            if not r.get("applies", True):
-                continue
-            n = "" if r["n"] is None else r["n"]
-            lines.append(
-                f"| {c['ratio']:g} | {c['M']} | {c['straggler']} | {r['scheme']} | "
-                f"{n} | {r['top1']:.4f} | {r['agreement']:.4f} | {r['p50_ms']:.1f} | "
-                f"{r['p99_ms']:.1f} | {r['master_ms']:.2f} | "
-                f"{r['p99_master_ms']:.1f} | {'yes' if r['meets_target'] else 'no'} |"
-            )
+    head = ["M/K", "M", "straggler", "scheme", "N", "top-1", "agree f32", "p50 ms",
+            "p99 ms", "master ms", "p99 + master ms", "target"]  # fmt: skip
+    lines += runkit.md_table(head, (
+        [f"{c['ratio']:g}", c["M"], c["straggler"], r["scheme"],
+         "" if r["n"] is None else r["n"], f"{r['top1']:.4f}", f"{r['agreement']:.4f}",
+         f"{r['p50_ms']:.1f}", f"{r['p99_ms']:.1f}", f"{r['master_ms']:.2f}",
+         f"{r['p99_master_ms']:.1f}", "yes" if r["meets_target"] else "no"]
+        for c in res["cells"] for r in c["rows"] if r.get("applies", True)
+    ))  # fmt: skip
     lines += [
         "",
         "ChebyLS, threshold and graceful Lagrange codes do not apply (the MLP is not a "
         "polynomial: ReLU).",
         "",
-        "| M | straggler | winner (p99 + master) | layer-wise / replication | "
-        "best one-shot | layer-wise / it |",
-        "|---|---|---|---|---|---|",
     ]
-    for b in res["summary"]:
-        shot = b["layerwise_over_one_shot"]
-        lines.append(
-            f"| {b['M']} | {b['straggler']} | {b['winner']} | "
-            f"{b['layerwise_over_replication']:.2f} | {b['best_one_shot'] or 'none'} | "
-            f"{'' if shot is None else f'{shot:.2f}'} |"
-        )
+    head = ["M", "straggler", "winner (p99 + master)", "layer-wise / replication",
+            "best one-shot", "layer-wise / it"]  # fmt: skip
+    lines += runkit.md_table(head, (
+        [b["M"], b["straggler"], b["winner"], f"{b['layerwise_over_replication']:.2f}",
+         b["best_one_shot"] or "none",
+         "" if (s := b["layerwise_over_one_shot"]) is None else f"{s:.2f}"]
+        for b in res["summary"]
+    ))  # fmt: skip
     return "\n".join(lines)

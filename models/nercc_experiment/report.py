@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from runkit import fmt, write_summary
+import runkit
+from runkit import fmt
 
 from .config import SCHEMES
 
@@ -39,24 +40,21 @@ def _get(row, key, spec=".3g") -> str:
 def _cell_table(rows, model, k) -> list[str]:
     sub = [r for r in rows if r["model"] == model and r["K"] == k]
     by = {(r["M"], r["S"], r["scheme"]): r for r in sub}
-    lines = [
-        "| M | S | MSE BACC | MSE NeRCC | ratio | MSE RepApprox | nMSE BACC | "
-        "nMSE NeRCC | RelAcc BACC | RelAcc NeRCC | RelAcc RepApprox | "
-        "lambda_e | lambda_d |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    head = ["M", "S", "MSE BACC", "MSE NeRCC", "ratio", "MSE RepApprox", "nMSE BACC",
+            "nMSE NeRCC", "RelAcc BACC", "RelAcc NeRCC", "RelAcc RepApprox",
+            "lambda_e", "lambda_d"]  # fmt: skip
+    rows = []
     for m, s in sorted({(r["M"], r["S"]) for r in sub}):
         b, n, r = (by.get((m, s, x)) for x in SCHEMES)
-        ratio = fmt(n["mse"] / b["mse"], ".2f") if (b and n) else "-"
-        lines.append(
-            f"| {m} | {s} | {_get(b, 'mse')} ± {_get(b, 'mse_se', '.1g')} | "
-            f"{_get(n, 'mse')} ± {_get(n, 'mse_se', '.1g')} | {ratio} | "
-            f"{_get(r, 'mse')} | {_get(b, 'nmse')} | {_get(n, 'nmse')} | "
-            f"{_get(b, 'rel_acc', '.3f')} | {_get(n, 'rel_acc', '.3f')} | "
-            f"{_get(r, 'rel_acc', '.3f')} | {_get(n, 'encoder_smoothing', 'g')} | "
-            f"{_get(n, 'decoder_smoothing', 'g')} |"
-        )
-    return lines
+        rows.append([
+            m, s, f"{_get(b, 'mse')} ± {_get(b, 'mse_se', '.1g')}",
+            f"{_get(n, 'mse')} ± {_get(n, 'mse_se', '.1g')}",
+            fmt(n["mse"] / b["mse"], ".2f") if (b and n) else "-", _get(r, "mse"),
+            _get(b, "nmse"), _get(n, "nmse"), _get(b, "rel_acc", ".3f"),
+            _get(n, "rel_acc", ".3f"), _get(r, "rel_acc", ".3f"),
+            _get(n, "encoder_smoothing", "g"), _get(n, "decoder_smoothing", "g"),
+        ])  # fmt: skip
+    return runkit.md_table(head, rows)
 
 
 def closing(comparison: Mapping) -> list[str]:
@@ -91,17 +89,14 @@ def ratio_table(rows, models: Sequence[str]) -> list[str]:
     paper's claim under it (a ratio of 0.77 would be 23% lower MSE)."""
     by = {(r["model"], r["K"], r["M"], r["S"], r["scheme"]): r["mse"] for r in rows}
     cells = sorted({(r["K"], r["M"], r["S"]) for r in rows})
-    lines = [
-        "| K | M | S | " + " | ".join(models) + " |",
-        "|---|---|---|" + "---|" * len(models),
-    ]
+    rows = []
     for k, m, s in cells:
         parts = []
         for name in models:
             b, n = (by.get((name, k, m, s, x)) for x in ("bacc", "nercc"))
             parts.append(fmt(n / b, ".3f") if (b and n is not None) else "-")
-        lines.append(f"| {k} | {m} | {s} | " + " | ".join(parts) + " |")
-    lines += [
+        rows.append([k, m, s, *parts])
+    lines = runkit.md_table(["K", "M", "S", *models], rows) + [
         "",
         f"Paper: {PAPER_CLAIM}; read as MSE, a ratio of 0.77 if the 23% is of the MSE, "
         "0.59 if it is of the RMSE (which the paper's table reports, as we read it).",
@@ -135,18 +130,16 @@ def _report(summary: Mapping, plots: Sequence[str]) -> str:
         "",
         "## Models",
         "",
-        "| model | test accuracy | validation accuracy | loaded from checkpoint | "
-        "the coded workers run |",
-        "|---|---|---|---|---|",
     ]
-    for name, meta in summary["models"].items():
-        deploy = meta.get("deploy")
-        runs = f"`{deploy}` of the trained network" if deploy else "the trained network"
-        lines.append(
-            f"| {name} | {fmt(meta.get('test_accuracy'), '.4f')} | "
-            f"{fmt(meta.get('val_accuracy'), '.4f')} | {meta.get('loaded', '-')} | "
-            f"{runs} |"
-        )
+    head = ["model", "test accuracy", "validation accuracy", "loaded from checkpoint",
+            "the coded workers run"]  # fmt: skip
+    lines += runkit.md_table(head, (
+        [name, fmt(meta.get("test_accuracy"), ".4f"),
+         fmt(meta.get("val_accuracy"), ".4f"), meta.get("loaded", "-"),
+         f"`{meta['deploy']}` of the trained network" if meta.get("deploy")
+         else "the trained network"]
+        for name, meta in summary["models"].items()
+    ))  # fmt: skip
     lines += ["", "## Closing note", ""] + closing(summary["comparison"])
     lines += ["", "## MSE ratio NeRCC / BACC per cell", ""]
     lines += ratio_table(rows, list(summary["models"]))
@@ -235,6 +228,4 @@ def _plot(rows, out: Path) -> list[str]:
 def write_outputs(summary: Mapping, out: Path) -> None:
     """Writes ``summary.json`` (strict JSON), the plots and ``report.md``."""
     out.mkdir(parents=True, exist_ok=True)
-    write_summary(out / "summary.json", summary)
-    plots = _plot(summary["rows"], out)
-    (out / "report.md").write_text(_report(summary, plots))
+    runkit.write_report(out, summary, _report(summary, _plot(summary["rows"], out)))

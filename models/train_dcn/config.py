@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from runkit import input_file
+from runkit import check_fields, input_file
 
 __all__ = ["DATASETS", "FLAGS", "OPTIMIZERS", "TrainConfig"]
 
@@ -59,26 +59,15 @@ class TrainConfig:
     def __post_init__(self):
         name = "TrainConfig"
         object.__setattr__(self, "deep_sizes", tuple(int(h) for h in self.deep_sizes))
-        if self.data not in DATASETS:
-            raise ValueError(
-                f"{name}: data must be one of {DATASETS}, got {self.data!r}"
-            )
+        check_fields(name, self, one_of={"data": DATASETS})
         if self.data == "criteo" and self.path is None:
             raise ValueError(f"{name}: data='criteo' needs path (the Criteo file)")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(
-                f"{name}: optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}"
-            )
-        for field in ("batch_size", "max_epochs", "patience", "eval_batch_size",
-                      "embed_dim"):  # fmt: skip
-            if getattr(self, field) < 1:
-                raise ValueError(
-                    f"{name}: {field} must be >= 1, got {getattr(self, field)}"
-                )
-        for field in ("low_rank", "steps_per_eval", "criteo_max_lines"):
-            v = getattr(self, field)
-            if v is not None and v < 1:
-                raise ValueError(f"{name}: {field} must be None or >= 1, got {v}")
+        ones = ("batch_size", "max_epochs", "patience", "eval_batch_size", "embed_dim")
+        maybe = ("low_rank", "steps_per_eval", "criteo_max_lines")
+        check_fields(
+            name, self, one_of={"optimizer": OPTIMIZERS},
+            at_least=dict.fromkeys(ones, 1), or_none=dict.fromkeys(maybe, 1),
+        )  # fmt: skip
         if not all(h >= 1 for h in self.deep_sizes):
             raise ValueError(
                 f"{name}: every entry of deep_sizes must be >= 1, got {self.deep_sizes}"

@@ -42,7 +42,6 @@ def write_outputs(out, config, mcfg, metrics, ckpt) -> TrainSummary:
         environment=env,
         **metrics,
     )
-    runkit.write_summary(out / "summary.json", summary)
     rows = [
         ("test AUC", f"{metrics['test_auc']:.4f}"),
         ("test logloss", f"{metrics['test_logloss']:.4f}"),
@@ -52,27 +51,28 @@ def write_outputs(out, config, mcfg, metrics, ckpt) -> TrainSummary:
         ("steps", str(metrics["steps"])),
         ("training seconds", f"{metrics['train_seconds']:.1f}"),
     ]
-    curve_rows = "\n".join(
-        f"| {c['eval']} | {c['epoch']} | {c['step']} | {c['train_loss']:.4f} | "
-        f"{c['val_logloss']:.4f} | {c['val_auc']:.4f} |"
-        for c in metrics["curve"]
-    )
+    curve = metrics["curve"]
+    curve_rows = [
+        [c["eval"], c["epoch"], c["step"]]
+        + [f"{c[k]:.4f}" for k in ("train_loss", "val_logloss", "val_auc")]
+        for c in curve
+    ]
     arch = (
         f"{mcfg.structure} DCNv2, L = {mcfg.num_cross_layers} cross layers "
         f"({'full rank' if mcfg.low_rank is None else f'rank {mcfg.low_rank}'}), "
         f"embedding dim {mcfg.embed_dim}, numeric {mcfg.numeric_mode}, deep "
         f"{list(mcfg.deep_sizes)}, d0 = {mcfg.input_dim}"
     )
-    report = (
-        f"# DCNv2 on {config.data}\n\n{arch}; {config.optimizer} lr "
-        f"{config.learning_rate}, batch {config.batch_size}, patience "
-        f"{config.patience}.\n\n| metric | value |\n|---|---|\n"
-        + "\n".join(f"| {k} | {v} |" for k, v in rows)
-        + "\n\n## Validation curve\n\n| eval | epoch | step | train loss | val logloss "
-        "| val AUC |\n|---|---|---|---|---|---|\n" + curve_rows + "\n\n"
-        f"Checkpoint: `{ckpt}`.\n\n![validation curve](val_curve.png)\n"
-    )
-    (out / "report.md").write_text(report)
+    head = ["eval", "epoch", "step", "train loss", "val logloss", "val AUC"]
+    report = "\n".join([
+        f"# DCNv2 on {config.data}", "",
+        f"{arch}; {config.optimizer} lr {config.learning_rate}, batch "
+        f"{config.batch_size}, patience {config.patience}.", "",
+        *runkit.md_table(["metric", "value"], rows), "", "## Validation curve", "",
+        *runkit.md_table(head, curve_rows), "", f"Checkpoint: `{ckpt}`.", "",
+        "![validation curve](val_curve.png)", "",
+    ])  # fmt: skip
+    runkit.write_report(out, summary, report)
     try:
         import matplotlib
 
@@ -81,7 +81,6 @@ def write_outputs(out, config, mcfg, metrics, ckpt) -> TrainSummary:
     except ImportError:  # plots are an optional extra
         print("matplotlib not installed: no plot written", file=sys.stderr)
     else:
-        curve = metrics["curve"]
         fig, ax = plt.subplots(1, 2, figsize=(9, 3.5))
         steps = [c["step"] for c in curve]
         ax[0].plot(steps, [c["train_loss"] for c in curve], "o-", label="train")

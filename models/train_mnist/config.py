@@ -15,6 +15,8 @@ from typing import Any
 
 from flax import nnx
 
+from runkit import check_fields
+
 from ..lenet import LeNet5
 from ..mlp import MLP
 from ..repvgg import RepVGG, reparameterize
@@ -135,17 +137,10 @@ class TrainConfig:
     max_train: int | None = None
 
     def __post_init__(self):
-        if self.model not in MODELS:
-            raise ValueError(
-                f"TrainConfig: model must be one of {tuple(MODELS)}, got {self.model!r}"
-            )
-        for name in ("epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"TrainConfig: {name} must be >= 1, got {getattr(self, name)}"
-                )
-        if self.shift < 0:
-            raise ValueError(f"TrainConfig: shift must be >= 0, got {self.shift}")
+        check_fields(
+            "TrainConfig", self, one_of={"model": tuple(MODELS)},
+            at_least={"epochs": 1, "batch_size": 1, "shift": 0},
+        )  # fmt: skip
 
     @classmethod
     def preset(cls, model: str, *, quick: bool = False, **overrides) -> TrainConfig:
@@ -191,10 +186,7 @@ class TrainRun:
     def __post_init__(self):
         if not self.models:
             raise ValueError("TrainRun: models must name at least one model")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(
-                f"TrainRun: schedule must be one of {SCHEDULES}, got {self.schedule!r}"
-            )
+        check_fields("TrainRun", self, one_of={"schedule": SCHEDULES})
         self.configs()  # each preset's own checks, before any work
 
     @classmethod

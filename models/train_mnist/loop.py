@@ -25,6 +25,7 @@ from flax import nnx
 from runkit import progress
 
 from .. import checkpoint as ckpt
+from ..chunked import chunked_apply
 from ..mnist import MnistSplit, check_images, load_mnist
 from .config import MODELS, TrainConfig, build_model
 
@@ -68,20 +69,7 @@ def logits_fn(
 
     def f(images) -> jax.Array:
         check_images(images, func="logits_fn")
-        x = jnp.asarray(images, dtype=jnp.float32)
-        b = x.shape[0]
-        # pad small batches to a power of two so that few programs get compiled
-        size = chunk if b >= chunk else 1 << max(b - 1, 0).bit_length()
-        outs = []
-        for start in range(0, b, size):
-            part = x[start : start + size]
-            pad = size - part.shape[0]
-            if pad:
-                part = jnp.concatenate(
-                    [part, jnp.zeros((pad, *part.shape[1:]), x.dtype)]
-                )
-            outs.append(apply(state, part)[: size - pad])
-        return jnp.concatenate(outs) if len(outs) > 1 else outs[0]
+        return chunked_apply(apply, state, jnp.asarray(images, jnp.float32), chunk)
 
     return f
 

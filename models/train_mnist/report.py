@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any, TypedDict
 
 import runkit
@@ -57,33 +55,22 @@ def summary_row(
 
 def report(summary: dict[str, MnistRow]) -> str:
     """The markdown table of every model in ``summary``."""
-    lines = [
-        "# MNIST training",
-        "",
-        "| model | test accuracy | deployed network's test accuracy | validation "
-        "accuracy | epochs | train seconds | network |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    head = ["model", "test accuracy", "deployed network's test accuracy",
+            "validation accuracy", "epochs", "train seconds", "network"]  # fmt: skip
+    rows = []
     for key, row in sorted(summary.items()):
         # rows written before these columns existed have neither
         deployed = row.get("deployed_test_accuracy")
-        lines.append(
-            f"| {key} | {row['test_accuracy']:.4f} | "
-            f"{'-' if deployed is None else f'{deployed:.4f}'} | "
-            f"{row['val_accuracy']:.4f} | {row['config']['epochs']} | "
-            f"{row['train_seconds']:.1f} | {row.get('description', '')} |"
-        )
-    return "\n".join(lines) + "\n"
+        rows.append([
+            key, f"{row['test_accuracy']:.4f}",
+            "-" if deployed is None else f"{deployed:.4f}",
+            f"{row['val_accuracy']:.4f}", row["config"]["epochs"],
+            f"{row['train_seconds']:.1f}", row.get("description", ""),
+        ])  # fmt: skip
+    return "\n".join(["# MNIST training", "", *runkit.md_table(head, rows)]) + "\n"
 
 
 def write_outputs(out, rows: dict[str, MnistRow]) -> tuple[dict[str, MnistRow], str]:
     """Adds ``rows`` to ``out/summary.json`` (the models trained before stay) and
     writes ``out/report.md``; returns the whole summary and the report."""
-    out = Path(out)
-    path = out / "summary.json"
-    summary = json.loads(path.read_text()) if path.is_file() else {}
-    summary.update(rows)
-    runkit.write_summary(path, dict(sorted(summary.items())))
-    text = report(summary)
-    (out / "report.md").write_text(text)
-    return summary, text
+    return runkit.update_report(out, rows, report)

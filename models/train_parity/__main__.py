@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
 import runkit
 
@@ -27,16 +25,15 @@ def report(summary: dict) -> str:
         "Degraded mode: every test query rebuilt once from its group's parity "
         f"(codedjax.parity_code, K = {DEGRADED_INPUTS}).",
         "",
-        "| run | base model (test) | degraded mode (test) | validation MSE | steps | "
-        "train seconds |",
-        "|---|---|---|---|---|---|",
     ]
-    for key, row in sorted(summary.items()):
-        lines.append(
-            f"| {key} | {_metric_text(row['base_test'])} | "
-            f"{_metric_text(row['degraded_test'])} | {row['val_mse']:.4g} | "
-            f"{row['config']['steps']} | {row['train_seconds']:.1f} |"
-        )
+    head = ["run", "base model (test)", "degraded mode (test)", "validation MSE",
+            "steps", "train seconds"]  # fmt: skip
+    lines += runkit.md_table(head, (
+        [key, _metric_text(row["base_test"]), _metric_text(row["degraded_test"]),
+         f"{row['val_mse']:.4g}", row["config"]["steps"],
+         f"{row['train_seconds']:.1f}"]
+        for key, row in sorted(summary.items())
+    ))  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -83,14 +80,7 @@ def _run(run: ParityRun, cmd: runkit.Invocation) -> int:
             "command": cmd.command,
             "environment": runkit.environment(),
         }
-    out = Path(cmd.out)
-    path = out / "summary.json"
-    summary = json.loads(path.read_text()) if path.is_file() else {}
-    summary.update(rows)
-    runkit.write_summary(path, dict(sorted(summary.items())))
-    text = report(summary)
-    (out / "report.md").write_text(text)
-    print(text)
+    print(runkit.update_report(cmd.out, rows, report)[1])
     return 0
 
 

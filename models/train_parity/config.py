@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from runkit import check_fields
+
 __all__ = ["BASE_MODELS", "DEGRADED_INPUTS", "ParityConfig", "ParityRun"]
 
 #: the base models a parity model can be trained for: the Adult DCNv2 and two of the
@@ -46,20 +48,12 @@ class ParityConfig:
 
     def __post_init__(self):
         name = "ParityConfig"
-        if self.model not in BASE_MODELS:
-            raise ValueError(
-                f"{name}: model must be one of {BASE_MODELS}, got {self.model!r}"
-            )
+        check_fields(name, self, one_of={"model": BASE_MODELS})
         if isinstance(self.group, bool) or not isinstance(self.group, int):
             raise TypeError(f"{name}: group must be an int, got {self.group!r}")
-        if self.group < 2:
-            raise ValueError(f"{name}: group must be >= 2, got {self.group}")
-        if self.steps < 1:
-            raise ValueError(f"{name}: steps must be >= 1, got {self.steps}")
         if self.batch_size is None:
             object.__setattr__(self, "batch_size", 64 if self.group == 2 else 32)
-        if self.batch_size < 1:
-            raise ValueError(f"{name}: batch_size must be >= 1, got {self.batch_size}")
+        check_fields(name, self, at_least={"group": 2, "steps": 1, "batch_size": 1})
         if not self.learning_rate > 0 or self.weight_decay < 0:
             raise ValueError(
                 f"{name}: need learning_rate > 0 and weight_decay >= 0, got "

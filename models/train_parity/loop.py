@@ -26,6 +26,7 @@ from flax import nnx
 from runkit import progress
 
 from .. import checkpoint as ckpt
+from ..chunked import chunked_apply
 from .config import ParityConfig
 
 __all__ = [
@@ -90,17 +91,7 @@ def apply_fn(kind: str, module: nnx.Module, *, chunk: int = 1024):
     run = _jitted_apply(kind, graphdef)
 
     def f(x):
-        x = jnp.asarray(x, jnp.float32)
-        b = x.shape[0]
-        size = chunk if b >= chunk else 1 << max(b - 1, 0).bit_length()
-        outs = []
-        for s in range(0, b, size):
-            part = x[s : s + size]
-            pad = size - part.shape[0]
-            if pad:
-                part = jnp.concatenate([part, jnp.zeros((pad, *part.shape[1:]))])
-            outs.append(run(state, part)[: size - pad])
-        return jnp.concatenate(outs) if len(outs) > 1 else outs[0]
+        return chunked_apply(run, state, jnp.asarray(x, jnp.float32), chunk)
 
     return f
 

@@ -38,11 +38,9 @@ def validate(cfg: CalibrationConfig) -> None:
     be >= 1, N in [D, M] (D = (L + 1)(K - 1) + 1), a decay in (0, 1], the names
     known; else a ValueError naming the field."""
     name = "CalibrationConfig"
-    for field in ("num_inputs", "num_workers", "features", "num_masks", "columns"):
-        if getattr(cfg, field) < 1:
-            raise ValueError(f"{name}: {field} must be >= 1, got {getattr(cfg, field)}")
-    if cfg.cross_layers < 0:
-        raise ValueError(f"{name}: cross_layers must be >= 0, got {cfg.cross_layers}")
+    fields = ("num_inputs", "num_workers", "features", "num_masks", "columns")
+    at_least = {**dict.fromkeys(fields, 1), "cross_layers": 0}
+    runkit.check_fields(name, cfg, at_least=at_least)
     d = cj.recovery_threshold(cfg.num_inputs, cfg.cross_layers + 1)
     bad = [n for n in cfg.responses if not d <= n <= cfg.num_workers]
     if bad or not cfg.responses:

@@ -178,15 +178,14 @@ def format_table(summary: dict) -> str:
         "per N (fresh queries and responders each); covered = P(predicted >= "
         "actual), ratio = predicted / actual",
         "",
-        "| N | decoder | covered | median ratio | median actual | median predicted |",
-        "|---|---|---|---|---|---|",
     ]
-    for r in summary["rows"]:
-        lines.append(
-            f"| {r['N']} | {r['decoder']} | {r['covered']:.4f} | "
-            f"{r['median_ratio']:.2f} | {r['actual_median']:.2e} | "
-            f"{r['predicted_median']:.2e} |"
-        )
+    head = ["N", "decoder", "covered", "median ratio", "median actual",
+            "median predicted"]  # fmt: skip
+    lines += runkit.md_table(head, (
+        [r["N"], r["decoder"], f"{r['covered']:.4f}", f"{r['median_ratio']:.2f}",
+         f"{r['actual_median']:.2e}", f"{r['predicted_median']:.2e}"]
+        for r in summary["rows"]
+    ))  # fmt: skip
     return "\n".join(lines)
 
 
@@ -228,12 +227,10 @@ def write_outputs(summary: CalibrationSummary, out: str) -> str:
     table = format_table(summary)
     plot(summary, os.path.join(out, "calibration.png"))
     slim = {key: val for key, val in summary.items() if key != "pairs"}
-    runkit.write_summary(os.path.join(out, "summary.json"), slim)
-    with open(os.path.join(out, "report.md"), "w") as f:
-        f.write(
-            "# Calibration of the predicted error\n\n" + table + "\n\n"
-            f"Targets met: {summary['targets']}\n\n![scatter](calibration.png)\n"
-        )
+    runkit.write_report(
+        out, slim, "# Calibration of the predicted error\n\n" + table + "\n\n"
+        f"Targets met: {summary['targets']}\n\n![scatter](calibration.png)\n",
+    )  # fmt: skip
     return table
 
 

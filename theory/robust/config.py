@@ -6,6 +6,7 @@ import dataclasses
 import math
 
 import codedjax as cj
+import runkit
 
 __all__ = ["RobustConfig"]
 
@@ -35,21 +36,15 @@ class RobustConfig:
 
     def __post_init__(self):
         name = "RobustConfig"
-        for field in ("num_inputs", "num_workers", "features", "num_requests"):
-            if getattr(self, field) < 1:
-                raise ValueError(
-                    f"{name}: {field} must be >= 1, got {getattr(self, field)}"
-                )
+        fields = ("num_inputs", "num_workers", "features", "num_requests")
+        runkit.check_fields(name, self, at_least=dict.fromkeys(fields, 1))
         d = cj.recovery_threshold(self.num_inputs, self.cross_layers + 1)
         if not d <= self.num_responses <= self.num_workers:
             raise ValueError(
                 f"{name}: num_responses must lie in [D, num_workers] = "
                 f"[{d}, {self.num_workers}], got {self.num_responses}"
             )
-        if self.max_corrupted < 0:
-            raise ValueError(
-                f"{name}: max_corrupted must be >= 0, got {self.max_corrupted}"
-            )
+        runkit.check_fields(name, self, at_least={"max_corrupted": 0})
         if not all(1 <= c <= self.num_responses for c in self.counts):
             raise ValueError(
                 f"{name}: counts must each lie in [1, num_responses], got {self.counts}"

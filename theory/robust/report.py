@@ -148,10 +148,7 @@ def write_outputs(summary: dict, out: str) -> str:
     """``summary.json``, ``located.png`` and ``report.md`` in ``out``; returns the
     tables."""
     table = format_tables(summary)
-    runkit.write_summary(os.path.join(out, "summary.json"), summary)
+    head = "# Locating corrupted workers\n\n![located](located.png)\n\n"
+    runkit.write_report(out, summary, head + table + "\n")
     plot_rates(summary, os.path.join(out, "located.png"))
-    with open(os.path.join(out, "report.md"), "w") as f:
-        f.write(
-            "# Locating corrupted workers\n\n![located](located.png)\n\n" + table + "\n"
-        )
     return table

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import runkit
+
 from .. import _common as C
 from .._common import fmt as _f
 from .._common import fmt_cond as _fc
@@ -104,17 +106,12 @@ def cond_table(summary: dict) -> str:
 
 
 def _blocks_table(summary: dict) -> list[str]:
-    out = [
-        "| points | M | D | coherence mu | cond(T) factor: bound on cond(T_S) = "
-        "factor x bound on cond(U_S) |",
-        "|---|---|---|---|---|",
-    ]
-    for b in summary.get("blocks", []):
-        out.append(
-            f"| {b['points']} | {b['M']} | {b['D']} | {b['coherence']:.4g} | "
-            f"{b['raw_factor']:.4g} |"
-        )
-    return out
+    head = ["points", "M", "D", "coherence mu", "cond(T) factor: bound on cond(T_S) "
+            "= factor x bound on cond(U_S)"]  # fmt: skip
+    return runkit.md_table(head, (
+        [b["points"], b["M"], b["D"], f"{b['coherence']:.4g}", f"{b['raw_factor']:.4g}"]
+        for b in summary.get("blocks", [])
+    ))  # fmt: skip
 
 
 def report(summary: dict, plots: list[str]) -> str:
@@ -202,19 +199,17 @@ def _exhaustive_section(summary: dict) -> list[str]:
         "can arrive first, so its worst case is the worst D-subset whatever N "
         "is. Condition numbers are cond(U_S).",
         "",
-        "| M | D | s | ChebyLS worst (N = M - s) | exhaustive | threshold worst "
-        "(D of N) | exhaustive | Prop B | worst / M^s |",
-        "|" + "---|" * 9,
     ]
-    for r in summary["exhaustive"]:
-        out.append(
-            f"| {r['M']} | {r['D']} | {r['s']} | {_fc(r['chebyls_worst'])} | "
-            f"{_f(r['chebyls_exhaustive'])} | {_fc(r['threshold_worst'])} | "
-            f"{_f(r['threshold_exhaustive'])} | {_f(r['prop_b'])} | "
-            f"{_f(r['worst_over_M_pow_s'])} |"
-        )
-    out.append("")
-    return out
+    head = ["M", "D", "s", "ChebyLS worst (N = M - s)", "exhaustive",
+            "threshold worst (D of N)", "exhaustive", "Prop B",
+            "worst / M^s"]  # fmt: skip
+    out += runkit.md_table(head, (
+        [r["M"], r["D"], r["s"], _fc(r["chebyls_worst"]), _f(r["chebyls_exhaustive"]),
+         _fc(r["threshold_worst"]), _f(r["threshold_exhaustive"]), _f(r["prop_b"]),
+         _f(r["worst_over_M_pow_s"])]
+        for r in summary["exhaustive"]
+    ))  # fmt: skip
+    return out + [""]
 
 
 def _points_section(summary: dict) -> list[str]:
@@ -226,20 +221,13 @@ def _points_section(summary: dict) -> list[str]:
         "## Points and bases at the threshold N = D "
         f"(M = {cfg['points_workers']}, cond(T_S) median / p95 / max)",
         "",
-        "| D | " + " | ".join(C.BASES) + " |",
-        "|" + "---|" * (len(C.BASES) + 1),
     ]
-    for r in summary["points"]:
-        out.append(
-            f"| {r['D']} | "
-            + " | ".join(
-                f"{_fc(r[b]['median'])} / {_fc(r[b]['p95'])} / {_fc(r[b]['max'])}"
-                for b in C.BASES
-            )
-            + " |"
-        )
-    out.append("")
-    return out
+    out += runkit.md_table(["D", *C.BASES], (
+        [r["D"]] + [" / ".join(_fc(r[b][k]) for k in ("median", "p95", "max"))
+                    for b in C.BASES]
+        for r in summary["points"]
+    ))  # fmt: skip
+    return out + [""]
 
 
 def _recovery_section(summary: dict) -> list[str]:
@@ -251,18 +239,16 @@ def _recovery_section(summary: dict) -> list[str]:
         "",
         "The union and seed bounds are vacuous where they fall below 0.",
         "",
-        "| K | c | M | N | exact | union | seed bound | Monte Carlo | interval |",
-        "|" + "---|" * 9,
     ]
-    for r in summary["recovery"]:
-        out.append(
-            f"| {r['K']} | {r['c']} | {r['M']} | {r['N']} | {r['exact']:.6f} | "
-            f"{r['union']:.6f} | {r['seed_bound']:.6f} | "
-            f"{r['monte_carlo']:.6f} | "
-            f"[{r['ci_low']:.6f}, {r['ci_high']:.6f}] |"
-        )
-    out.append("")
-    return out
+    head = ["K", "c", "M", "N", "exact", "union", "seed bound", "Monte Carlo",
+            "interval"]  # fmt: skip
+    out += runkit.md_table(head, (
+        [r["K"], r["c"], r["M"], r["N"]]
+        + [f"{r[k]:.6f}" for k in ("exact", "union", "seed_bound", "monte_carlo")]
+        + [f"[{r['ci_low']:.6f}, {r['ci_high']:.6f}]"]
+        for r in summary["recovery"]
+    ))  # fmt: skip
+    return out + [""]
 
 
 def _speed_section(summary: dict) -> list[str]:
@@ -274,16 +260,14 @@ def _speed_section(summary: dict) -> list[str]:
         "",
         "(Its speed against numpy is measured by `python -m benchmarks.mc_speed`.)",
         "",
-        "| points | M | D | #N | trials | trials/s | SVDs/s | compile s |",
-        "|" + "---|" * 8,
     ]
-    for s in summary["speed"]:
-        out.append(
-            f"| {s.get('points', 'first')} | {s['M']} | {s['D']} | {s['num_N']} | "
-            f"{s['trials']} | {s['trials_per_s']:.4g} | {s['svds_per_s']:.4g} | "
-            f"{s['compile_seconds']:.3g} |"
-        )
-    return out
+    head = ["points", "M", "D", "#N", "trials", "trials/s", "SVDs/s", "compile s"]
+    return out + runkit.md_table(head, (
+        [s.get("points", "first"), s["M"], s["D"], s["num_N"], s["trials"],
+         f"{s['trials_per_s']:.4g}", f"{s['svds_per_s']:.4g}",
+         f"{s['compile_seconds']:.3g}"]
+        for s in summary["speed"]
+    ))  # fmt: skip
 
 
 def _plots_section(plots: list) -> list[str]:
