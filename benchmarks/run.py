@@ -20,7 +20,7 @@ import sys
 import jax
 
 import runkit
-from runkit.pages import report_page, write_block
+from runkit.pages import block_file, report_page, write_block
 
 from .cases import cases
 from .harness import (
@@ -139,6 +139,7 @@ FLAGS = {
         "--readme",
         {
             "metavar": "FILE.md",
+            "type": block_file,
             "help": "also rewrite the speed table between the "
             "results markers of this file (the README's Speed section)",
         },

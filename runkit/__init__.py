@@ -30,7 +30,8 @@ shares, at the bottom of the application layer.
 
 Imports run one way: ``codedjax`` <- ``runkit`` <- {``theory``, ``models``,
 ``benchmarks``}. The run kit imports the standard library, numpy, tqdm and jax (the
-environment record) only, and nothing of the applications above it.
+environment record), and codedjax (``choice``: the layout search the planner and the
+regime map share), and nothing of the applications above it.
 """
 
 from .arguments import add_config_arguments as add_config_arguments

@@ -42,6 +42,7 @@ __all__ = [
     "BEGIN",
     "END",
     "add_page_option",
+    "block_file",
     "command_line",
     "load_average",
     "page_text",
@@ -213,6 +214,21 @@ def page_file(value: str) -> str:
         )
     if os.path.isdir(value):
         raise argparse.ArgumentTypeError(f"expected a file, got {value!r} (a folder)")
+    return value
+
+
+def block_file(value: str) -> str:
+    """``--readme``: an existing markdown file that holds the figures' markers
+    (:func:`write_block`), checked at parse time (refused before any work)."""
+    page_file(value)
+    if not os.path.isfile(value):
+        raise argparse.ArgumentTypeError(f"expected an existing file, got {value!r}")
+    with open(value) as f:
+        text = f.read()
+    if BEGIN not in text or END not in text.partition(BEGIN)[2]:
+        raise argparse.ArgumentTypeError(
+            f"expected a file holding the figures' markers, got {value!r} without"
+        )
     return value
 
 

@@ -147,6 +147,8 @@ def _bad_values(module: str, action: argparse.Action) -> list[str]:
         values = [""]  # a new folder's name is fine; a file is a table of its own
     elif kind in (runkit.text, runkit.input_file) or name == "_run_dir":
         values = ["", "no-such-choice"]  # a name, a file to read, an earlier run
+    elif name == "block_file":  # a file to rewrite between markers
+        values = ["", "no-such-choice", "page.txt"]
     elif name == "page_file":
         values = ["", "no-such-choice", "page.txt"]  # a results page: a .md file
     elif name == "_host_port":
@@ -247,7 +249,7 @@ CONFIG_VALUES = [
     ("theory.verify.__main__", ["--trials", "0"], "--trials"),
     ("theory.verify.__main__", ["--workers", "3", "--inputs", "5", "--degree", "1"],
      "--workers"),
-    ("benchmarks.load.__main__", ["--workers", "4"], "--workers"),
+    ("benchmarks.load.__main__", ["--workers", "1"], "--workers"),
     ("benchmarks.load.__main__", ["--p99-target", "0"], "--p99-target"),
     ("models.serve_dcn.__main__", ["--group-deadline", "0"], "--group-deadline"),
     ("models.serve_dcn.__main__", ["--http", "70000"], "--http"),
@@ -267,9 +269,9 @@ CONFIG_VALUES = [
     # the user's report, and more of each class
     ("models.train_parity.__main__", ["--group", "5"], "--group"),
     ("models.parity_experiment.__main__", ["--groups", "5"], "--groups"),
-    ("benchmarks.load.__main__", ["--check-workers", "4"], "--check-workers"),
+    ("benchmarks.load.__main__", ["--check-workers", "1"], "--check-workers"),
     ("benchmarks.load.__main__", ["--thread-rates", "0.5,1.5"], "--thread-rates"),
-    ("benchmarks.load.__main__", ["--workers", "10,8"], "--workers"),
+    ("benchmarks.load.__main__", ["--workers", "10,1"], "--workers"),
     ("benchmarks.regimes.__main__", ["--workloads", "nosuch"], "--workloads"),
     ("benchmarks.regimes.__main__", ["--ratios", "0.5"], "--ratios"),
     ("benchmarks.regimes.__main__", ["--k", "1"], "--k"),

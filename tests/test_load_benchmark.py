@@ -1,44 +1,151 @@
-"""benchmarks.load: the sweep's bisection and the command line (the figures are
-measured by ``python -m benchmarks.load``, never asserted here)."""
+"""benchmarks.load: the bisection, the layout search on a tiny synthetic cell,
+the report's rows and the command line (the figures are measured by
+``python -m benchmarks.load``, never asserted here)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
 
 import codedjax as cj
+from benchmarks.load import search
 from benchmarks.load.__main__ import main
-from benchmarks.load.config import LoadConfig
-from benchmarks.load.schemes import Layout
-from benchmarks.load.sweep import simulate_point, sweep_scheme
-from codedjax.serving import FixedN, Injector
+from benchmarks.load.config import DELAY_MODELS, LoadConfig
+from benchmarks.load.report import format_tables, targets
+from benchmarks.load.schemes import policy, workload
+from benchmarks.load.simulate import Cell
+from benchmarks.load.sweep import run_cell
+from codedjax.serving import FillDeadline, FixedN, Injector
 
 
 def test_the_largest_sustained_rate_is_bracketed_by_the_p99_target():
     # one worker, 2 ms per query: capacity 500 q/s; p99 <= 10 ms somewhere below
-    cfg = LoadConfig(num_queries=1500, bisection=5, p99_target=0.01, warmup=0.05)
-    one = cj.catalogue(cj.Workload("w", 1), 1, 1, names=("uncoded",))[0]
-    s = Layout("one", one, FixedN(1))
-    assert s.workers_used == 1 and s.family == "uncoded" and s.applies
-    inj = Injector(latency=cj.Constant(0.002))
+    cfg = LoadConfig(num_queries=1000, bisection=4, p99_target=0.01, warmup=0.05)
+    (one,) = cj.layouts(cj.Workload("w", 1), 1, group_inputs=(1,), names=("uncoded",))
+    assert (one.groups, one.group_workers, one.work_per_query) == (1, 1, 1.0)
     grid = np.geomspace(50.0, 1000.0, 6)
-    got = sweep_scheme(cfg, s, inj, grid)
+    cell = Cell(cfg, Injector(latency=cj.Constant(0.002)), grid)
+    got = cell.bisect(one, FixedN(1), 2, FillDeadline())
     lo, hi = got["bracket"]
     assert 50 < lo == got["max_rate"] < hi < 500 and hi / lo < 1.1
-    assert simulate_point(cfg, s, inj, lo)["latency_ms"]["99"] <= 10.0
-    assert simulate_point(cfg, s, inj, hi)["latency_ms"]["99"] > 10.0
-    p99 = [p["latency_ms"]["99"] for p in got["curve"]]
-    assert p99 == sorted(p99) and p99[0] > 2.0  # queueing shows in the tail
-    assert got["curve"][0]["latency_ms"]["50"] == pytest.approx(2.0)  # idle at 10%
-    # the curve stops once saturated (p99 above 10x the target)
-    assert len(got["curve"]) < len(grid) or p99[-1] <= 100.0
+    p99 = [cell.point(one, FixedN(1), r, FillDeadline(), 1000)["latency_ms"]["99"]
+           for r in (lo, hi)]  # fmt: skip
+    assert p99[0] <= 10.0 < p99[1]
+    low = cell.point(one, FixedN(1), grid[0], FillDeadline(), 1000)["latency_ms"]
+    assert low["50"] == pytest.approx(2.0)  # idle at 10%: no queueing
+
+
+# a tiny cell: M = 4 workers, K' in {1, 2}; the accuracy is made up (no decoder
+# is compiled): BACC misses the target, ChebyLS needs every answer, the graceful
+# decoder meets it at its fewest
+DELAY = "test-fast"
+FAKE = {"bacc": None, "chebyls": 4, "graceful": 2}
+NAMES = ("uncoded", "replication", "chebyls", "graceful", "bacc")
+
+
+def _cfg() -> LoadConfig:
+    return LoadConfig(group_inputs=(1, 2), workers=(4,), delays=(DELAY,),
+                      replication=(2,), max_idle=0.3, num_queries=600,
+                      screen_queries=300, num_rates=5, bisection=2, finalists=2,
+                      group_deadlines=(0.004,), p99_target=0.02, grid_top=2.0,
+                      grid_span=8.0, accuracy_tries=2)  # fmt: skip
+
+
+def _candidates(cfg, m):
+    wl = workload(cfg.num_features, cfg.seed)
+    ones = cj.layouts(wl, m, group_inputs=(1,), group_workers=(1, 2),
+                      names=NAMES[:2])  # fmt: skip
+    twos = cj.layouts(wl, m, group_inputs=(2,), group_workers=(4,), names=NAMES[2:])
+    return ones + twos
+
+
+def _accuracy(cfg, lay, latency, target, base):
+    n = FAKE.get(lay.scheme.name, "plain")
+    if n is None:
+        return {"num_responses": None, "error": 1.0, "served_error": 1.0,
+                "decoded_fraction": 1.0, "errors": {}, "reason": "made up"}  # fmt: skip
+    n = None if n == "plain" else n
+    return {"num_responses": n, "error": base, "served_error": base,
+            "decoded_fraction": 1.0, "errors": {}, "reason": ""}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    mp = pytest.MonkeyPatch()
+    mp.setitem(DELAY_MODELS, DELAY, "shifted-exp:1ms,1ms; slow=0.05 factor=30")
+    mp.setattr(search, "candidates", _candidates)
+    mp.setattr(search, "accuracy", _accuracy)
+    try:
+        cfg = _cfg()
+        base = np.full(16, 1e-3)
+        yield cfg, run_cell(cfg, DELAY, 4, base, {}, False)
+    finally:
+        mp.undo()
+
+
+def test_the_search_picks_the_best_accurate_layout_of_each_family(tiny):
+    cfg, cell = tiny
+    fams = cell["families"]
+    # BACC, the fastest bound (it decodes from one answer), misses the target
+    assert not fams["berrut"]["best"]
+    assert fams["berrut"]["failed"][0]["reason"] == "made up"
+    # brute force: every accurate layout bisected at each deadline, from the top
+    grid = np.asarray(cell["grid"])
+    brute = Cell(cfg, search.injector(cfg, DELAY), grid)
+    best: dict[str, float] = {}
+    for lay in _candidates(cfg, 4):
+        n = FAKE.get(lay.scheme.name, "plain")
+        if n is None:
+            continue
+        pol = policy(lay, None if n == "plain" else n)
+        gds = [FillDeadline()] + ([0.004] if lay.group_inputs > 1 else [])
+        rate = max(brute.bisect(lay, pol, len(grid) - 1, g)["max_rate"] for g in gds)
+        fam = search.family(lay)
+        best[fam] = max(best.get(fam, 0.0), rate)
+    assert set(best) == {"uncoded", "replication", "lagrange"}
+    for fam, rate in best.items():
+        (row,) = fams[fam]["best"]
+        assert row["bisected"] and row["max_rate"] == pytest.approx(rate, rel=1e-12)
+    # the graceful decoder at N = 2 is as fast as ChebyLS at N = 2 would be,
+    # and ChebyLS needs N = 4: the family's best is the graceful layout or ties it
+    (lag,) = fams["lagrange"]["best"]
+    assert lag["num_responses"] == 2 and lag["scheme"] == "graceful"
+    rows = {r["name"]: r for f in fams.values() for r in f["best"]}
+    coded = max((r for r in rows.values() if r["family"] == "lagrange"),
+                key=lambda r: r["max_rate"])  # fmt: skip
+    assert cell["picks"]["best coded"] == coded["name"]
+    plain = max((r for r in rows.values() if r["family"] in ("uncoded", "replication")),
+                key=lambda r: r["max_rate"])  # fmt: skip
+    assert cell["picks"]["best replication"] == plain["name"]
+
+
+def test_the_report_has_a_row_per_cell_and_per_family(tiny):
+    cfg, cell = tiny
+    public = {k: v for k, v in cell.items() if not k.startswith("_")}
+    summary = {"config": dataclasses.asdict(cfg), "baseline_error": 1e-3,
+               "cells": {f"{DELAY} M=4": public}, "threads": {},
+               "noloss": {"skipped": "not run here"}}  # fmt: skip
+    t = targets(summary)["cells"][f"{DELAY} M=4"]
+    rows = {r["name"]: r for f in cell["families"].values() for r in f["best"]}
+    rc, rr = rows[t["best_coded"]]["max_rate"], rows[t["best_replication"]]["max_rate"]
+    assert rc > 0 and rr > 0 and t["ratio"] == pytest.approx(rc / rr)
+    text = format_tables(summary)
+    (line,) = [x for x in text.splitlines() if x.startswith(f"| {DELAY} M=4 |")]
+    assert line.count("|") == 10 and f"{rc:.0f}" in line and f"{rr:.0f}" in line
+    for fam in cell["families"]:
+        assert any(x.startswith(f"| {fam} |") for x in text.splitlines()), fam
+    assert "| berrut | none within the target (made up)" in text
+    assert "No-loss run skipped: not run here." in text
 
 
 def test_bad_options_exit_naming_the_option(capsys):
     for argv, flag in (
         (["--delays", "nope"], "--delays"),
         (["--check-delay", "nope"], "--check-delay"),
-        (["--workers", "8"], "--workers"),
+        (["--workers", "1"], "--workers"),
+        (["--group-inputs", "2,4"], "--group-inputs"),
         (["--p99-target", "0"], "--p99-target"),
         (["--queries", "0"], "--queries"),
     ):

@@ -1,6 +1,7 @@
-"""benchmarks.regimes on a tiny grid: every scheme has a row (a reason where it
-does not apply), latencies agree with the delays drawn directly, bad options exit
-with one line."""
+"""benchmarks.regimes on a tiny grid: every scheme has a row (its best layout, or
+a reason where none applies), per-query latencies agree with the delays drawn
+directly, the planner chooses what the map chooses in the same cell, bad options
+exit with one line."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import runkit
 from benchmarks.regimes import (
     RegimesConfig,
-    cell_schemes,
+    cell_search,
     latency_model,
     merge_summaries,
     run_regimes,
@@ -20,7 +21,11 @@ from benchmarks.regimes import (
     workload,
 )
 from benchmarks.regimes.__main__ import main
+from benchmarks.regimes.config import latency_text
+from benchmarks.regimes.pipeline import Cell
+from benchmarks.regimes.search import workload_rows
 from codedjax.serving import Injector
+from theory import plan as tp
 
 pytestmark = pytest.mark.loose_promotion
 
@@ -44,7 +49,7 @@ def summary():
         num_inputs=(4,),
         ratios=(1.5,),
         workloads=("deep",),
-        stragglers=("persistent",),
+        stragglers=("independent",),
         num_requests=4000,
         error_requests=256,
         master_requests=0,
@@ -53,6 +58,10 @@ def summary():
         n_fractions=(0.0, 0.5, 1.0),
     )
     return run_regimes(cfg, show_progress=False)
+
+
+def _rows(summary):
+    return {r["scheme"]: r for r in summary["cells"][0]["workloads"]["deep"]["rows"]}
 
 
 def test_every_scheme_has_a_row_in_every_cell(summary):
@@ -66,7 +75,13 @@ def test_every_scheme_has_a_row_in_every_cell(summary):
                     continue
                 lat = r["latency_ms"]
                 assert 0 < lat[50] <= lat[99] <= lat[99.9] < np.inf
+                # a request waits for its last query: never before its p99 query
+                assert lat[99] <= r["request_ms"][99] + 1e-9
                 assert np.isfinite(r["error_median"])
+                assert r["layout"].startswith(r["variant"] + " K'=")
+                k, m = r["group_inputs"], r["group_workers"]
+                assert r["work_per_query"] == pytest.approx(m / k)
+                assert r["groups"] * k >= cell["K"]  # the K queries served at once
             reasons = {r["scheme"]: r.get("reason") for r in block["rows"]}
             assert "not a polynomial" in reasons["chebyls"]
             rows = {r["scheme"]: r for r in block["rows"]}
@@ -74,34 +89,95 @@ def test_every_scheme_has_a_row_in_every_cell(summary):
                 rows["uncoded"]["meets_target"] and rows["replication"]["meets_target"]
             )
     assert summary["winners"] and summary["headline"]
+    # BACC was searched over its systematic variant and K' = 2 (groups of 3)
+    tried = {t["layout"] for t in _rows(summary)["bacc"]["tried"]}
+    assert "bacc K'=4 M'=6" in tried and len(tried) >= 2
+    assert tried <= {"bacc K'=4 M'=6", "bacc systematic K'=4 M'=6",
+                     "bacc K'=2 M'=3 x2", "bacc systematic K'=2 M'=3 x2"}  # fmt: skip
 
 
-def test_a_lagrange_code_below_its_threshold_says_so():
-    rows = cell_schemes(4, 6, workload("cross1"), (0.0, 0.0))
-    assert [r.name for r in rows] == SCHEMES
-    # M = 6 < D = 2 (K - 1) + 1 = 7 for one cross layer
-    for r in rows[2:5]:
-        assert r.code is None and r.reason == "does not apply: M = 6 < D = 7 (degree 2)"
-    assert all(r.reason is None for r in rows[5:])
+def test_half_groups_serve_a_cell_a_whole_lagrange_code_cannot():
+    layouts, reasons = cell_search(4, 6, workload("cross1"), (0.0, 0.0))
+    # one cross layer: D = 2 (K - 1) + 1 = 7 > M = 6 on the whole cell, but
+    # D = 3 = M' for K' = 2 queries on groups of 3 workers
+    for name in ("chebyls", "threshold", "graceful"):
+        assert name not in reasons
+        assert {lay.group_inputs for lay in layouts[name]} == {2}
+        assert all(lay.groups == 2 and lay.idle == 0 for lay in layouts[name])
+    assert [lay.name for lay in layouts["threshold"]] == ["threshold K'=2 M'=3 x2"]
+    layouts, reasons = cell_search(4, 6, workload("cross2"), (0.0, 0.0))
+    for name in ("chebyls", "threshold", "graceful"):  # D = 10, and 4 > 3
+        assert reasons[name] == "does not apply: M = 6 < D = 10 (degree 3)"
+    assert [lay.name for lay in layouts["parity"]] == ["parity k=2 K'=4 M'=6"]
+    assert [lay.name for lay in layouts["uncoded"]] == ["uncoded K'=4 M'=4"]
 
 
-def test_baseline_latencies_are_the_order_statistics_of_the_delays(summary):
-    cell = summary["cells"][0]  # persistent stragglers, K = 4, M = 6
-    delays, _ = Injector(latency=latency_model("persistent", 6), seed=0).plan(
+def test_layerwise_coding_is_decoded_round_by_round():
+    # one cross layer (one round): the master decodes x0 W and applies the cross
+    # term itself; decoding the whole layer as one degree-1 code would miss
+    cfg = RegimesConfig(
+        num_inputs=(4,), ratios=(1.5,), workloads=("cross1",),
+        stragglers=("independent",), num_requests=1000, error_requests=64,
+        master_requests=0, spot_requests=0, nercc_smoothing=(1e-4, 1e-4),
+        n_fractions=(1.0,),
+    )  # fmt: skip
+    cell = Cell(cfg, 4, 6, "independent", names=("uncoded", "layerwise"))
+    block = workload_rows(cell, "cross1")
+    assert [r["scheme"] for r in block["rows"]] == ["uncoded", "layerwise"]
+    lw = block["rows"][1]
+    assert (lw["layout"], lw["n"]) == ("layerwise K'=4 M'=6", 6)
+    assert lw["meets_target"] and lw["error_median"] <= block["target"]
+
+
+def test_baseline_latencies_are_the_per_query_delays(summary):
+    cell = summary["cells"][0]  # independent stragglers, K = 4, M = 6
+    delays, _ = Injector(latency=latency_model("independent", 6), seed=0).plan(
         np.arange(4000), 6
     )
-    rows = {r["scheme"]: r for r in cell["workloads"]["deep"]["rows"]}
-    uncoded = delays[:, :4].max(axis=1)
-    # replication: query q on workers q, q + 4; done when every query has one
-    repl = np.maximum(
-        np.minimum(delays[:, 0], delays[:, 4]), np.minimum(delays[:, 1], delays[:, 5])
+    rows = _rows(summary)
+    # uncoded: query q on worker q; replication: on workers q and q + 4 (q < 2)
+    uncoded = delays[:, :4]
+    repl = np.concatenate(
+        [np.minimum(delays[:, :2], delays[:, 4:6]), delays[:, 2:4]], axis=1
     )
-    repl = np.maximum(repl, delays[:, 2:4].max(axis=1))
     for name, t in (("uncoded", uncoded), ("replication", repl)):
         for q in (50, 99, 99.9):
             np.testing.assert_allclose(
                 rows[name]["latency_ms"][q], 1e3 * np.percentile(t, q), rtol=1e-12
             )
+        np.testing.assert_allclose(
+            rows[name]["request_ms"][99],
+            1e3 * np.percentile(t.max(axis=1), 99),
+            rtol=1e-12,
+        )
+    assert cell["latency"] == latency_text("independent", 6, 0)
+
+
+def test_the_planner_chooses_what_the_map_chooses(summary):
+    """The same cell (K = 4, M = 6, the map's independent stragglers, seed 0,
+    4,000 requests) in both applications, with the schemes both can judge alike
+    (the planner's deep workload is its own ReLU network; ParM's parity model
+    misses both targets on a ReLU network): one rule (runkit.choice), the same
+    layouts and the same per-query latencies."""
+    names = ("uncoded", "replication", "parity")
+    piece = copy.deepcopy(summary)
+    block = piece["cells"][0]["workloads"]["deep"]
+    block["rows"] = [r for r in block["rows"] if r["scheme"] in names]
+    (w,) = winners(piece)
+    cfg = tp.PlanConfig(
+        workers=6, inputs=4, degree=1, workload="deep", target_error=2e-2,
+        failure=0.05, latency=latency_text("independent", 6, 0),
+        schemes=",".join(names), scheme_requests=4000, progress=False, seed=0,
+    )  # fmt: skip
+    sc = tp.scheme_table(cfg, None)
+    assert (sc["choice"], sc["choice_layout"]) == (w["winner"], w["winner_layout"])
+    assert w["winner"] == "replication"  # uncoded is slower, ParM misses
+    plan_rows = {r["scheme"]: r for r in sc["rows"]}
+    for r in block["rows"]:
+        p = plan_rows[r["scheme"]]
+        assert p["layout"] == r["layout"]
+        assert 1e3 * p["p99"] == pytest.approx(r["latency_ms"][99], rel=1e-12)
+        assert p["meets"] == r["meets_target"]
 
 
 @pytest.mark.parametrize(
@@ -133,11 +209,11 @@ def _piece(summary, straggler):
 def test_pieces_of_a_grid_merge_into_one_map(summary, tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
     runkit.write_summary(a / "summary.json", summary)
-    runkit.write_summary(b / "summary.json", _piece(summary, "independent"))
+    runkit.write_summary(b / "summary.json", _piece(summary, "persistent"))
     merged = main(["--merge", str(a), str(b), "--out", str(tmp_path / "m")])
-    assert [c["straggler"] for c in merged["cells"]] == ["persistent", "independent"]
+    assert [c["straggler"] for c in merged["cells"]] == ["independent", "persistent"]
     # read back from strict JSON, the winners are those of the runs themselves
-    want = winners(summary) + winners(_piece(summary, "independent"))
+    want = winners(summary) + winners(_piece(summary, "persistent"))
     assert [
         (w["straggler"], w["winner"], w["winner_n"]) for w in merged["winners"]
     ] == [(w["straggler"], w["winner"], w["winner_n"]) for w in want]

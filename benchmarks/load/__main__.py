@@ -16,14 +16,16 @@ from .sweep import run_load
 FLAGS = {
     "workers": ("--workers", {"help": "cluster sizes M, e.g. 10,12,16,40"}),
     "delays": ("--delays", {"help": f"delay models, of {','.join(DELAY_MODELS)}"}),
-    "num_queries": ("--queries", {"help": "queries per simulated point"}),
+    "group_inputs": ("--group-inputs", {"help": "K' tried, e.g. 1,2,4,8"}),
+    "num_queries": ("--queries", {"help": "queries per point of the bisection"}),
+    "screen_queries": ("--screen-queries", {"help": "queries per screening point"}),
     "p99_target": ("--p99-target", {"help": "seconds (default 0.05)"}),
     "noloss_queries": ("--noloss-queries", {"help": "queries of the no-loss run"}),
     "check_delay": ("--check-delay", {"help": "delay model of the thread checks"}),
     "check_workers": ("--check-workers", {"help": "M of the thread checks"}),
     "thread_rates": (
         "--thread-rates",
-        {"help": "the thread checks' rates, as fractions of a scheme's sustained rate"},
+        {"help": "the thread checks' rates, as fractions of a layout's sustained rate"},
     ),
 }
 
@@ -42,7 +44,7 @@ def _run(cfg: LoadConfig, cmd: runkit.Invocation) -> dict:
     print(format_tables(summary))
     print(f"wrote {cmd.out}/summary.json, report.md and p99_vs_load.png "
           f"({summary['seconds']:.0f} s)", file=sys.stderr)  # fmt: skip
-    report_page(cmd, title="Latency against offered load")
+    report_page(cmd, title="Latency against offered load: the layout search")
     return summary
 
 
@@ -50,9 +52,9 @@ def main(argv: list[str] | None = None) -> dict:
     """Command-line entry point; returns the summary."""
     return runkit.main(
         LoadConfig, _run, argv, prog="python -m benchmarks.load",
-        description="Latency against offered load for coded serving, uncoded "
-        "serving and replication on a fixed cluster (K = 8).", flags=FLAGS,
-        out="results/load", quick="10,000 queries per point, one delay model",
+        description="The best coded and replication layouts of a cluster under a "
+        "p99 target, searched on the serving simulator.", flags=FLAGS,
+        out="results/load", quick="fewer queries and rates, one delay model",
     )  # fmt: skip
 
 

@@ -1,22 +1,25 @@
-"""The workload and the layouts of the load benchmark, each at the N it needs.
+"""The workload of the load benchmark, its candidate layouts and their accuracy.
 
 The workload is a bf16 linear layer F -> F without bias (degree 1, linear: a
-Lagrange code decodes from D = K answers, ParM's parity model is the layer
-itself). The schemes are the catalogue's (:func:`codedjax.catalogue`), served as
-layouts of the M workers: ``uncoded`` as M shards of one query, ``replication
-c=...`` as M // c shards of (K = 1, M = c), the catalogue's replication at (K, M)
-as one group (``replication K-group``) or answered per query, the coded schemes
-on all M workers at the smallest N whose median decoded error meets the accuracy
-target (:func:`runkit.stats.accuracy_target`, on the masks of the first N
-answers of the load's own delay model), ParM where K + K/k = M. A coded layout
-that meets the target at no N is kept with a reason and not swept.
+Lagrange code decodes from D = K' answers, ParM's parity model is the layer
+itself, the circle code packs two real queries into a complex one). The layouts
+are the library's (:func:`codedjax.layouts`: G = M // M' groups of a scheme on
+K' queries and M' workers), chosen by :meth:`LoadConfig.group_workers`.
+
+A layout's accuracy (:func:`accuracy`): each query is answered as the serving
+model answers it, by its own worker (a systematic worker or a replica, its
+answer as it is) or by the decode of the answers in hand: the first N answers
+of the group's workers in the order of the load's own delay model (a fixed-N
+policy), or the first answers the code may decode from (FirstDecodable). The
+error of the queries a decode answers is what the accuracy target bounds
+(their median against ``error_factor`` times an uncoded bf16 worker's, per
+query); a layout whose own workers answer every query is as accurate as an
+uncoded worker.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import math
 from typing import Any
 
 import jax
@@ -25,14 +28,15 @@ import numpy as np
 
 import codedjax as cj
 from codedjax.serving import FirstDecodable, FixedN, Injector
-from runkit import max_rel_err, percentile
+from runkit import percentile
 
 from .config import LoadConfig
 
-__all__ = ["Layout", "baseline_errors", "decoded_errors", "layouts", "workload"]
+__all__ = ["accuracy", "baseline_errors", "candidates", "family", "policy",
+           "queries", "query_errors", "workload"]  # fmt: skip
 
-#: the catalogue's schemes the load serves on a group of K queries
-CODED = ("replication", "chebyls", "graceful", "bacc", "nercc", "parity")
+#: the families served without a decode (their answers are the workers' own)
+PLAIN = ("uncoded", "replication")
 
 
 @functools.cache
@@ -54,170 +58,175 @@ def workload(num_features: int, seed: int) -> cj.Workload:
                        f"{num_features}, no bias")  # fmt: skip
 
 
+@functools.cache
+def _apply(num_features: int, seed: int):
+    """The workload on [B, M', ...] coded rows, jitted once."""
+    return jax.jit(jax.vmap(jax.vmap(workload(num_features, seed).fn)))
+
+
 def queries(cfg: LoadConfig, count: int, *, seed: int = 0) -> np.ndarray:
     """``count`` queries [count, F], uniform in [-1, 1] (float32)."""
     rng = np.random.default_rng([cfg.seed, 11, seed])
     return rng.uniform(-1, 1, (count, cfg.num_features)).astype(np.float32)
 
 
-@dataclasses.dataclass(frozen=True)
-class Layout:
-    """One way of serving the stream on M workers: a catalogue scheme as a layout,
-    with what was measured of it.
-
-    Attributes:
-        name: the row's name.
-        scheme: the catalogue's :class:`codedjax.Scheme` (its code is one shard's).
-        policy: its wait policy.
-        shards: independent copies of the scheme's workers; groups go round robin.
-        per_query: answer each query at its first replica (simulator only).
-        num_responses: the N of a coded scheme served at a fixed N (else None).
-        error: the median decoded error at that N (nan when not measured).
-        reason: why it does not meet the accuracy target ("" when it does).
-    """
-
-    name: str
-    scheme: cj.Scheme
-    policy: Any
-    shards: int = 1
-    per_query: bool = False
-    num_responses: int | None = None
-    error: float = math.nan
-    reason: str = ""
-
-    @property
-    def code(self) -> Any:
-        return self.scheme.code
-
-    @property
-    def family(self) -> str:
-        """The row's family: uncoded, replication or coded."""
-        fam = self.scheme.family
-        return fam if fam in ("uncoded", "replication") else "coded"
-
-    @property
-    def workers_used(self) -> int:
-        """Workers that serve (the others of the M idle)."""
-        return self.scheme.workers * self.shards
-
-    @property
-    def applies(self) -> bool:
-        return not self.reason
-
-
-def _answers(cfg: LoadConfig, code: Any, latency) -> tuple:
-    """(queries x [B, K, F], the workers' answers y [B, M, F], each worker's rank
-    in the answers' arrival order [B, M]) for ``accuracy_groups`` groups."""
-    k, m, b = cfg.num_inputs, code.num_workers, cfg.accuracy_groups
-    x = queries(cfg, b * k, seed=1).reshape(b, k, -1)
-    rows = jax.vmap(code.encode)(jnp.asarray(x))
-    y = jax.vmap(jax.vmap(workload(cfg.num_features, cfg.seed).fn))(rows)
-    delays, _ = Injector(latency=latency, seed=cfg.seed + 3).plan(np.arange(b), m)
-    order = np.argsort(delays, axis=1, kind="stable")
-    return x, y, np.argsort(order, axis=1)
-
-
-def _median_error(cfg: LoadConfig, code: Any, x, y, masks) -> float:
-    """The median decoded error with ``masks`` [B, M] (inf where not ok)."""
-    res = jax.device_get(code.decode_batched(y, jnp.asarray(masks)))
-    truth = workload(cfg.num_features, cfg.seed).truth(x)
-    err = max_rel_err(np.asarray(res.value), truth)
-    err[~np.asarray(res.ok)] = np.inf
-    return percentile(err, 50)
+def query_errors(value, truth) -> np.ndarray:
+    """[..., K] relative errors per query of ``value`` [..., K, F] against
+    ``truth``: ``max |value - truth| / max |truth|`` over the features."""
+    t = np.asarray(truth, np.float64)
+    err = np.abs(np.asarray(value, np.float64) - t).max(axis=-1)
+    return err / np.abs(t).max(axis=-1)
 
 
 def baseline_errors(cfg: LoadConfig) -> np.ndarray:
-    """The decoded errors of an uncoded bf16 worker, per group of K."""
-    k, b = cfg.num_inputs, cfg.accuracy_groups
+    """An uncoded bf16 worker's errors, one per query (``accuracy_groups``
+    groups of the largest K')."""
+    x = queries(cfg, cfg.accuracy_groups * max(cfg.group_inputs), seed=1)
+    wl = workload(cfg.num_features, cfg.seed)
+    y = np.asarray(jax.jit(jax.vmap(wl.fn))(jnp.asarray(x)), np.float32)
+    return query_errors(y, wl.truth(x))
+
+
+def family(layout: cj.Layout) -> str:
+    """The layout's family in the report: the catalogue's family, with
+    ``" systematic"`` for a systematic variant (``"lagrange systematic"``)."""
+    s = layout.scheme
+    return f"{s.family} systematic" if s.name.endswith(" systematic") else s.family
+
+
+def candidates(cfg: LoadConfig, m: int) -> tuple[cj.Layout, ...]:
+    """The layouts searched on M = ``m`` workers (see :class:`LoadConfig`), in
+    the order of :func:`codedjax.layouts`."""
+    wl = workload(cfg.num_features, cfg.seed)
+    out: list[cj.Layout] = []
+    for k in sorted(cfg.group_inputs):
+        if k > m:
+            continue
+        mps = cfg.group_workers(k, m)
+        if k == 1:
+            out += cj.layouts(wl, m, group_inputs=(1,), group_workers=(1, *mps),
+                              names=PLAIN)  # fmt: skip
+        elif mps:
+            out += [
+                lay
+                for lay in cj.layouts(
+                    wl, m, group_inputs=(k,), group_workers=mps, systematic=True
+                )  # fmt: skip
+                if lay.scheme.family != "uncoded"
+            ]
+    return tuple(out)
+
+
+def policy(layout: cj.Layout, num_responses: int | None = None) -> Any:
+    """The layout's wait policy: ``FirstDecodable`` (kind ``"first"``),
+    ``FixedN(threshold)`` (``"threshold"``) or ``FixedN(num_responses)``
+    (``"fixed"``; default its fewest, ``min_responses``)."""
+    s = layout.scheme
+    if s.policy == "first":
+        return FirstDecodable()
+    if s.policy == "threshold":
+        return FixedN(int(layout.code.threshold))
+    n = s.min_responses if num_responses is None else num_responses
+    return FixedN(max(1, int(n)))
+
+
+def _answers(cfg: LoadConfig, layout: cj.Layout, latency) -> tuple:
+    """(queries x [B, K', F], the answers y [B, M', ...], each worker's rank in
+    its group's arrival order [B, M']) for ``accuracy_groups`` groups; the
+    delays are group 0's of the layout (workers 0, G, 2G, ... of the G M' that
+    serve, as :func:`codedjax.serving.simulate_load` places them)."""
+    code, b = layout.code, cfg.accuracy_groups
+    k, mp, g = layout.group_inputs, layout.group_workers, layout.groups
     x = queries(cfg, b * k, seed=1).reshape(b, k, -1)
-    wl = workload(cfg.num_features, cfg.seed)
-    y = np.asarray(jax.vmap(jax.vmap(wl.fn))(jnp.asarray(x)), np.float32)
-    return max_rel_err(y, wl.truth(x))
+    rows = jax.vmap(code.encode)(jnp.asarray(x))
+    y = np.asarray(_apply(cfg.num_features, cfg.seed)(rows), np.float32)
+    delays, _ = Injector(latency=latency, seed=cfg.seed + 3).plan(np.arange(b), g * mp)
+    order = np.argsort(delays[:, ::g][:, :mp], axis=1, kind="stable")
+    return x, y, np.argsort(order, axis=1)
 
 
-def decoded_errors(
-    cfg: LoadConfig, code: Any, latency, ns, *, stop_below: float | None = None
-) -> dict[int, float]:
-    """{N: median decoded error} with the masks of the first N answers (in the
-    order of ``latency``'s draws), for N in ``ns`` in order; with ``stop_below``,
-    stops at the first N whose error is at most that."""
-    x, y, rank = _answers(cfg, code, latency)
-    out = {}
+def _served(cfg: LoadConfig, layout: cj.Layout, x, y, masks) -> dict:
+    """The served answers' errors with responders ``masks`` [B, M']: the
+    median of the decoded queries' (those without an own answer; inf where the
+    decode fails), of every query's, and the decoded fraction."""
+    code = layout.code
+    vals, oks = [], []
+    for yy, mk in zip(y, masks, strict=True):  # one mask at a time: a smaller
+        res = code.decode(yy, mk)  # program to compile than the batched one
+        vals.append(np.asarray(res.value))
+        oks.append(bool(res.ok))
+    err = query_errors(np.stack(vals), workload(cfg.num_features, cfg.seed).truth(x))
+    err[~np.asarray(oks)] = np.inf
+    own = code.own_workers
+    mine = (
+        np.zeros(err.shape, bool)
+        if own is None
+        else (masks[:, None, :] & np.asarray(own)[None]).any(axis=-1)
+    )
+    decoded = err[~mine]
+    return {
+        "error": percentile(decoded if decoded.size else err, 50),
+        "served_error": percentile(err, 50),
+        "decoded_fraction": float(decoded.size / err.size),
+    }
+
+
+def accuracy(
+    cfg: LoadConfig, layout: cj.Layout, latency, target: float, base: float
+) -> dict:
+    """The layout's accuracy at the N it needs (see the module).
+
+    Args:
+        cfg: the run's config.
+        layout: the layout.
+        latency: the load's delay model (the order of the answers).
+        target: the accuracy target (a median error).
+        base: an uncoded worker's median error (the plain families' error).
+
+    Returns:
+        ``{"num_responses", "error", "served_error", "decoded_fraction",
+        "errors", "reason"}``: the smallest N (None for FirstDecodable and the
+        plain families) whose decoded queries meet ``target``, their median
+        error, {N: error} for each N tried, and "" or why none does (an
+        approximate scheme that misses it with every answer is not tried at
+        fewer: more answers bring its decode nearer, if not always).
+    """
+    s = layout.scheme
+    if s.family in PLAIN:
+        return {"num_responses": None, "error": base, "served_error": base,
+                "decoded_fraction": 0.0, "errors": {}, "reason": ""}  # fmt: skip
+    x, y, rank = _answers(cfg, layout, latency)
+    if s.policy == "first":
+        mp = layout.group_workers
+        prefixes = rank[:, None, :] < np.arange(1, mp + 1)[None, :, None]
+        n = np.asarray(layout.code.may_decode(prefixes), bool).argmax(axis=1) + 1
+        got = _served(cfg, layout, x, y, rank < n[:, None])
+        why = (
+            ""
+            if got["error"] <= target
+            else (
+                f"median decoded error {got['error']:.3g} above the target {target:.3g}"
+            )
+        )
+        return {"num_responses": None, **got, "errors": {}, "reason": why}
+    lo = policy(layout).num_responses
+    ns = [lo] if s.policy == "threshold" else list(range(lo, layout.group_workers + 1))
+    errors, best = {}, None
+    if not s.exact and len(ns) > 1:  # an approximation that misses the target
+        top = ns[-1]  # with every answer misses it with fewer (mostly): skip
+        errors[top] = _served(cfg, layout, x, y, rank < top)["error"]
+        if errors[top] > target:
+            ns = []
     for n in ns:
-        out[int(n)] = _median_error(cfg, code, x, y, rank < n)
-        if stop_below is not None and out[int(n)] <= stop_below:
+        got = _served(cfg, layout, x, y, rank < n)
+        errors[n] = got["error"]
+        if got["error"] <= target:
+            best = {"num_responses": n, **got}
             break
-    return out
-
-
-def _first_decodable_error(cfg: LoadConfig, code: Any, latency) -> float:
-    """The median decoded error at the FirstDecodable decision (the shortest
-    prefix of the arrival order that ``may_decode``)."""
-    x, y, rank = _answers(cfg, code, latency)
-    prefixes = rank[:, None, :] < np.arange(1, code.num_workers + 1)[None, :, None]
-    n = np.asarray(code.may_decode(prefixes), bool).argmax(axis=1) + 1
-    return _median_error(cfg, code, x, y, rank < n[:, None])
-
-
-def _too_far(err: float, target: float, where: str = "") -> str:
-    return f"median error {err:.3g}{where} is above the target {target:.3g}"
-
-
-def _coded(cfg: LoadConfig, s: cj.Scheme, latency, target: float) -> Layout:
-    """A fixed-N scheme at the smallest N whose median error meets the target."""
-    ns = range(s.min_responses, s.code.num_workers + 1)
-    errs = decoded_errors(cfg, s.code, latency, ns, stop_below=target)
-    good = [n for n, e in errs.items() if e <= target]
-    if good:
-        n = min(good)
-        return Layout(f"{s.name} N={n}", s, FixedN(n), num_responses=n,
-                      error=errs[n])  # fmt: skip
-    n = min(errs, key=errs.get)
-    why = _too_far(errs[n], target, f" at its best N = {n}")
-    return Layout(s.name, s, FixedN(n), num_responses=n, error=errs[n], reason=why)
-
-
-@functools.cache
-def _nercc_smoothing(cfg: LoadConfig, m: int) -> tuple[float, float]:
-    """NeRCC's (encoder, decoder) smoothing, tuned once per (K, M) on validation
-    groups."""
-    k = cfg.num_inputs
-    x = jnp.asarray(queries(cfg, 32 * k, seed=2).reshape(32, k, -1))
-    fn = jax.vmap(workload(cfg.num_features, cfg.seed).fn)
-    tuned = cj.tune_nercc(jax.random.key(cfg.seed), lambda v: fn(v), x,
-                          num_workers=m, num_responses=max(2, (k + m) // 2),
-                          num_masks=32)  # fmt: skip
-    return (tuned.encoder_smoothing, tuned.decoder_smoothing)
-
-
-def layouts(cfg: LoadConfig, m: int, latency, target: float) -> list[Layout]:
-    """Every layout at M workers (K = ``cfg.num_inputs``), in report order."""
-    k = cfg.num_inputs
-    wl = workload(cfg.num_features, cfg.seed)
-    (one,) = cj.catalogue(wl, 1, 1, names=("uncoded",))
-    out = [Layout("uncoded", one, FixedN(one.code.threshold), shards=m)]
-    for c in cfg.replication:
-        if c >= 2 and m // c >= 1:
-            (rep,) = cj.catalogue(wl, 1, c, names=("replication",))
-            out.append(Layout(f"replication c={c}", rep, FirstDecodable(),
-                              shards=m // c))  # fmt: skip
-    cat = cj.catalogue(wl, k, m, names=CODED,
-                       nercc_smoothing=_nercc_smoothing(cfg, m))  # fmt: skip
-    for s in cat:
-        if s.family == "replication":
-            # the codes' grouping: worker i -> query i mod K (the M - K spare
-            # workers replicate as many queries)
-            out += [Layout("replication K-group", s, FirstDecodable()),
-                    Layout("replication K-group, per query", s, FirstDecodable(),
-                           per_query=True)]  # fmt: skip
-        elif s.family == "parity":
-            if s.applies and s.workers == m:  # ParM on all M workers
-                err = _first_decodable_error(cfg, s.code, latency)
-                why = "" if err <= target else _too_far(err, target)
-                out.append(Layout(s.name, s, FirstDecodable(), error=err,
-                                  reason=why))  # fmt: skip
-        elif s.applies:
-            out.append(_coded(cfg, s, latency, target))
-        else:
-            out.append(Layout(s.name, s, None, reason=s.reason))
-    return out
+    if best is not None:
+        return {**best, "errors": errors, "reason": ""}
+    n = min(errors, key=errors.get)
+    return {"num_responses": None, "error": errors[n], "served_error": np.nan,
+            "decoded_fraction": np.nan, "errors": errors,
+            "reason": f"median decoded error {errors[n]:.3g} at its best N = {n} "
+            f"is above the target {target:.3g}"}  # fmt: skip

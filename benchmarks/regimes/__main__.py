@@ -83,9 +83,10 @@ def main(argv: list[str] | None = None) -> dict:
     """Command-line entry point; returns the summary."""
     cmd = runkit.parse_command(
         RegimesConfig, argv, prog="python -m benchmarks.regimes",
-        description="The regime map: every scheme at equal workers over K, M/K, "
-        "workload and straggler model; which one has the lowest p99 at the "
-        "accuracy target.", flags=FLAGS, out="results/regimes",
+        description="The regime map: every scheme and its layouts on equal "
+        "workers over K, M/K, workload and straggler model; which one has the "
+        "lowest per-query p99 at the accuracy target.", flags=FLAGS,
+        out="results/regimes",
         quick="K = 8 only, 2e4 requests per cell", options=_options, check=_check,
     )  # fmt: skip
     if cmd.args.merge is not None:

@@ -120,7 +120,7 @@ def _master_overhead(rows: list[dict]) -> list[dict]:
     return out
 
 
-_PERCENTILES = ("latency_ms", "thread_ms", "simulator_ms")
+_PERCENTILES = ("latency_ms", "request_ms", "thread_ms", "simulator_ms")
 
 
 def _restore(obj):

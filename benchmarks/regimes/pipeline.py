@@ -1,41 +1,49 @@
-"""The regime map's cells: simulated latency (``simulate_latency``) and decoded
-error on real payloads, for every scheme of every cell.
+"""The regime map's cells: per-query latency (``simulate_latency``) and decoded
+error on real payloads, for the layouts of every scheme of every cell.
 
 A cell's schemes are the catalogue's (:func:`codedjax.catalogue`) at (workload,
-K, M), each on the same M workers; one that cannot serve the cell is a row with
-the catalogue's reason. The map's own choices: ``parity`` at its smallest group
-size (its parity model the workload itself, untrained), NeRCC's smoothing tuned
-per (K, M) (:func:`tune_block`), and the N grid of a scheme served at a tuned N
-(:func:`n_grid`), whose smallest N meeting the accuracy target is kept
-(:func:`runkit.stats.accuracy_target` of the cell's uncoded bf16 errors).
+K, M) with their systematic variants, each searched over its layouts as
+:func:`runkit.choice.cell_layouts` prunes them (K' = K and K/2, M' the most a
+group may have, replication, ParM, uncoded and layer-wise coding whole; see
+``runkit.choice``); a scheme with no layout is a row with the catalogue's reason.
+A layout's latency is per query (``simulate_latency(...).query_latency`` of the
+groups a request's K queries go to, each on its own columns of the cell's delay
+plan); its error is that of the cell's requests (their K queries over the
+groups), decoded from the masks of the same simulation. The map's own choices:
+ParM's parity model the workload itself (untrained), NeRCC's smoothing tuned per
+(K, M) (:func:`tune_block`; used at every layout of the cell), the N grid of a
+scheme served at a tuned N (:func:`n_grid`, per layout), and the accuracy target
+(:func:`runkit.stats.accuracy_target` of the cell's uncoded bf16 errors). Each
+scheme's row is its best layout and N by the shared rule
+(:func:`runkit.choice.first_meeting`, ``benchmarks.regimes.search``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
-from codedjax.serving import (
-    FirstDecodable,
-    FixedN,
-    Injector,
-    latency_shift,
-    simulate_latency,
-)
+from codedjax.serving import FirstDecodable, FixedN, Injector, latency_shift
 from models.layerwise import CachedPlan, pipeline_values
-from runkit import accuracy_target, max_rel_err, percentile
+from runkit import max_rel_err
+from runkit.choice import cell_layouts, full_answers, simulate_layout
 
 from .config import RegimesConfig, latency_model
 from .workloads import batched_worker, inputs, rounds, workload
 
-__all__ = ["NAMES", "cell_schemes", "layerwise_value", "run_block", "tune_block"]
+__all__ = [
+    "NAMES",
+    "Cell",
+    "cell_search",
+    "layerwise_value",
+    "n_grid",
+    "tune_block",
+]
 
 #: the catalogue's schemes on the map, in its order
 NAMES = ("uncoded", "replication", "chebyls", "threshold", "graceful", "bacc",
@@ -47,26 +55,22 @@ _CHUNK = 256
 _WIDTH = 32
 
 
-def cell_schemes(k: int, m: int, wl: cj.Workload, nercc_smoothing) -> list[cj.Scheme]:
-    """Every scheme of the cell (K, M, workload), in the map's order: the
-    catalogue's :data:`NAMES`, ``parity`` at its smallest group size."""
-    out = []
-    for s in cj.catalogue(wl, k, m, names=NAMES, nercc_smoothing=nercc_smoothing):
-        if s.family == "parity":
-            if any(r.family == "parity" for r in out):
-                continue  # the catalogue lists the group sizes in increasing order
-            s = dataclasses.replace(s, name="parity")
-        out.append(s)
-    return out
+def cell_search(k: int, m: int, wl: cj.Workload, nercc_smoothing, names=NAMES):
+    """The layouts searched in the cell (K, M, workload) and the reasons of the
+    schemes without one (:func:`runkit.choice.cell_layouts` of ``names``, by
+    default :data:`NAMES`)."""
+    return cell_layouts(wl, k, m, names, nercc_smoothing=tuple(nercc_smoothing))
 
 
 def n_grid(cfg: RegimesConfig, s: cj.Scheme, k: int) -> list[int]:
-    """The N a scheme tries: its code's threshold unless served at a tuned N
-    (``policy == "fixed"``), then ``cfg.n_grid`` from D for a Lagrange code (its
-    ``num_coeffs``), from K for the others."""
+    """The N a scheme tries on its K' = ``k`` queries: its code's threshold
+    unless served at a tuned N (``policy == "fixed"``), then ``cfg.n_grid`` from
+    D for a Lagrange code (its ``num_coeffs``), from K' for the others (never
+    below :func:`runkit.choice.full_answers`: every query answered)."""
     if s.policy != "fixed":
         return [s.code.threshold]
-    return cfg.n_grid(max(k, getattr(s.code, "num_coeffs", k)), s.code.num_workers)
+    low = max(k, getattr(s.code, "num_coeffs", k), full_answers(s.code))
+    return cfg.n_grid(low, s.code.num_workers)
 
 
 def _chunks(n):
@@ -74,7 +78,7 @@ def _chunks(n):
 
 
 def _decode_values(code, y, masks, order):
-    """Decoded values [E, K, F'] and ok [E] of y [E, M, F'] with masks [E, M]."""
+    """Decoded values [B, K', F'] and ok [B] of y [B, M', F'] with masks [B, M']."""
     vals, oks = [], []
     for sl in _chunks(y.shape[0]):
         reads = "order" in getattr(code, "answer_fields", ())
@@ -85,29 +89,31 @@ def _decode_values(code, y, masks, order):
     return np.concatenate(vals), np.concatenate(oks)
 
 
-def _decode_errors(code, y, masks, order, truth):
-    """Relative error per request of decoding y [E, M, F'] with masks [E, M]
-    (inf where the decode is not ok); truth [E, K, F], F <= F'."""
-    val, ok = _decode_values(code, y, masks, order)
-    return np.where(ok, max_rel_err(val[..., : truth.shape[-1]], truth), np.inf)
+def _request_errors(val, ok, truth, start=0):
+    """Relative error of each of E requests (their K queries over the n groups
+    decoded as rows of ``val`` [E n, K', F']; columns ``start`` on) against
+    truth [E, K, F]; inf where a group's decode is not ok."""
+    e, f = truth.shape[0], truth.shape[-1]
+    part = val[..., start : start + f].reshape(e, -1, f)
+    ok = ok.reshape(e, -1).all(axis=1)
+    return np.where(ok, max_rel_err(part, truth), np.inf)
 
 
 def _joint_errors(code, ys, masks, order, truths):
-    """:func:`_decode_errors` of several workloads' payloads ys [E, M, F'] each
-    under the same masks, decoded side by side in one call (every decoder here
-    is linear column by column, and ok depends on the masks alone once every
-    answer is finite; with a non-finite answer each workload is decoded alone)."""
+    """Request errors of several workloads' payloads ys [E n, M', F'] under the
+    same masks, decoded side by side in one call (every decoder here is linear
+    column by column, and ok depends on the masks alone once every answer is
+    finite; with a non-finite answer each workload is decoded alone)."""
     y = jnp.concatenate(ys, -1)
-    if not bool(jnp.isfinite(y).all()):
+    if len(ys) > 1 and not bool(jnp.isfinite(y).all()):
         return [
-            _decode_errors(code, yi, masks, order, t)
+            _joint_errors(code, [yi], masks, order, [t])[0]
             for yi, t in zip(ys, truths, strict=True)
         ]
     val, ok = _decode_values(code, y, masks, order)
     out, start = [], 0
     for yi, t in zip(ys, truths, strict=True):
-        part = val[..., start : start + t.shape[-1]]
-        out.append(np.where(ok, max_rel_err(part, t), np.inf))
+        out.append(_request_errors(val, ok, t, start))
         start += yi.shape[-1]
     return out
 
@@ -148,134 +154,109 @@ def _batched_encode(code):
     return jax.jit(jax.vmap(code.encode))
 
 
-def run_block(cfg: RegimesConfig, k: int, m: int, straggler: str, progress=None):
-    """Every workload's rows at (K, M) under one straggler model.
+class Cell:
+    """One (K, M, straggler model) block's shared state: the delay plan drawn
+    once, the layouts of each workload, the simulations (a FixedN simulation
+    depends on a code only through M', its groups and which workers answer
+    their own query, so codes share it), the payloads, and the decodes of the
+    workloads that share a code (done together).
 
-    Returns:
-        {workload: {"target": ..., "uncoded_error": ..., "rows": [row, ...]}}
+    Attributes:
+        cfg, k, m: the run's config, K and M. shift: the latency model's fixed
+        part (what an extra round of layer-wise coding costs).
+        x: the E decoded requests [E, K, F]. truths: {workload: f(x) in float64}.
+        search: {workload: (layouts, reasons)} (:func:`cell_search` of
+        ``names``, by default :data:`NAMES`).
     """
-    model = latency_model(straggler, m, cfg.seed)
-    inj = CachedPlan(Injector(latency=model, seed=cfg.seed))
-    shift = latency_shift(model)
-    r, e = cfg.num_requests, cfg.error_requests
-    delays, _ = inj.plan(np.arange(r), m)
-    order = np.argsort(delays[:e], axis=1, kind="stable").astype(np.int32)
-    smoothing = _nercc_cache(cfg, k, m)
-    sims: dict = {}
 
-    def sim(code, policy: str, n: int | None = None):
-        key = (code.num_workers, policy, n if policy != "first" else code.name)
-        if key not in sims:
-            pol = FirstDecodable() if policy == "first" else FixedN(n)
-            s = simulate_latency(code, pol, inj, r)
-            sims[key] = (s.latency, s.masks[:e], float(np.mean(s.ok)))
-        return sims[key]
-
-    x = inputs(cfg.seed, e, k, cfg.width)
-    wls = {name: workload(name, cfg.width, cfg.seed) for name in cfg.workloads}
-    truths = {name: wl.truth(x) for name, wl in wls.items()}
-    cell = {name: cell_schemes(k, m, wl, smoothing) for name, wl in wls.items()}
-    # the workloads whose cell has each code (a Lagrange code is one workload's:
-    # its degree; the others serve every workload)
-    users: dict = {}
-    for name in cfg.workloads:
-        for sch in cell[name]:
-            if sch.code is not None and name not in users.setdefault(sch.code, []):
-                users[sch.code].append(name)
-    payloads: dict = {}
-
-    def payload(code, name):
-        key = (name, code.encoder_key)
-        if key not in payloads:
-            enc = _batched_encode(code)(jnp.asarray(x))
-            y = batched_worker(wls[name])(enc)
-            reps = -(-_WIDTH // y.shape[-1])
-            payloads[key] = jnp.concatenate([y] * reps, -1)[..., :_WIDTH]
-        return payloads[key]
-
-    joint: dict = {}
-
-    def errors(code, n, masks, name):
-        """The first workload that asks for (code, N) decodes the payloads of
-        every workload that has the same code at once."""
-        names = users[code]
-        if len(names) == 1:
-            return _decode_errors(code, payload(code, name), masks, order, truths[name])
-        if (code, n) not in joint:
-            errs = _joint_errors(
-                code,
-                [payload(code, w) for w in names],
-                masks,
-                order,
-                [truths[w] for w in names],
-            )
-            joint[(code, n)] = dict(zip(names, errs, strict=True))
-        return joint[(code, n)][name]
-
-    out = {}
-    for name in cfg.workloads:
-        wl, truth = wls[name], truths[name]
-        rows = []
-        target = uncoded = None
-        for sch in cell[name]:
-            t0 = time.perf_counter()
-            row = {"scheme": sch.name, "note": sch.note}
-            if sch.reason is not None:
-                rows.append({**row, "applies": False, "reason": sch.reason})
-                continue
-            ns = n_grid(cfg, sch, k)
-            tries = []
-            for n in ns:
-                if sch.policy == "first":
-                    lat, masks, okf = sim(sch.code, "first")
-                else:
-                    lat, masks, okf = sim(sch.code, "fixed", n)
-                if sch.name == "layerwise":
-                    val = layerwise_value(sch.code, wl, x, masks)
-                    err = max_rel_err(val, truth)
-                    lat = lat + (sch.rounds - 1) * shift
-                else:
-                    err = errors(sch.code, n, masks, name)
-                tries.append((n, lat, err, okf))
-                if target is None and sch.name == "uncoded":
-                    uncoded = percentile(err, 50)
-                    target = accuracy_target(err, cfg.error_factor)
-                if target is not None and percentile(err, 50) <= target:
-                    break  # the smallest N of the grid that meets the target
-            n, lat, err, okf = tries[-1]
-            med = percentile(err, 50)
-            row.update(
-                {
-                    "applies": True,
-                    "n": int(n) if sch.policy != "first" else None,
-                    "rounds": sch.rounds,
-                    "latency_ms": {q: 1e3 * percentile(lat, q) for q in (50, 99, 99.9)},
-                    "ok_fraction": okf,
-                    "error_median": med,
-                    "error_p99": percentile(err, 99),
-                    "meets_target": bool(med <= target),
-                    "tried": [
-                        {
-                            "n": int(t[0]),
-                            "p99_ms": 1e3 * percentile(t[1], 99),
-                            "error_median": percentile(t[2], 50),
-                        }
-                        for t in tries
-                    ],
-                    "seconds": time.perf_counter() - t0,
-                }
-            )
-            rows.append(row)
-        out[name] = {
-            "target": target,
-            "uncoded_error": uncoded,
-            "degree": wl.degree,
-            "layers": wl.num_layers,
-            "rows": rows,
+    def __init__(self, cfg: RegimesConfig, k: int, m: int, straggler: str,
+                 names=NAMES):  # fmt: skip
+        self.cfg, self.k, self.m = cfg, k, m
+        model = latency_model(straggler, m, cfg.seed)
+        self.inj = CachedPlan(Injector(latency=model, seed=cfg.seed))
+        self.shift = latency_shift(model)
+        self.x = inputs(cfg.seed, cfg.error_requests, k, cfg.width)
+        self.wls = {w: workload(w, cfg.width, cfg.seed) for w in cfg.workloads}
+        self.truths = {w: wl.truth(self.x) for w, wl in self.wls.items()}
+        smoothing = _nercc_cache(cfg, k, m)
+        self.search = {
+            w: cell_search(k, m, wl, smoothing, names) for w, wl in self.wls.items()
         }
-        if progress is not None:
-            progress()
-    return out
+        # the workloads whose cell has each code (a Lagrange code is one
+        # workload's: its degree; the others serve every workload)
+        self.users: dict = {}
+        for w in cfg.workloads:
+            for name, lays in self.search[w][0].items():
+                if name == "layerwise":  # decoded round by round (its own)
+                    continue
+                for lay in lays:
+                    names = self.users.setdefault(lay.code, [])
+                    if w not in names:
+                        names.append(w)
+        self._sims: dict = {}
+        self._payloads: dict = {}
+        self._decoded: dict = {}
+
+    def sim(self, lay: cj.Layout, n: int | None):
+        """(:class:`runkit.choice.LayoutLatency` of the layout at N = ``n``
+        (None: ``FirstDecodable``), the masks of the E decoded requests' groups
+        [E n_groups, M'])."""
+        code = lay.code
+        if n is None:
+            key = ("first", code, lay.groups, lay.scheme.service_scale)
+        else:
+            own = code.own_workers
+            own = None if own is None else np.asarray(own).tobytes()
+            alone = None if n >= code.threshold else code
+            key = ("fixed", lay.group_workers, lay.groups,
+                   lay.scheme.service_scale, n, own, alone)  # fmt: skip
+        if key not in self._sims:
+            pol = FirstDecodable() if n is None else FixedN(n)
+            s = simulate_layout(lay, pol, self.inj, self.cfg.num_requests,
+                                num_inputs=self.k, shift=self.shift)  # fmt: skip
+            e = self.cfg.error_requests * s.masks.shape[1]
+            self._sims[key] = (s, s.request_masks(e))
+        return self._sims[key]
+
+    def _order(self, lay: cj.Layout, rows: int) -> np.ndarray:
+        """int32 [rows, M']: each decoded group's workers by arrival."""
+        e, g, mp = self.cfg.error_requests, lay.groups, lay.group_workers
+        delays, _ = self.inj.plan(np.arange(self.cfg.num_requests), self.m)
+        cols = np.arange(rows // e)[:, None] + g * np.arange(mp)[None, :]
+        d = delays[:e][:, cols].reshape(rows, mp)
+        return np.argsort(d, axis=1, kind="stable").astype(np.int32)
+
+    def _payload(self, lay: cj.Layout, w: str):
+        """Workload w's answers to the E requests' groups [E n, M', _WIDTH]."""
+        code = lay.code
+        key = (w, code.encoder_key)
+        if key not in self._payloads:
+            x = self.x.reshape(-1, lay.group_inputs, self.x.shape[-1])
+            y = batched_worker(self.wls[w])(_batched_encode(code)(jnp.asarray(x)))
+            reps = -(-_WIDTH // y.shape[-1])
+            self._payloads[key] = jnp.concatenate([y] * reps, -1)[..., :_WIDTH]
+        return self._payloads[key]
+
+    def errors(self, lay: cj.Layout, n, masks: np.ndarray, w: str) -> np.ndarray:
+        """Relative error of each of the E requests (its K queries) decoded by
+        the layout's groups from ``masks`` [E n, M']; the first workload that
+        asks for (code, N) decodes every workload that has the code."""
+        code = lay.code
+        key = (code, n, masks.shape[0])
+        if key not in self._decoded:
+            names = self.users[code]
+            ys = [self._payload(lay, v) for v in names]
+            order = self._order(lay, masks.shape[0])
+            errs = _joint_errors(
+                code, ys, masks, order, [self.truths[v] for v in names]
+            )
+            self._decoded[key] = dict(zip(names, errs, strict=True))
+        return self._decoded[key][w]
+
+    def layerwise_errors(self, lay: cj.Layout, masks: np.ndarray, w: str):
+        """Layer-wise coding's request errors (K' = K: one group)."""
+        val = layerwise_value(lay.code, self.wls[w], self.x, masks)
+        return max_rel_err(val, self.truths[w])
 
 
 @functools.lru_cache(maxsize=16)

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 from runkit import fmt, write_summary
+from runkit.choice import ranked
 
 __all__ = ["format_report", "plot_maps", "winners"]
 
@@ -17,17 +18,20 @@ def _p99(row):
     return row["latency_ms"][99]
 
 
+def _meets(row) -> bool:
+    return bool(row["applies"] and row["meets_target"])
+
+
 def winners(summary: dict) -> list[dict]:
-    """One entry per cell: the scheme meeting the accuracy target with the lowest
-    p99, its ratio to the runner-up, and replication's p99 over the best coded
-    scheme's (> 1: coding is faster at equal workers and equal accuracy)."""
+    """One entry per cell: the shared rule's choice (:func:`runkit.choice.choose`:
+    the lowest per-query p99 among the rows meeting the accuracy target, then the
+    least work per query), its layout, its ratio to the runner-up, and
+    replication's p99 over the best coded scheme's (> 1: coding is faster at equal
+    workers and equal accuracy)."""
     out = []
     for cell in summary["cells"]:
         for wl, block in cell["workloads"].items():
-            ok = sorted(
-                (r for r in block["rows"] if r["applies"] and r["meets_target"]),
-                key=_p99,
-            )
+            ok = ranked(block["rows"], p99=_p99, meets=_meets)
             rep = next((r for r in ok if r["scheme"] == "replication"), None)
             coded = [r for r in ok if r["scheme"] not in _BASELINES]
             best = ok[0] if ok else None
@@ -39,7 +43,9 @@ def winners(summary: dict) -> list[dict]:
                     "M": cell["M"],
                     "ratio": cell["M"] / cell["K"],
                     "winner": best["scheme"] if best else None,
+                    "winner_layout": best.get("layout") if best else None,
                     "winner_n": best.get("n") if best else None,
+                    "winner_work": best.get("work_per_query") if best else None,
                     "winner_p99_ms": _p99(best) if best else math.nan,
                     "runner_up": ok[1]["scheme"] if len(ok) > 1 else None,
                     "margin": _p99(ok[1]) / _p99(best) if len(ok) > 1 else math.nan,
@@ -61,18 +67,22 @@ def _cell_table(cell, wl, block) -> list[str]:
     lines = [
         head,
         "",
-        "| scheme | N | p50 ms | p99 ms | p99.9 ms | error median | "
-        "error p99 | meets target | note |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| scheme | best layout | N | evals / worker | work / query | p50 ms | "
+        "p99 ms | p99.9 ms | request p99 ms | error median | error p99 | "
+        "meets target | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in block["rows"]:
         if not r["applies"]:
-            lines.append(f"| {r['scheme']} | | | | | | | | {r['reason']} |")
+            lines.append(f"| {r['scheme']} |" + " |" * 11 + f" {r['reason']} |")
             continue
         lt = r["latency_ms"]
         lines.append(
-            f"| {r['scheme']} | {r['n'] if r['n'] is not None else 'first'} | "
-            f"{lt[50]:.1f} | {lt[99]:.1f} | {lt[99.9]:.1f} | "
+            f"| {r['scheme']} | {r['layout']} | "
+            f"{r['n'] if r['n'] is not None else 'first'} | "
+            f"{r['service_scale']:g} | "
+            f"{r['work_per_query']:g} | {lt[50]:.1f} | {lt[99]:.1f} | "
+            f"{lt[99.9]:.1f} | {r['request_ms'][99]:.1f} | "
             f"{fmt(r['error_median'], '.2e')} | {fmt(r['error_p99'], '.2e')} | "
             f"{'yes' if r['meets_target'] else 'no'} | {r['note']} |"
         )
@@ -86,14 +96,24 @@ def format_report(summary: dict) -> str:
     lines = [
         "# Regime map: when coding beats replication at equal workers",
         "",
-        f"Simulator (`simulate_latency`, zero engine overhead), "
+        f"Simulator (`simulate_latency`, zero engine overhead, idle workers), "
         f"{cfg['num_requests']} requests per cell, the first "
         f"{cfg['error_requests']} decoded on real payloads (bf16 workers, float32 "
-        f"decoding, error relative to the float64 truth). Accuracy target: median "
-        f"error at most {cfg['error_factor']}x an uncoded bf16 worker's. Winner: the "
-        f"lowest p99 among the schemes meeting it (each at the smallest N of its "
-        f"grid that meets it); margin = runner-up p99 / winner p99; rep/coded = "
-        f"replication's p99 / the best coded scheme's (> 1: coding wins).",
+        f"decoding, error relative to the float64 truth). Each scheme is searched "
+        f"over its layouts (`runkit.choice`: its systematic variant, K' = K and "
+        f"K/2 queries per group, M' the most workers a group may have, G = M // M' "
+        f"groups serving the K queries together) and its N grid. Latency is per "
+        f"query (each query answered at its own worker's answer or at the decode "
+        f"that gives it; percentiles over every query; 'request p99' waits for the "
+        f"request's last query); evals / worker = the real evaluations of f a worker "
+        f"serves per request (its service scale: the circle code's complex query "
+        f"costs 2), work / query = M' x that / K'. Accuracy "
+        f"target: median error at most {cfg['error_factor']}x an uncoded bf16 "
+        f"worker's. Each scheme's row is its layout and N with the lowest p99 "
+        f"meeting the target (ties: less work per query); the winner is the "
+        f"lowest of those (`runkit.choice.choose`, the rule `theory.plan` uses); "
+        f"margin = runner-up p99 / winner p99; rep/coded = replication's p99 / "
+        f"the best coded scheme's (> 1: coding wins).",
         "",
     ]
     for wl in cfg["workloads"]:
@@ -102,14 +122,16 @@ def format_report(summary: dict) -> str:
             lines += [
                 f"### {wl}, {st}",
                 "",
-                "| K | M/K | M | winner (N) | p99 ms | margin | runner-up | "
-                "rep/coded |",
-                "|---|---|---|---|---|---|---|---|",
+                "| K | M/K | M | winner: layout (N) | work / query | p99 ms | "
+                "margin | runner-up | rep/coded |",
+                "|---|---|---|---|---|---|---|---|---|",
             ]
             for w in sel:
                 n = f" (N = {w['winner_n']})" if w["winner_n"] is not None else ""
+                lay = w.get("winner_layout") or w["winner"]
                 lines.append(
-                    f"| {w['K']} | {w['ratio']:g} | {w['M']} | {w['winner']}{n} | "
+                    f"| {w['K']} | {w['ratio']:g} | {w['M']} | {lay}{n} | "
+                    f"{fmt(w.get('winner_work'), 'g')} | "
                     f"{fmt(w['winner_p99_ms'], '.1f')} | {fmt(w['margin'], '.2f')} | "
                     f"{w['runner_up']} | {fmt(w['replication_over_coded'], '.2f')} |"
                 )
@@ -177,7 +199,7 @@ def plot_maps(summary: dict, out: Path) -> list[str]:
             _draw_grid(ax, ws, wl, st, cfg, colour, _margin_label, 0.6, (7, None))
             ax.set_xlabel("M / K")
             ax.set_ylabel("K")
-            ax.set_title(f"{wl}, {st}: lowest p99 at the target", fontsize=8)
+            ax.set_title(f"{wl}, {st}: lowest per-query p99 at the target", fontsize=8)
             fig.tight_layout()
             path = out / f"winners_{wl}_{st}.png"
             fig.savefig(path, dpi=110)
@@ -258,7 +280,8 @@ def _plot_overview(ws, cfg, colour, out: Path) -> str:
     handles = [plt.Rectangle((0, 0), 1, 1, color=c, alpha=0.7) for c in colour.values()]
     fig.legend(handles, list(colour), loc="lower center", ncol=len(colour), fontsize=7)
     fig.suptitle(
-        "Lowest p99 at the accuracy target (colour); replication's p99 over the "
+        "Lowest per-query p99 at the accuracy target over every layout (colour); "
+        "replication's p99 over the "
         "best coded scheme's (number)",
         fontsize=8,
     )

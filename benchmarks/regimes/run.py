@@ -34,8 +34,8 @@ from models.layerwise import layer_pipeline
 from runkit import percentile
 
 from .config import RegimesConfig, latency_model, latency_text
-from .pipeline import run_block
 from .report import winners, write_outputs
+from .search import run_block
 from .workloads import inputs, rounds, workload
 
 __all__ = ["CELLS", "headline", "master_overhead", "run_regimes", "spot_check"]
@@ -56,12 +56,13 @@ def headline(summary: dict) -> str:
     rep = [w for w in ws if w["winner"] == "replication"]
     lines = [
         f"{len(coded)} of {len(ws)} cells won by a coded scheme, {len(rep)} by "
-        "replication (lowest p99 at the accuracy target)."
+        "replication (lowest per-query p99 at the accuracy target)."
     ]
     best = sorted(coded, key=lambda w: -w["replication_over_coded"])[:3]
     for w in best:
         lines.append(
-            f"  {w['winner']} (N = {w['winner_n']}): {w['workload']}, "
+            f"  {w.get('winner_layout') or w['winner']} (N = {w['winner_n']}): "
+            f"{w['workload']}, "
             f"{w['straggler']}, K = {w['K']}, M/K = {w['ratio']:g}: replication's "
             f"p99 is {w['replication_over_coded']:.2f}x the coded scheme's"
         )

@@ -29,15 +29,19 @@ probability, it reports, for a uniformly random set of N responders:
 
 5. **Which scheme** (``--schemes all`` or a comma list of ``codedjax.SCHEME_NAMES``,
    with ``--latency``; see :mod:`theory.plan.schemes`): the schemes of
-   :func:`codedjax.catalogue` on the same M workers (ChebyLS at the N of section 1),
-   each at the smallest N at which its decoded error on ``--workload`` payloads
-   (``polynomial`` of degree d, or ``deep``, a ReLU network) meets the target with
-   probability 1 - failure, its p50/p99 from
+   :func:`codedjax.catalogue` with their systematic variants, each searched over
+   its layouts (``runkit.choice``, the rule the regime map shares: K' = K and K/2
+   queries per group of M' workers, G = M // M' groups) and N, each candidate's
+   decoded error on ``--workload`` payloads (``polynomial`` of degree d, or
+   ``deep``, a ReLU network) required to meet the target with probability
+   1 - failure, its per-query p50/p99 from
    :func:`codedjax.serving.simulate_latency` under the latency model (a circle
-   worker serves two real evaluations per request); the lowest p99 that meets the
-   target is the choice, the ranking gives each scheme's p99 as a multiple of the
-   choice's, and a scheme that cannot serve the workload gets a "does not apply"
-   row with the catalogue's reason (then D > M is allowed).
+   worker serves two real evaluations per request; ChebyLS on the whole cell at
+   the N of section 1); each scheme's row is its layout and N with the lowest
+   per-query p99 that meets the target (ties: the least work per query), the
+   lowest of those is the choice, the ranking gives each scheme's p99 as a
+   multiple of the choice's, and a scheme that cannot serve the workload gets a
+   "does not apply" row with the catalogue's reason (then D > M is allowed).
 6. **How many workers** (``--workers LO..HI`` with ``--schemes`` and ``--latency``,
    optionally ``--p99-target 30ms``; see :mod:`theory.plan.search`): for M = LO ..
    HI, each scheme's smallest M (and its N there) at which it meets the error
@@ -80,7 +84,7 @@ from .pipeline import PlanSummary as PlanSummary
 from .pipeline import plan as plan
 from .report import report as report
 from .report import write_outputs as write_outputs
-from .schemes import plan_schemes as plan_schemes
+from .schemes import plan_layouts as plan_layouts
 from .schemes import scheme_row as scheme_row
 from .schemes import scheme_table as scheme_table
 from .schemes import workload as workload

@@ -179,31 +179,37 @@ def _scheme_lines(summary: dict[str, Any]) -> list[str]:
         "",
         f"## Which scheme ({sc['workload']} workload, {cfg['latency']})",
         "",
-        f"Each scheme at the N it needs: decoded error at most {cfg['target_error']:g} "
-        f"with probability 1 - {cfg['failure']:g} (one-sided {cfg['confidence']:.0%} "
-        "upper bound), latency from codedjax.serving.simulate_latency "
-        f"({sc['requests']} requests, zero engine overhead; a circle worker "
-        "serves two real evaluations per request: its service_scale).",
+        f"Each scheme at its best layout and N (runkit.choice: its systematic "
+        f"variant, K' = K or K/2 queries per group of M' workers, G groups): the "
+        f"lowest per-query p99 whose decoded error is at most "
+        f"{cfg['target_error']:g} with probability 1 - {cfg['failure']:g} "
+        f"(one-sided {cfg['confidence']:.0%} upper bound; ties: the least work per "
+        "query); latency from codedjax.serving.simulate_latency "
+        f"({sc['requests']} requests, zero engine overhead, each query answered at "
+        "its own worker's answer or at the decode that gives it; 'request p99' "
+        "waits for a request's last query); evals / worker = the real evaluations "
+        "of f a worker serves per request (its service scale: a circle worker "
+        "serves two), work / query = M' x that / K'.",
         "",
-        "| scheme | N | workers | policy | p50 | p99 | median err | max err | "
-        "failures | upper | meets |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| scheme | layout | N | evals / worker | work / query | policy | p50 | "
+        "p99 | request p99 | median err | max err | failures | upper | meets |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in sc["rows"]:
         if r.get("p99") is None:
-            lines.append(f"| {r['scheme']} | {r['reason']} |" + " |" * 9)
+            lines.append(f"| {r['scheme']} | {r['reason']} |" + " |" * 12)
             continue
         lines.append(
-            f"| {r['scheme']} | {r['N']} | {r['workers']} | {r['policy']} | "
+            f"| {r['scheme']} | {r['layout']} | {r['N']} | {r['service_scale']:g} | "
+            f"{r['work_per_query']:.3g} | {r['policy']} | "
             f"{r['p50'] * 1e3:.2f} ms | {r['p99'] * 1e3:.2f} ms | "
+            f"{r['request_p99'] * 1e3:.2f} ms | "
             f"{_g(r['median_error'])} | {_g(r['max_error'])} | "
             f"{r['failures']}/{r['decodes']} | {_g(r['upper'])} | "
             f"{'yes' if r['meets'] else 'no'} |"
         )
-    lines += [
-        "",
-        f"**Scheme: {sc['choice'] or 'none meets the target'}**",
-        "",
-    ]
+    choice = sc["choice"]
+    what = f"{choice} ({sc['choice_layout']})" if choice else "none meets the target"
+    lines += ["", f"**Scheme: {what}**", ""]
     lines += [f"- {t}" for t in sc["ranking"]]
     return lines

@@ -1,30 +1,40 @@
-"""Which scheme, which N: the catalogue's schemes on one workload and latency model.
+"""Which scheme, which layout, which N: the catalogue's schemes on one workload
+and latency model.
 
 The schemes, whether each applies (or why not), their codes, wait policies and
 service times are :func:`codedjax.catalogue`'s for the workload (:func:`workload`),
-K and M. Each is served by :func:`codedjax.serving.simulate_latency` on the
-``--latency`` model (``scheme_requests`` requests; a worker doing
-``service_scale`` real evaluations per request, the circle code's two, takes the
-model's shift plus that many times the rest of its draw, the rule of
-:meth:`codedjax.serving.Injector.plan_one`), its decoded error measured on the
-responding sets the simulator reports, for payloads of the workload answered in
-the worker dtype. A scheme served at a tuned N runs at the smallest N (bisection)
-whose one-sided Clopper-Pearson upper bound of the failure rate is at most
-``failure``; ChebyLS at the N of the plan's ChebyLS table. The choice is the
-lowest p99 among the schemes that meet the target.
+K and M, with their systematic variants. Each is searched over its layouts as
+:func:`runkit.choice.cell_layouts` prunes them (the rule the regime map shares:
+K' = K and K/2 queries per group, M' the most workers a group may have, G = M // M'
+groups that serve the K queries together; replication, ParM at its smallest group
+size that fits, uncoded and layer-wise coding whole) and, per layout, every N from
+the fewest answers that answer every query (:func:`runkit.choice.full_answers`) to
+M' (a threshold code at its threshold, a first-decodable one at its first
+decodable moment). A candidate is served by
+:func:`codedjax.serving.simulate_latency` on the ``--latency`` model
+(``scheme_requests`` requests; each group on its own workers of the M, a worker
+doing ``service_scale`` real evaluations per request, the circle code's two,
+takes the model's shift plus that many times the rest of its draw:
+:func:`runkit.choice.simulate_layout`); its latency is per query (each query
+answered at its own worker's answer or at the decode that gives it), its decoded
+error measured on the responding sets the simulator reports, for requests of K
+queries of the workload answered in the worker dtype. A candidate meets the target
+when the one-sided Clopper-Pearson upper bound of its failure rate is at most
+``failure``; ChebyLS on the whole cell (K' = K, not systematic) runs at the N of
+the plan's ChebyLS table. Each scheme's row is its candidate with the lowest
+per-query p99 that meets the target (ties: the least work per query), found
+lazily in that order (:func:`runkit.choice.first_meeting`), and the choice is the
+lowest of those rows (:func:`runkit.choice.choose`: the regime map's rule).
 
-The plan's knobs and rules: the Chebyshev kind of ``--points``; NeRCC's smoothing
-tuned once per (K, M) on the workload; RepApprox with c = ``--replication``
-(default M // K) served only with c >= 2; equal resources: every scheme gets the M
-workers but uncoded (K) and ParM, served with the group size k that fills M = K +
-K/k. Workloads: ``polynomial``, f(x) = sum_{j=1..d} c_j x^j elementwise on x in
-[-1, 1]^4 (random c_j, no constant term: degree 1 is linear), and ``deep``, a
-random ReLU network 4 -> 16 -> 4.
+The plan's knobs: the Chebyshev kind of ``--points``; NeRCC's smoothing tuned once
+per (K, M) on the workload (used at every layout); RepApprox with c =
+``--replication`` (default M // K). Workloads: ``polynomial``, f(x) = sum_{j=1..d}
+c_j x^j elementwise on x in [-1, 1]^4 (random c_j, no constant term: degree 1 is
+linear), and ``deep``, a random ReLU network 4 -> 16 -> 4.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from typing import Any
@@ -35,12 +45,19 @@ import numpy as np
 
 import codedjax as cj
 from codedjax import serving
+from runkit.choice import (
+    cell_layouts,
+    first_meeting,
+    full_answers,
+    ranked,
+    simulate_layout,
+)
 from runkit.stats import max_rel_err, percentile
 
 from .config import PlanConfig, replication, selected, unit_roundoff
 from .tables import cp_upper
 
-__all__ = ["plan_schemes", "scheme_row", "scheme_table", "workload"]
+__all__ = ["plan_layouts", "scheme_row", "scheme_table", "workload"]
 
 _P = 4  # payload width
 _H = 16  # hidden width of the deep workload
@@ -92,55 +109,36 @@ def _nercc_smoothing(cfg: PlanConfig, wl: cj.Workload) -> tuple[float, float]:
     return (t.encoder_smoothing, t.decoder_smoothing)
 
 
-def plan_schemes(
+def plan_layouts(
     cfg: PlanConfig, wl: cj.Workload, names: tuple[str, ...]
-) -> dict[str, cj.Scheme]:
-    """The catalogue's entry for each of ``names`` at K = ``cfg.inputs``, M =
-    ``cfg.workers``, in its order, with the plan's knobs and rules (above)."""
+) -> tuple[dict[str, list[cj.Layout]], dict[str, str]]:
+    """The layouts searched for each of ``names`` at K = ``cfg.inputs``, M =
+    ``cfg.workers`` (:func:`runkit.choice.cell_layouts` with the plan's knobs), and
+    the catalogue's reason for each scheme without one; both in the catalogue's
+    order."""
     k, m = cfg.inputs, cfg.workers
     if k > m:
         why = f"does not apply: K = {k} inputs on M = {m} < K workers"
-        return {n: cj.Scheme(n, "", reason=why) for n in cj.SCHEME_NAMES if n in names}
-    tune = "nercc" in names and m >= 2
+        return {}, {n: why for n in cj.SCHEME_NAMES if n in names}
+    tune = "nercc" in names and m >= 2 and k >= 2
     smoothing = _nercc_smoothing(cfg, wl) if tune else (1e-4, 1e-3)
-    c = replication(cfg)
-    entries = cj.catalogue(
-        wl, k, m, worker_dtype=cfg.worker_dtype, names=names, replicas=max(c, 1),
-        nercc_smoothing=smoothing, kind=1 if cfg.points == "first" else 2,
-        seed=cfg.seed,
+    return cell_layouts(
+        wl, k, m, names, worker_dtype=cfg.worker_dtype,
+        replicas=max(replication(cfg), 1), nercc_smoothing=smoothing,
+        kind=1 if cfg.points == "first" else 2, seed=cfg.seed,
     )  # fmt: skip
-    out: dict[str, cj.Scheme] = {}
-    for s in entries:
-        if s.family == "parity":
-            if "parity" in out:
-                continue
-            group = [p for p in entries if p.family == "parity"]
-            fits = [p for p in group if p.applies and p.workers == m]
-            if fits:
-                s = fits[0]
-            elif s.applies:
-                used = ", ".join(str(p.workers) for p in group)
-                s = cj.Scheme("parity", "parity", reason=(
-                    f"does not apply: the group sizes that fit occupy K + K/k = "
-                    f"{used} workers, not M = {m} (equal resources)"
-                ))  # fmt: skip
-            out["parity"] = s
-            continue
-        if s.family == "repapprox" and s.applies and c < 2:
-            s = dataclasses.replace(
-                s, code=None, reason=f"does not apply: c = {c} < 2 replicas"
-            )
-        out[s.name] = s
-    return out
 
 
-def _errors(code, wl, cfg, masks, rng) -> np.ndarray:
-    """Relative decode error (per unit of max |f(X)|) of each mask's request, the
-    workers answering F in the worker dtype (a parity worker F_P = F; the circle
-    code's (real, imaginary) pairs, ``coded_shape`` (2,), F in complex arithmetic)."""
-    x = rng.uniform(-1.0, 1.0, (masks.shape[0], cfg.inputs, _P))
+def _errors(code, wl, cfg, masks, x) -> np.ndarray:
+    """Relative decode error (per unit of max |f(X)|) of each request x [B, K, P]
+    whose groups of K' queries answer with masks [B n, M'], the workers answering
+    F in the worker dtype (a parity worker F_P = F; the circle code's (real,
+    imaginary) pairs, ``coded_shape`` (2,), F in complex arithmetic); inf where a
+    group's decode is not ok."""
+    b = x.shape[0]
+    xg = x.reshape(masks.shape[0], -1, x.shape[-1])
     truth = wl.truth(x)
-    enc = np.asarray(jax.vmap(code.encode)(jnp.asarray(x, jnp.float32)), np.float64)
+    enc = np.asarray(jax.vmap(code.encode)(jnp.asarray(xg, jnp.float32)), np.float64)
     if tuple(code.coded_shape) == (2,):
         z = wl.truth(enc[:, :, 0] + 1j * enc[:, :, 1])
         ans = np.stack([z.real, z.imag], axis=2)
@@ -149,104 +147,109 @@ def _errors(code, wl, cfg, masks, rng) -> np.ndarray:
     y = jnp.asarray(ans, jnp.dtype(cfg.worker_dtype))
     r = jax.device_get(code.decode_batched(y, jnp.asarray(masks)))
     val = np.asarray(r.value, np.float64).reshape(truth.shape)
-    return np.where(np.asarray(r.ok), max_rel_err(val, truth), np.inf)
+    ok = np.asarray(r.ok).reshape(b, -1).all(axis=1)
+    return np.where(ok, max_rel_err(val, truth), np.inf)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Busier:
-    """An injector's draws for a worker doing ``scale`` real evaluations per
-    request: the latency model's shift once, ``scale`` times the rest of a draw
-    (what :func:`codedjax.serving.simulate_latency` asks of an injector: ``plan``)."""
-
-    base: serving.Injector
-    scale: float
-
-    def plan(self, request_ids, num_workers):
-        d, f = self.base.plan(request_ids, num_workers)
-        s = serving.latency_shift(self.base.latency)
-        return s + self.scale * (d - s), f
-
-
-def _candidates(cfg: PlanConfig, s: cj.Scheme, chebyls_n: int | None):
-    """The N to try, in order, and the policy for each (None: the policy as is)."""
-    if s.name == "chebyls":
+def _candidates(lay: cj.Layout, chebyls_n: int | None, whole: bool):
+    """The N to try on a layout, in order, and the policy for each."""
+    s = lay.scheme
+    if s.name == "chebyls" and whole:
         return [] if chebyls_n is None else [(chebyls_n, serving.FixedN(chebyls_n))]
     if s.policy == "first":
         return [(None, serving.FirstDecodable())]
     if s.policy == "threshold":
         return [(s.min_responses, serving.FixedN(s.min_responses))]
-    lo = max(s.min_responses, 1)
-    return [(n, serving.FixedN(n)) for n in range(lo, s.workers + 1)]
+    lo = max(s.min_responses, full_answers(lay.code))  # every query answered
+    return [(n, serving.FixedN(n)) for n in range(lo, lay.group_workers + 1)]
 
 
-def _evaluate(cfg, s, wl, injector, n, policy, ndec, rng, chebyls):
-    """Latency and decoded error of scheme ``s`` served with ``policy`` (N = n)."""
-    if s.service_scale != 1:
-        injector = _Busier(injector, float(s.service_scale))
-    sim = serving.simulate_latency(s.code, policy, injector, cfg.scheme_requests)
-    if s.name == "chebyls":  # the plan's own error model chose this N (section 1)
-        t = {r["N"]: r for r in chebyls["rows"]}[n]
-        upper, fails, ndec = t["upper"], t["failures"], t["trials"]
-        med, worst = t["median_error"], t["max_error"]
-    else:
-        err = _errors(s.code, wl, cfg, sim.masks[:ndec], rng)
-        fails = int(np.sum(~(err <= cfg.target_error)))
-        upper = cp_upper(fails, ndec, cfg.confidence)
-        med, worst = float(np.median(err)), float(np.max(err))
-    ok_rate = float(np.mean(sim.ok))
+def _simulate(cfg, lay, n, policy, injector, shift) -> dict[str, Any]:
+    """A candidate: the layout at N = n simulated, its per-query latency."""
+    sim = simulate_layout(lay, policy, injector, cfg.scheme_requests,
+                          num_inputs=cfg.inputs, shift=shift)  # fmt: skip
+    per_request = sim.query.reshape(sim.query.shape[0], -1).max(axis=1)
+    s = lay.scheme
     return {
-        "N": n if n is not None else int(np.median(sim.num_used)),
+        "layout": lay.name,
+        "variant": s.name,
+        "group_inputs": lay.group_inputs,
+        "group_workers": lay.group_workers,
+        "groups": lay.groups,
+        "idle": lay.idle,
+        "N": n if n is not None else int(np.median(sim.masks.sum(axis=-1))),
+        "first": n is None,
         "policy": repr(policy),
-        "workers": s.workers,
+        "workers": lay.group_workers,
+        "work_per_query": lay.work_per_query,
         "service_scale": s.service_scale,
-        "p50": percentile(sim.latency, 50),
-        "p99": percentile(sim.latency, 99),
-        "ok_rate": ok_rate,
-        "decodes": int(ndec),
-        "median_error": med,
-        "max_error": worst,
-        "failures": fails,
-        "upper": float(upper),
-        "meets": bool(upper <= cfg.failure and ok_rate >= 1 - cfg.failure),
+        "p50": sim.percentile(50),
+        "p99": sim.percentile(99),
+        "request_p99": percentile(per_request, 99),
+        "ok_rate": float(np.mean(sim.ok)),
+        "_sim": sim,
+        "_layout": lay,
     }
 
 
 def scheme_row(
-    cfg: PlanConfig, s: cj.Scheme, wl: cj.Workload, injector, chebyls: dict | None
+    cfg: PlanConfig,
+    name: str,
+    layouts: list[cj.Layout],
+    wl: cj.Workload,
+    injector,
+    chebyls: dict | None,
 ) -> dict[str, Any]:
-    """One scheme's row: N, policy, p50/p99 latency, error, whether it meets."""
-    row: dict[str, Any] = {"scheme": s.name, "applies": s.applies, "reason": s.reason}
-    if not s.applies:
-        return row
-    cands = _candidates(cfg, s, chebyls["chosen_N"] if chebyls else None)
-    if not cands:
-        row.update(applies=False, reason="does not meet the target at any N <= M")
-        return row
-    rng = np.random.default_rng(cfg.seed + 11)
+    """One scheme's row: its best layout and N (see the module docstring), its
+    per-query p50/p99, its error and whether it meets the target; ``tried``
+    lists the candidates judged."""
+    row: dict[str, Any] = {"scheme": name, "applies": True, "reason": None}
+    shift = serving.latency_shift(injector.latency)
+    k = cfg.inputs
     # enough decodes that zero failures can show a rate below the failure level
     need = 1.5 * -math.log(1.0 - cfg.confidence) / cfg.failure
     ndec = min(cfg.scheme_requests, max(200, math.ceil(need)))
+    x = np.random.default_rng(cfg.seed + 11).uniform(-1.0, 1.0, (ndec, k, _P))
+    cheb_n = chebyls["chosen_N"] if chebyls else None
+    streams = []
+    for lay in layouts:
+        whole = lay.group_inputs == k and lay.scheme.name == "chebyls"
+        streams.append([
+            functools.partial(_simulate, cfg, lay, n, pol, injector, shift)
+            for n, pol in _candidates(lay, cheb_n, whole)
+        ])  # fmt: skip
 
-    def run(i: int) -> dict[str, Any]:
-        n, policy = cands[i]
-        return _evaluate(cfg, s, wl, injector, n, policy, ndec, rng, chebyls)
+    def meets(c: dict) -> bool:
+        lay, sim = c["_layout"], c["_sim"]
+        if lay.scheme.name == "chebyls" and lay.group_inputs == k and chebyls:
+            t = {r["N"]: r for r in chebyls["rows"]}[c["N"]]  # the table's N
+            upper, fails, nd = t["upper"], t["failures"], t["trials"]
+            med, worst = t["median_error"], t["max_error"]
+        else:
+            ng = sim.masks.shape[1]
+            err = _errors(lay.code, wl, cfg, sim.request_masks(ndec * ng), x)
+            fails = int(np.sum(~(err <= cfg.target_error)))
+            upper, nd = cp_upper(fails, ndec, cfg.confidence), ndec
+            med, worst = float(np.median(err)), float(np.max(err))
+        c.update(decodes=int(nd), median_error=med, max_error=worst,
+                 failures=fails, upper=float(upper))  # fmt: skip
+        c["meets"] = bool(upper <= cfg.failure and c["ok_rate"] >= 1 - cfg.failure)
+        return c["meets"]
 
-    # bisection for the smallest N that meets (the failure rate falls with N)
-    lo, hi = 0, len(cands) - 1
-    best = run(hi)
-    if best["meets"]:
-        while lo < hi:
-            mid = (lo + hi) // 2
-            r = run(mid)
-            if r["meets"]:
-                best, hi = r, mid
-            else:
-                lo = mid + 1
-    row.update(best)
-    if cands[hi][0] is None:
-        row["N"] = f"median {row['N']} (first replica of every input)"
-    if not row["meets"] and len(cands) > 1:
-        row["reason"] = "does not meet the target at any N <= M"
+    best, tried = first_meeting(streams, meets)
+    if not tried:
+        row.update(applies=False, reason="does not meet the target at any N <= M")
+        return row
+    if best is None:  # the closest: fewest failures, then the lowest p99
+        best = min(tried, key=lambda c: (c["failures"], c["p99"]))
+        row["reason"] = "does not meet the target at any layout and N searched"
+    row.update({key: v for key, v in best.items() if not key.startswith("_")})
+    if best["first"]:
+        row["N"] = f"median {row['N']} (first decodable)"
+    row["tried"] = [
+        {"layout": c["layout"], "N": c["N"], "p99": c["p99"], "meets": c["meets"]}
+        for c in tried
+    ]
     return row
 
 
@@ -254,24 +257,31 @@ def scheme_table(cfg: PlanConfig, chebyls: dict | None) -> dict[str, Any]:
     """Every selected scheme's row, the choice and the ranking with reasons."""
     wl = workload(cfg)
     injector = serving.Injector(latency=cj.parse_latency(cfg.latency), seed=cfg.seed)
-    schemes = plan_schemes(cfg, wl, selected(cfg.schemes))
-    rows = [scheme_row(cfg, s, wl, injector, chebyls) for s in schemes.values()]
-    ok = sorted((r for r in rows if r.get("meets")), key=lambda r: r["p99"])
-    choice = ok[0]["scheme"] if ok else None
+    layouts, reasons = plan_layouts(cfg, wl, selected(cfg.schemes))
+    rows = []
+    for name in (n for n in cj.SCHEME_NAMES if n in layouts or n in reasons):
+        if name in layouts:
+            rows.append(scheme_row(cfg, name, layouts[name], wl, injector, chebyls))
+        else:
+            rows.append({"scheme": name, "applies": False, "reason": reasons[name]})
+    ok = ranked(rows)
+    choice = ok[0] if ok else None
     ranking = []
     for r in ok:
         ratio = r["p99"] / ok[0]["p99"]
         ranking.append(
-            f"{r['scheme']}: p99 {r['p99'] * 1e3:.3g} ms"
-            + ("" if r is ok[0] else f", {ratio:.3g}x {choice}'s at equal accuracy")
+            f"{r['scheme']}: {r['layout']}, N = {r['N']}, p99 {r['p99'] * 1e3:.3g} ms "
+            f"per query, work {r['work_per_query']:.3g} per query"
+            + ("" if r is choice else f", {ratio:.3g}x {choice['scheme']}'s")
         )
     for r in rows:
         if not r.get("meets"):
             text = r["reason"] or "misses the target"
             if r.get("p99") is not None:
                 text += (
-                    f" (at N = {r['N']}: {r['failures']} of {r['decodes']} decodes "
-                    f"over {cfg.target_error:g}, p99 {r['p99'] * 1e3:.3g} ms)"
+                    f" (closest: {r['layout']} at N = {r['N']}: {r['failures']} of "
+                    f"{r['decodes']} decodes over {cfg.target_error:g}, p99 "
+                    f"{r['p99'] * 1e3:.3g} ms)"
                 )
             ranking.append(f"{r['scheme']}: {text}")
     return {
@@ -279,6 +289,7 @@ def scheme_table(cfg: PlanConfig, chebyls: dict | None) -> dict[str, Any]:
         "requests": cfg.scheme_requests,
         "unit_roundoff": unit_roundoff(cfg.worker_dtype),
         "rows": rows,
-        "choice": choice,
+        "choice": choice["scheme"] if choice else None,
+        "choice_layout": choice["layout"] if choice else None,
         "ranking": ranking,
     }

@@ -2,11 +2,13 @@
 
 ``python -m theory.plan --workers LO..HI --schemes all --latency ... [--p99-target
 30ms]``. For M = LO, LO + 1, ..., HI, every scheme not yet placed is run as in
-:mod:`theory.plan.schemes` on M workers (its smallest N whose decoded error meets
-``--target-error`` with probability 1 - ``--failure``, its p50/p99 from
-:func:`codedjax.serving.simulate_latency` under ``--latency``; ChebyLS at the N of
-the plan's ChebyLS table for that M); a scheme is placed at the first M where it
-meets the error target and, when ``--p99-target`` is given, has a p99 at most that.
+:mod:`theory.plan.schemes` on M workers (its best layout and N, searched as
+``runkit.choice`` prunes them: the lowest per-query p99 among the candidates whose
+decoded error meets ``--target-error`` with probability 1 - ``--failure``, from
+:func:`codedjax.serving.simulate_latency` under ``--latency``; ChebyLS on the
+whole cell at the N of the plan's ChebyLS table for that M); a scheme is placed at
+the first M where it meets the error target and, when ``--p99-target`` is given,
+has a per-query p99 at most that.
 The choice is the scheme with the smallest M (ties: the lowest p99). A scheme that
 no M of the range serves keeps the reason of its last M ("does not apply: ...",
 "does not meet the target at any N <= M", or "p99 ... above the target").
@@ -23,7 +25,7 @@ import codedjax as cj
 from codedjax import serving
 
 from .config import PlanConfig, selected
-from .schemes import plan_schemes, scheme_row, workload
+from .schemes import plan_layouts, scheme_row, workload
 from .tables import chebyls_table
 
 __all__ = ["search_lines", "workers_search"]
@@ -58,8 +60,13 @@ def workers_search(cfg: PlanConfig) -> dict[str, Any]:
         cheb = None
         if poly and "chebyls" in todo and cm.num_coeffs <= m:
             cheb = chebyls_table(cm)
-        for s, scheme in plan_schemes(cm, wl, tuple(todo)).items():
-            row = {"M": m, "name": s, **scheme_row(cm, scheme, wl, injector, cheb)}
+        layouts, reasons = plan_layouts(cm, wl, tuple(todo))
+        for s in (n for n in todo if n in layouts or n in reasons):
+            if s in layouts:
+                got = scheme_row(cm, s, layouts[s], wl, injector, cheb)
+            else:
+                got = {"scheme": s, "applies": False, "reason": reasons[s]}
+            row = {"M": m, "name": s, **got}
             if row.get("p99") is not None and not row["meets"] and not row["reason"]:
                 row["reason"] = (
                     f"misses the error target at N = {row['N']} ({row['failures']} "
@@ -106,7 +113,10 @@ def workers_search(cfg: PlanConfig) -> dict[str, Any]:
     choice = placed[0]["scheme"] if placed else None
     ranking = []
     for r in placed:
-        text = f"{r['scheme']}: M = {r['M']}, N = {r['N']}, p99 {_ms(r['p99'])}"
+        text = (
+            f"{r['scheme']}: M = {r['M']}, N = {r['N']}, p99 {_ms(r['p99'])} per "
+            f"query ({r['layout']})"
+        )
         if r is not placed[0]:
             extra = r["M"] - placed[0]["M"]
             text += f" ({extra} more worker{'s' * (extra != 1)} than {choice})"
@@ -146,17 +156,18 @@ def search_lines(summary: dict[str, Any]) -> list[str]:
         f"Each scheme at the smallest M where its decoded error is at most "
         f"{cfg['target_error']:g} with probability 1 - {cfg['failure']:g}{target} "
         f"({cfg['worker_dtype']} workers, {se['requests']} simulated requests per "
-        "scheme and N).",
+        "layout and N; its best layout there, per-query latency).",
         "",
-        "| scheme | M | N | p50 | p99 | median err | failures | reason |",
-        "|---|---|---|---|---|---|---|---|",
+        "| scheme | M | layout | N | p50 | p99 | median err | failures | reason |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in se["rows"]:
         if r["M"] is None:
-            lines.append(f"| {r['scheme']} | none |  |  |  |  |  | {r['reason']} |")
+            lines.append(f"| {r['scheme']} | none |  |  |  |  |  |  | {r['reason']} |")
             continue
         lines.append(
-            f"| {r['scheme']} | {r['M']} | {r['N']} | {_ms(r['p50'])} | "
+            f"| {r['scheme']} | {r['M']} | {r['layout']} | {r['N']} | "
+            f"{_ms(r['p50'])} | "
             f"{_ms(r['p99'])} | {r['median_error']:.3g} | "
             f"{r['failures']}/{r['decodes']} |  |"
         )
