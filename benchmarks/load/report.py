@@ -88,9 +88,12 @@ def _map(summary: dict) -> list[str]:
         c = rows.get(t["best_coded"] or "")
         r = rows.get(t["best_replication"] or "")
         lr = cell["low_rate"]
+        none = f"none sustains the lowest rate ({cell['grid'][0]:.0f} q/s)"
+        cl = _layout(c) if t["coded_rate"] > 0 else none
+        rl = _layout(r) if t["replication_rate"] > 0 else none
         lines.append(
-            f"| {key} | {_layout(c)} | {_work(c)} | {t['coded_rate']:.0f} | "
-            f"{_layout(r)} | {_work(r)} | {t['replication_rate']:.0f} | "
+            f"| {key} | {cl} | {_work(c)} | {t['coded_rate']:.0f} | "
+            f"{rl} | {_work(r)} | {t['replication_rate']:.0f} | "
             f"{_f(t['ratio'], '.2f')} | {_f(lr['systematic_p50_ms'])} / "
             f"{_f(lr['uncoded_p50_ms'])} ms = {_f(lr['ratio'], '.2f')} |"
         )
@@ -181,9 +184,10 @@ def _checks(summary: dict) -> list[str]:
     cfg = summary["config"]
     lines = [
         f"Thread cluster against the simulator ({cfg['check_delay']}, M = "
-        f"{cfg['check_workers']}; one group of the layout at its rate over G; the "
-        f"simulator on the thread run's own arrival times, same dispatch and "
-        f"deadline):",
+        f"{cfg['check_workers']}; one group of the layout at its rate over G, which "
+        f"alone sees Poisson arrivals, burstier than its round-robin share in the "
+        f"layout; the simulator on the thread run's own arrival times, with the "
+        f"same dispatch, per-query answers and deadline):",
         "",
         "| layout | rate q/s | queries | threads p50 / p99 ms | simulator p50 / p99 "
         "ms | ratio p50 / p99 | load |",
