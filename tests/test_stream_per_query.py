@@ -354,14 +354,12 @@ def test_no_query_is_lost_with_dispatch_on_arrival_whatever_step_fails(
     "code",
     [
         cj.repapprox_code(num_inputs=K, num_workers=8, replication=1),
-        cj.circle_code(num_inputs=K, num_workers=8, degree=1, systematic=True),
     ],
-    ids=["repapprox", "circle-systematic"],
+    ids=["repapprox"],
 )
 def test_approximate_and_circle_codes_are_answered_as_simulated(code):
     """RepApprox decodes a query from its first answers (Berrut's fallback),
-    but not before the group is sent whole; the circle code's complex rows are
-    not its queries, so it is sent at the close whatever the dispatch."""
+    but not before the group is sent whole."""
     n, times = 30, poisson_arrivals(900.0, 30, seed=3)
     policy = FirstDecodable(deadline=0.02)
     server = Server(code, affine, backend=SimulatedCluster(injector=FAULTY),
