@@ -405,7 +405,7 @@ def simulate_load(
     evals = np.empty(g, np.int64)
     busy = np.empty(g)
     in_hand = np.empty((g, m), bool)
-    answer = np.empty((g, k)) if per_query else None
+    success = np.empty((g, m)) if per_query else None
     first = decodes_first(policy, code)
     need = decode_need(policy, code)
     queues = WorkerQueues((nsh, m), queueing=queueing)
@@ -424,12 +424,12 @@ def simulate_load(
         evals[js] = out.evaluations
         busy[js] = out.busy
         if per_query:
-            answer[js] = answer_times(code, own, out.success, out.decided, first,
-                                      sent[js], need)  # fmt: skip
+            success[js] = out.success
     used = in_hand.sum(axis=1)
     group = np.repeat(np.arange(g), size)
     slot = np.arange(len(a)) - np.repeat(starts, size)
-    if per_query:
+    if per_query:  # every group's answers at once, after the queues' loop
+        answer = answer_times(code, own, success, decided, first, sent, need)
         at = answer[group, slot]
         ok = np.isfinite(at)
         latency = np.where(ok, at, decided[group]) - a
