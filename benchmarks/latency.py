@@ -24,11 +24,21 @@ sees the same machine load, and reported as median and 99th percentile:
 
 The accuracy of each variant's decode is checked against the float64 result first.
 Records the device, like every benchmark here (runs unchanged on GPU/TPU).
+
+``--dispatch`` (default ``both``): JAX runs a CPU program on a thread of its own
+and the caller waits for it (``async``, JAX's default), or runs it on the calling
+thread (``sync``: ``jax.config.update("jax_cpu_enable_async_dispatch", False)``
+before the first computation; a serving runtime that waits for each request sets
+it). The hand-off costs tens of microseconds per program on a small machine, so
+both are measured, each in a fresh process (the setting is read once, when JAX
+starts its CPU client), on the same inputs, one after the other.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import multiprocessing
 import os
 import time
 
@@ -162,68 +172,103 @@ def measure(calls: int = 2000, seed: int = 0, case: tuple = CASES["headline"]) -
     return out
 
 
+RATIOS = (("public_over_jitted", "public / jitted"),
+          ("code_over_numpy", "code / numpy_f64"))  # fmt: skip
+DISPATCH = ("async", "sync")  # JAX's CPU dispatch modes (see the module docstring)
+
+
 @dataclasses.dataclass(frozen=True)
 class LatencyConfig:
-    """``calls`` interleaved calls per variant, the inputs drawn from ``seed``."""
+    """``calls`` interleaved calls per variant, the inputs drawn from ``seed``,
+    under the ``dispatch`` modes ("async", "sync" or "both")."""
 
     calls: int = 2000
     seed: int = 0
+    dispatch: str = "both"
 
     def __post_init__(self):
         runkit.check_fields("LatencyConfig", self, at_least={"calls": 1})
+        if self.dispatch not in DISPATCH + ("both",):
+            raise ValueError(
+                "LatencyConfig: dispatch must be 'async', 'sync' or 'both', got "
+                f"{self.dispatch!r}"
+            )
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return DISPATCH if self.dispatch == "both" else (self.dispatch,)
+
+
+def measure_cases(calls: int, seed: int, dispatch: str) -> dict:
+    """:func:`measure` of every case of :data:`CASES` under ``dispatch``; run in
+    a fresh process (the mode is fixed when JAX starts its CPU client)."""
+    jax.config.update("jax_cpu_enable_async_dispatch", dispatch == "async")
+    return {case_name(c): measure(calls, seed=seed, case=c) for c in CASES.values()}
+
+
+def _in_fresh_process(fn, *args):
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        return pool.submit(fn, *args).result()
 
 
 def main(argv=None) -> dict:
     """Command-line entry point; returns the measurements."""
     return runkit.main(
         LatencyConfig, _run, argv, prog="python -m benchmarks.latency",
-        description=__doc__.split("\n\n")[0], flags={"calls": "--calls"},
+        description=__doc__.split("\n\n")[0],
+        flags={"calls": "--calls",
+               "dispatch": ("--dispatch", {"choices": DISPATCH + ("both",)})},
         out="results/benchmarks_latency",
     )  # fmt: skip
 
 
 def _run(cfg: LatencyConfig, cmd: runkit.Invocation) -> dict:
     results = {
-        case_name(case): measure(cfg.calls, seed=cfg.seed, case=case)
-        for case in CASES.values()
+        mode: _in_fresh_process(measure_cases, cfg.calls, cfg.seed, mode)
+        for mode in cfg.modes
     }
     env = environment()
     runkit.write_summary(
-        os.path.join(cmd.out, "results.json"), {"cases": results, **env}
+        os.path.join(cmd.out, "results.json"), {"dispatch": results, **env}
     )
     lines = [
         "# Per-request latency",
         "",
         f"backend `{env['backend']}`, device `{env['device_kind']}`, jax "
         f"{env['jax_version']}, git `{env['git_revision']}`; {cfg.calls} interleaved "
-        "calls per variant.",
+        "calls per variant; each dispatch mode in a fresh process, same inputs.",
     ]
-    for case, res in results.items():
-        lines += [
-            "",
-            f"## {case}",
-            "",
-            *runkit.md_table(
-                ["variant", "median (us)", "p99 (us)", "max rel. err"],
-                [[name, f"{r['median_us']:.0f}", f"{r['p99_us']:.0f}",
-                  f"{r['max_err']:.1e}"]
-                 for name, r in res.items() if "median_us" in r],
-            ),
-        ]  # fmt: skip
-        for what in ("decode", "encode+decode"):
-            for ratio, label in (("public_over_jitted", "public / jitted"),
-                                 ("code_over_numpy", "code / numpy_f64")):  # fmt: skip
-                r = res[f"{what}/{ratio}"]
-                lines.append(
-                    f"\n{what}: {label} = {r['median']:.2f} (median), "
-                    f"{r['p99']:.2f} (p99)"
-                )
+    for case in results[cfg.modes[0]]:
+        lines += ["", f"## {case}", "", *_case_table(results, case, cfg.modes)]
+        for mode in cfg.modes:
+            res = results[mode][case]
+            for what in ("decode", "encode+decode"):
+                for ratio, label in RATIOS:
+                    r = res[f"{what}/{ratio}"]
+                    lines.append(
+                        f"\n{mode}, {what}: {label} = {r['median']:.2f} (median), "
+                        f"{r['p99']:.2f} (p99)"
+                    )
     text = "\n".join(lines) + "\n"
     with open(os.path.join(cmd.out, "report.md"), "w") as f:
         f.write(text)
     report_page(cmd, title="Speed on CPU: per request")
     print(text)
     return results
+
+
+def _case_table(results: dict, case: str, modes: tuple[str, ...]) -> list[str]:
+    """One row per variant: median and p99 (us) under each dispatch mode."""
+    first = results[modes[0]][case]
+    names = [n for n, r in first.items() if "median_us" in r]
+    head = ["variant"] + [f"{m} {q} (us)" for m in modes for q in ("median", "p99")]
+    rows = [
+        [n] + [f"{results[m][case][n][q]:.0f}" for m in modes
+               for q in ("median_us", "p99_us")] + [f"{first[n]['max_err']:.1e}"]
+        for n in names
+    ]  # fmt: skip
+    return runkit.md_table(head + ["max rel. err"], rows)
 
 
 if __name__ == "__main__":

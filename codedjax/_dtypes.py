@@ -140,7 +140,7 @@ def _uint(dt: jnp.dtype):
     return _UINT[dt.itemsize]
 
 
-def _magnitude_bits(x: jax.Array) -> jax.Array:
+def magnitude_bits(x: jax.Array) -> jax.Array:
     """The bits of |x| as an unsigned integer (ordered as |x| is, NaN aside)."""
     ut = _uint(x.dtype)
     mask = np.array((1 << (8 * x.dtype.itemsize - 1)) - 1).astype(ut)
@@ -162,7 +162,7 @@ def float_parts(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     bits = jax.lax.bitcast_convert_type(x, ut)
     w = 8 * dt.itemsize
     neg = (bits >> np.array(w - 1).astype(ut)) != np.array(0).astype(ut)
-    mag = _magnitude_bits(x)
+    mag = magnitude_bits(x)
     field = (mag >> np.array(nm).astype(ut)).astype(jnp.int32)
     frac = (mag & np.array((1 << nm) - 1).astype(ut)).astype(it)
     hidden = np.array(1 << nm).astype(it)
@@ -216,11 +216,41 @@ def ldexp_exact(
     k = jnp.asarray(k, jnp.int32)
     k = k.reshape((1,) * (jnp.ndim(x) - k.ndim) + k.shape)  # (leading axes added)
     if not (subnormal_in or subnormal_out):  # a plain product: exact where normal
-        src = jnp.dtype(x.dtype)
-        wide = src if src.itemsize > out.itemsize else out
-        p1, p2 = pow2_pair(k, wide)
-        return (x.astype(wide) * p1 * p2).astype(out)
+        return _plain_ldexp(x, k, out)
     return _ldexp(x, k, out, round_up, subnormal_in, subnormal_out)
+
+
+# arrays of at least this many entries take the plain product where it is exact
+# (see _ldexp); below it the bit-level path alone is cheaper to compile and to run
+_PLAIN_FIRST = 1024
+
+
+def _plain_ldexp(x, k, out):
+    """x * 2**k in ``out``: exact where operand and result are normal."""
+    src = jnp.dtype(x.dtype)
+    wide = src if src.itemsize > out.itemsize else out
+    p1, p2 = pow2_pair(k, wide)
+    return (x.astype(wide) * p1 * p2).astype(out)
+
+
+def _plain_is_exact(x, k, out, subnormal_in, subnormal_out):
+    """Whether :func:`_plain_ldexp` is the bit-level result (bool scalar): no
+    subnormal operand (where they may come) and no nonzero operand's result below
+    the normal range (where results may be subnormal): the smallest nonzero
+    finite operand of each entry of k, over the axes k is broadcast along."""
+    src = jnp.dtype(x.dtype)
+    fine = jnp.asarray(True)
+    if subnormal_in:  # zero is fine
+        mag = magnitude_bits(x)
+        tiny_bits = np.array(1 << int(jnp.finfo(src).nmant)).astype(_uint(src))
+        fine = ~jnp.any((mag < tiny_bits) & (mag != np.array(0).astype(_uint(src))))
+    if subnormal_out:  # (NaN and inf pass: the plain product keeps them too)
+        axes = tuple(i for i, n in enumerate(k.shape) if n == 1 and x.shape[i] > 1)
+        nz = (x != 0) & jnp.isfinite(x)
+        least = jnp.where(nz, jnp.abs(x), np.array(np.inf).astype(src))
+        least = jnp.min(least, axis=axes, keepdims=True)
+        fine = fine & ~jnp.any(_plain_ldexp(least, k, out) < jnp.finfo(out).tiny)
+    return fine
 
 
 def _etiny(dt: jnp.dtype) -> int:
@@ -231,6 +261,21 @@ def _etiny(dt: jnp.dtype) -> int:
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4, 5))
 def _ldexp(x, k, out, round_up, subnormal_in, subnormal_out):
+    # On a large array the bit-level path runs only when a subnormal operand or
+    # result is present (lax.cond runs one branch): from about a thousand entries
+    # its elementwise work is costly enough that XLA's CPU backend splits it over
+    # threads, which costs more than the work; elsewhere the plain product is its
+    # result. A small array (error bounds, scales) keeps the one path.
+    if x.size < _PLAIN_FIRST:
+        return _ldexp_bits(x, k, out, round_up, subnormal_in, subnormal_out)
+    return jax.lax.cond(
+        _plain_is_exact(x, k, out, subnormal_in, subnormal_out),
+        lambda: _plain_ldexp(x, k, out),
+        lambda: _ldexp_bits(x, k, out, round_up, subnormal_in, subnormal_out),
+    )
+
+
+def _ldexp_bits(x, k, out, round_up, subnormal_in, subnormal_out):
     lax = jax.lax
     src = jnp.dtype(x.dtype)
     # the work runs in the wider of the two dtypes (x's significand is exact there)
@@ -297,7 +342,7 @@ def _cast_exact(x, dtype):
 def nonzero(x: jax.Array) -> jax.Array:
     """x != 0, from the bits (a subnormal x compares equal to 0 where XLA flushes
     it)."""
-    return _magnitude_bits(x) != np.array(0).astype(_uint(jnp.dtype(x.dtype)))
+    return magnitude_bits(x) != np.array(0).astype(_uint(jnp.dtype(x.dtype)))
 
 
 def hypot_exact(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -308,7 +353,7 @@ def hypot_exact(a: jax.Array, b: jax.Array) -> jax.Array:
     power of two of the larger (exactly, through the bits), combined, and scaled
     back, rounded up.
     """
-    big = jnp.where(_magnitude_bits(a) >= _magnitude_bits(b), a, b)  # (bits)
+    big = jnp.where(magnitude_bits(a) >= magnitude_bits(b), a, b)  # (bits)
     e = max_exponent(big[..., None], axis=-1)
     sa = ldexp_exact(a, -e, subnormal_out=False)
     sb = ldexp_exact(b, -e, subnormal_out=False)
@@ -335,7 +380,7 @@ def max_exponent(
     fi = jnp.finfo(dt)
     nm, w = int(fi.nmant), 8 * dt.itemsize
     ut = _uint(dt)
-    mag = _magnitude_bits(x)
+    mag = magnitude_bits(x)
     inf_bits = np.array((2 ** (w - 1 - nm) - 1) << nm).astype(ut)
     ok = mag < inf_bits if where is None else (mag < inf_bits) & where
     zero = np.array(0).astype(ut)

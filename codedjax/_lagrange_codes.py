@@ -21,7 +21,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from ._argchecks import check_floating, check_int, check_worker_dtype, errors_named
-from ._chebyshev import systematic_points_f64
+from ._chebyshev import points_f64, systematic_points_f64
 from ._code import Answers, Code, acc_of
 from ._code_checks import (
     check_answer_fields,
@@ -36,7 +36,8 @@ from ._lagrange_kernels import (
     chebyls_decode_batched_unchecked,
     chebyls_decode_unchecked,
     chebyls_decoding_matrix_unchecked,
-    lagrange_encode_unchecked,
+    encode_with_matrix,
+    encoding_matrix_constant,
     recovery_threshold,
     spread_order_unchecked,
     threshold_decode_unchecked,
@@ -171,7 +172,13 @@ class LagrangeCode(Code):
     # the kernels' unchecked entries, so nothing is checked twice.
     def _encode(self, x):
         acc = acc_of(x)
-        return lagrange_encode_unchecked(x, self.beta(acc), self.alpha(acc), acc)
+        return encode_with_matrix(x, self._encoding_matrix(acc), acc)
+
+    def _encoding_matrix(self, acc) -> np.ndarray:
+        """The M x K encoding matrix in ``acc``, made once per dtype for the codes
+        of this :attr:`encoder_key` (a constant of the encode program)."""
+        k, m = self.num_inputs, self.num_workers
+        return _encoding_matrix(k, m, self.kind, self.systematic, jnp.dtype(acc))
 
     def _chebyls_matrix(self, mask, dtype):
         acc = accumulation_dtype(dtype)
@@ -523,6 +530,15 @@ class RobustCode(LagrangeCode):
 @functools.partial(jax.jit, static_argnums=0)
 def _decode_points_jit(code, y, mask, noise_sd, alpha, beta):
     return code._decode(y, mask, noise_sd=noise_sd, points=(alpha, beta))
+
+
+@functools.lru_cache(maxsize=64)
+def _encoding_matrix(k: int, m: int, kind: int, systematic: bool, acc) -> np.ndarray:
+    """The encoding matrix of the Lagrange codes on these points in ``acc`` (its
+    points rounded to ``acc`` first, as the decoders see them)."""
+    alpha = systematic_points_f64(k, m, kind)[0] if systematic else points_f64(m, kind)
+    beta = points_f64(k, 1)
+    return encoding_matrix_constant(beta.astype(acc), alpha.astype(acc), acc)
 
 
 @functools.lru_cache(maxsize=64)

@@ -840,6 +840,32 @@ def lagrange_encode_unchecked(x, beta, alpha, acc):
     return _lagrange_encode(x, beta, alpha, acc=acc)
 
 
+def encoding_matrix_constant(beta, alpha, acc) -> np.ndarray:
+    """The M x K Lagrange encoding matrix of fixed points (a code's) in ``acc``:
+    the second barycentric form of :func:`lagrange_encode`, evaluated on the host
+    in float64 (each entry rounded once to ``acc``). A constant of the code's
+    encode program, which then runs the product alone (:func:`encode_with_matrix`).
+    """
+    nodes, z = np.asarray(beta, np.float64), np.asarray(alpha, np.float64)
+    k = nodes.size
+    diff = nodes[:, None] - nodes[None, :] + np.eye(k)
+    logw = -np.sum(np.log(np.abs(diff)), axis=1)
+    w = np.prod(np.sign(diff), axis=1) * np.exp(logw - logw.max())
+    dz = z[:, None] - nodes[None, :]
+    hit = dz == 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = w[None, :] / np.where(hit, 1.0, dz)
+        basis = t / t.sum(axis=1, keepdims=True)
+    basis = np.where(hit.any(axis=1, keepdims=True), hit.astype(np.float64), basis)
+    return basis.astype(acc)
+
+
+def encode_with_matrix(x, e, acc):
+    """:func:`lagrange_encode` of checked inputs x [K, ...] by the encoding matrix
+    ``e`` [M, K] in ``acc`` (:func:`encoding_matrix_constant`)."""
+    return apply_decoding(jnp.asarray(e), x.astype(acc), acc, zero_nonfinite=False)
+
+
 def chebyls_decode_unchecked(y, mask, alpha, beta, num_coeffs, acc):
     """:func:`chebyls_decode` of checked answers y [M, ...] and mask [M]."""
     return _chebyls_decode(y, mask, alpha, beta, num_coeffs=num_coeffs, acc=acc)

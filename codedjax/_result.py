@@ -19,8 +19,15 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from ._dtypes import cast_exact, ldexp_exact, matmul_precision, max_exponent
+from ._dtypes import (
+    cast_exact,
+    ldexp_exact,
+    magnitude_bits,
+    matmul_precision,
+    max_exponent,
+)
 from ._errors import predicted_error_of
 
 
@@ -165,23 +172,30 @@ def apply_decoding(
     flat = y.reshape(lead + (m, math.prod(trailing)))  # in the answers' dtype
     if scaled is not None:
         scaled, e = scaled
-    elif zero_nonfinite:
-        if rows is None:  # the rows A reads
-            rows = jnp.any(a != 0, axis=-2)  # [M] or [B, M]
-            if a.ndim == 3 and not per_mask:  # one payload for every mask
-                rows = jnp.any(rows, axis=0)
-        scaled, e = scale_columns(flat, rows, acc)
-    else:  # (an encoder: every row, non-finite entries propagate)
-        e = max_exponent(flat, jnp.isfinite(flat), axis=-2, keepdims=True)
-        scaled = ldexp_exact(flat, -e, acc, subnormal_out=False)
-    prec = matmul_precision()
-    if a.ndim == 2:
-        out = jnp.matmul(a, scaled, precision=prec)
-    elif per_mask:
-        out = jnp.einsum("bkm,bmf->bkf", a, scaled, precision=prec)
+        out = ldexp_exact(_product(a, scaled, per_mask), e, acc, subnormal_in=False)
     else:
-        out = jnp.einsum("bkm,mf->bkf", a, scaled, precision=prec)
-    out = ldexp_exact(out, e, acc, subnormal_in=False)
+        if not zero_nonfinite:  # (an encoder: every row, non-finite entries stay)
+            ok = jnp.isfinite(flat)
+        else:
+            if rows is None:  # the rows A reads
+                rows = jnp.any(a != 0, axis=-2)  # [M] or [B, M]
+                if a.ndim == 3 and not per_mask:  # one payload for every mask
+                    rows = jnp.any(rows, axis=0)
+            ok = jnp.isfinite(flat) & rows[..., :, None]
+        e = max_exponent(flat, ok, axis=-2, keepdims=True)
+
+        def direct():
+            y = flat.astype(acc)
+            return _product(a, jnp.where(ok, y, 0) if zero_nonfinite else y, per_mask)
+
+        def by_scaling():
+            if zero_nonfinite:
+                s = jnp.where(ok, ldexp_exact(flat, -e, acc, subnormal_out=False), 0)
+            else:
+                s = ldexp_exact(flat, -e, acc, subnormal_out=False)
+            return ldexp_exact(_product(a, s, per_mask), e, acc, subnormal_in=False)
+
+        out = jax.lax.cond(_unscaled_is_exact(flat, e), direct, by_scaling)
     if hit is not None:
         if per_mask:
             copied = jnp.take_along_axis(flat, hit_idx[..., None], axis=-2)
@@ -192,6 +206,33 @@ def apply_decoding(
             copied = jnp.where(jnp.isfinite(copied), copied, jnp.zeros((), acc))
         out = jnp.where(hit[..., None], copied, out)
     return out.reshape(out.shape[:-1] + trailing)
+
+
+def _product(a, y, per_mask):
+    """A @ y for one matrix [K, M] or a batch [B, K, M] (y [B, M, F] per mask)."""
+    prec = matmul_precision()
+    if a.ndim == 2:
+        return jnp.matmul(a, y, precision=prec)
+    if per_mask:
+        return jnp.einsum("bkm,bmf->bkf", a, y, precision=prec)
+    return jnp.einsum("bkm,mf->bkf", a, y, precision=prec)
+
+
+# the payload needs no scaling when each column's largest answer lies in
+# [2^-_SAFE, 2^_SAFE) and no answer is subnormal (see apply_decoding)
+_SAFE = 60
+
+
+def _unscaled_is_exact(flat, e):
+    """Whether A @ y unscaled is the scaled product (bool scalar): no subnormal
+    payload entry (XLA would flush it) and every column's exponent ``e`` within
+    +-_SAFE, so that neither the product nor its sums leave the normal range."""
+    mag = magnitude_bits(flat)
+    ut = mag.dtype
+    tiny = np.array(1 << int(jnp.finfo(flat.dtype).nmant)).astype(ut)
+    zero = np.array(0).astype(ut)
+    subnormal = jnp.any((mag < tiny) & (mag != zero))
+    return ~subnormal & (jnp.max(jnp.abs(e)) <= _SAFE)
 
 
 def predicted_error(

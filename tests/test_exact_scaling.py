@@ -124,3 +124,48 @@ def test_exact_pow2_in_a_jitted_program_is_exact():
     np.testing.assert_array_equal(
         np.asarray(got, np.float64), 1.5 * np.ldexp(1.0, np.arange(-126, 128))
     )
+
+
+def _ldexp_payloads(rng, rows):
+    """(name, x float32 [rows, 8], k int32 [1, 8]): payloads whose operands and
+    results are all normal (on a large array ``ldexp_exact`` takes the plain
+    product), and ones with a subnormal operand or result (its bit-level path);
+    zeros, inf and NaN in all."""
+    shape = (rows, 8)
+    x = rng.standard_normal(shape) * np.ldexp(1.0, rng.integers(-20, 20, shape))
+    x[0, 0], x[1, 1], x[2, 2] = 0.0, np.inf, np.nan
+    k = rng.integers(-30, 30, (1, 8))
+    tiny_in = x.copy()
+    tiny_in[3, 3] = np.ldexp(1.0, -140)  # a subnormal float32 operand
+    tiny_out = k.copy()
+    tiny_out[0, 5] = -120  # results of column 5 fall below the normal range
+    return [
+        ("normal", x, k),
+        ("subnormal in", tiny_in, k),
+        ("subnormal out", x, tiny_out),
+    ]
+
+
+@pytest.mark.parametrize("rows", [16, 256])  # below and above _PLAIN_FIRST entries
+@pytest.mark.parametrize("flags", [(True, True), (True, False), (False, True)])
+def test_ldexp_exact_is_numpy_ldexp_rounded_once_on_both_paths(flags, rows):
+    # the reference: float64 ldexp (exact), rounded once to float32 by numpy, which
+    # keeps subnormal numbers; a path a flag turns off is checked where it applies
+    sub_in, sub_out = flags
+    f = jax.jit(
+        lambda x, k: _dtypes.ldexp_exact(
+            x, k, jnp.float32, subnormal_in=sub_in, subnormal_out=sub_out
+        )
+    )
+    tiny = np.finfo(np.float32).tiny
+    assert 16 * 8 < _dtypes._PLAIN_FIRST <= 256 * 8
+    for name, x, k in _ldexp_payloads(np.random.default_rng(0), rows):
+        x32 = x.astype(np.float32)
+        if not sub_in and np.any((x32 != 0) & (np.abs(x32) < tiny)):
+            continue  # (the caller promises no subnormal operand)
+        want = np.ldexp(x32.astype(np.float64), k).astype(np.float32)
+        got = np.asarray(f(jnp.asarray(x32), jnp.asarray(k, jnp.int32)))
+        check = np.ones(want.shape, bool)
+        if not sub_out:  # results below the normal range may be flushed to zero
+            check = ~((want != 0) & (np.abs(want) < tiny))
+        np.testing.assert_array_equal(got[check], want[check], err_msg=name)

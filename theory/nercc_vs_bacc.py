@@ -18,9 +18,11 @@ cell (model, M, S):
   ratio NeRCC / BACC and a paired bootstrap 95% interval (test patterns and test
   input sets resampled).
 
-NeRCC (Moradi and Maddah-Ali, arXiv:2402.04377) reports up to 23% lower MSE
-than BACC on LeNet5, RepVGG and ViT; the report says in which cells of this synthetic
-setting that holds (ratio <= 0.77), where NeRCC is merely better, and where it is not.
+NeRCC's abstract (Moradi and Maddah-Ali, arXiv:2402.04377) reports "outperforming the
+state-of-the-art by up to 23%" on LeNet5, RepVGG and ViT, naming no metric; read as
+MSE against BACC, that is a ratio of 0.77, and the report says in which cells of this
+synthetic setting that reading holds, where NeRCC is merely better, and where it is
+not.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import numpy as np
 import codedjax as cj
 import runkit
 
-PAPER_RATIO = 0.77  # "up to 23% lower MSE than BACC"
+PAPER_RATIO = 0.77  # "up to 23%" (the abstract's words), read as MSE / BACC's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,7 +271,8 @@ def format_table(summary: dict) -> str:
     )) + [""]  # fmt: skip
     for model, v in summary["verdict"].items():
         lines.append(
-            f"- {model}: {v['cells']} cells; ratio <= {PAPER_RATIO} (the paper's 23%) "
+            f"- {model}: {v['cells']} cells; ratio <= {PAPER_RATIO} (the abstract's "
+            "23%, read as MSE) "
             f"in {v['paper_claim_holds']}; NeRCC significantly better in "
             f"{v['nercc_better_significant']}, tie in {v['tie']}, BACC significantly "
             f"better in {v['bacc_better_significant']}; median ratio "
@@ -306,8 +309,9 @@ def plot(summary: dict, path: str) -> None:
             )
         ax.axhline(1.0, color="k", lw=0.8)
         ax.axhline(
-            PAPER_RATIO, color="tab:red", ls="--", lw=0.8, label="paper: 23% lower"
-        )
+            PAPER_RATIO, color="tab:red", ls="--", lw=0.8,
+            label="abstract's 23%, as MSE",
+        )  # fmt: skip
         ax.set_xlabel("S / M (fraction of stragglers)")
         ax.set_ylabel("MSE NeRCC (tuned) / MSE BACC")
         ax.set_title(
@@ -332,8 +336,9 @@ def write_outputs(summary: dict, out: str) -> str:
         f"patterns; tested on {cfg['test_groups']} x K fresh inputs and "
         f"{cfg['test_masks']} fresh patterns shared by all schemes. MSE of the "
         "decoded outputs against the uncoded outputs; ratio < 1 favours NeRCC. "
-        "The published claim is up to 23% lower MSE (ratio 0.77) on LeNet5, "
-        "RepVGG and ViT.\n\n" + table + "\n\n![ratios](ratios.png)\n",
+        "The abstract claims \"outperforming the state-of-the-art by up to 23%\" "
+        "on LeNet5, RepVGG and ViT, with no metric; read as MSE, a ratio of "
+        "0.77.\n\n" + table + "\n\n![ratios](ratios.png)\n",
     )  # fmt: skip
     plot(summary, os.path.join(out, "ratios.png"))
     return table
