@@ -142,7 +142,12 @@ def apply_decoding(
     subnormal numbers included (:func:`codedjax._dtypes.ldexp_exact` reads and
     writes them through their bits, where XLA would flush them to zero): a
     payload in or near the subnormal range decodes as accurately as any other,
-    to the spacing of the subnormal numbers. Rows flagged ``hit`` (an evaluation
+    to the spacing of the subnormal numbers. Where no used answer is subnormal and
+    every column's largest lies in [2^-60, 2^61), scaling changes nothing (a power
+    of two commutes with every rounding while the numbers stay normal), and the
+    product runs on the answers as they are: a ``lax.cond`` picks that branch at
+    run time (a product below the normal range may then be flushed, within the
+    error model's absolute floor). Rows flagged ``hit`` (an evaluation
     point equal to a node) are copied from that node's response, bit for bit.
     Matrix products use :func:`codedjax._dtypes.matmul_precision`.
 
