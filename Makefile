@@ -65,7 +65,7 @@ results: $(STAMP) results-make-run
 		--results-page $(PAGES)/benchmarks.md
 	OPENBLAS_NUM_THREADS=1 $(PY) -m benchmarks.decode --out $(OUT)/bench_decode \
 		--results-page $(PAGES)/decode.md
-	$(PY) -m benchmarks.latency --out $(OUT)/bench_latency \
+	OPENBLAS_NUM_THREADS=1 $(PY) -m benchmarks.latency --out $(OUT)/bench_latency \
 		--results-page $(PAGES)/latency.md
 	$(PY) -m benchmarks.systematic --out $(OUT)/systematic \
 		--results-page $(PAGES)/systematic.md
@@ -93,7 +93,7 @@ results-quick: $(STAMP) results-make-run
 		--results-page $(PAGES)/benchmarks.md
 	OPENBLAS_NUM_THREADS=1 $(PY) -m benchmarks.decode --out $(OUT)/bench_decode \
 		--results-page $(PAGES)/decode.md
-	$(PY) -m benchmarks.latency --calls 200 --out $(OUT)/bench_latency \
+	OPENBLAS_NUM_THREADS=1 $(PY) -m benchmarks.latency --calls 200 --out $(OUT)/bench_latency \
 		--results-page $(PAGES)/latency.md
 	$(PY) -m benchmarks.systematic --quick --out $(OUT)/systematic \
 		--results-page $(PAGES)/systematic.md

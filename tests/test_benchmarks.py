@@ -160,3 +160,21 @@ def test_profile_stages_are_the_kernels_named_scopes():
         + 26 * m * d + 32 * m * d + 16 * d * d + 2 * m * f + 2 * k * m * f
     )  # fmt: skip
     assert sum(per_stage.values()) == whole
+
+
+def test_latency_dispatch_modes_and_their_table():
+    from benchmarks.latency import LatencyConfig, _case_table
+
+    assert LatencyConfig().modes == ("async", "sync")
+    assert LatencyConfig(dispatch="sync").modes == ("sync",)
+    with pytest.raises(ValueError, match="LatencyConfig: dispatch must be"):
+        LatencyConfig(dispatch="eager")
+    # one row per variant, each mode's median and p99 side by side
+    res = {
+        m: {"case": {"decode/code": {"median_us": v, "p99_us": 2 * v, "max_err": 1e-7},
+                     "decode/code_over_numpy": {"median": 1.0, "p99": 1.0}}}
+        for m, v in (("async", 100.0), ("sync", 60.0))
+    }  # fmt: skip
+    lines = _case_table(res, "case", ("async", "sync"))
+    assert "async median (us)" in lines[0] and "sync p99 (us)" in lines[0]
+    assert lines[2] == "| decode/code | 100 | 200 | 60 | 120 | 1.0e-07 |"

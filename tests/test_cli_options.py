@@ -274,6 +274,7 @@ CONFIG_VALUES = [
     ("benchmarks.load.__main__", ["--workers", "10,1"], "--workers"),
     ("benchmarks.regimes.__main__", ["--workloads", "nosuch"], "--workloads"),
     ("benchmarks.regimes.__main__", ["--ratios", "0.5"], "--ratios"),
+    ("benchmarks.latency", ["--dispatch", "eager"], "--dispatch"),
     ("benchmarks.regimes.__main__", ["--k", "1"], "--k"),
     ("benchmarks.serving.__main__", ["--sim-requests", "100"], "--sim-requests"),
     ("benchmarks.schemes.__main__", ["--dtypes", "float32,int8"], "--dtypes"),
