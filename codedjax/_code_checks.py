@@ -16,6 +16,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._argchecks import check_floating, check_mask, check_one_mask, check_payload
 from ._dtypes import x64_enabled
@@ -150,12 +151,18 @@ def _array_type():
 
 def signature(method: str, arrays: tuple) -> tuple | None:
     """(method, each argument's shape, dtype, weak type and sharding, x64) when
-    every argument is a concrete jax array, else None."""
+    every argument is a concrete jax array or a numpy array (whose shape and
+    dtype are all the checks read: the jitted program converts it as the checks
+    would, with no program of its own), else None."""
     sig = [method, x64_enabled()]
     for a in arrays:
-        if type(a) is not _array_type():
+        t = type(a)
+        if t is np.ndarray:
+            sig.append((a.shape, a.dtype, "numpy"))
+        elif t is _array_type():
+            sig.append((a.shape, a.dtype, a.weak_type, a.sharding))
+        else:
             return None
-        sig.append((a.shape, a.dtype, a.weak_type, a.sharding))
     return tuple(sig)
 
 

@@ -712,9 +712,10 @@ def test_decode_rejects_bad_shapes():
 
 def test_remembered_signature_gives_the_checked_results():
     """After a checked call, ``encode`` and ``decode`` skip the checks for the same
-    signature (shapes, dtypes, placement): the results stay bit for bit those of
-    the checked call and of a fresh, equal code's, and another signature or a
-    numpy input is checked again (a tracer too: test_jit_equals_eager)."""
+    signature (shapes, dtypes, placement; numpy inputs by shape and dtype): the
+    results stay bit for bit those of the checked call and of a fresh, equal
+    code's, and another signature is checked again (a tracer too:
+    test_jit_equals_eager)."""
     code = CODES["chebyls"]
     m = code.num_workers
     x, y = _data(code)
@@ -733,7 +734,17 @@ def test_remembered_signature_gives_the_checked_results():
             code.decode(y, bad)
     with pytest.raises(TypeError, match=r"^ChebyLSCode.encode: "):
         code.encode(np.asarray(x).astype(np.int32))
-    np.testing.assert_array_equal(
-        np.asarray(code.decode(np.asarray(y), np.asarray(mask)).value),
-        np.asarray(runs[0][1]),
-    )
+    # numpy answers: checked once, then the remembered path (the program converts
+    # them): the same values as the device arrays', and a bad one still refused
+    yn, mn, xn = np.asarray(y), np.asarray(mask), np.asarray(x)
+    before = len(code.__dict__["_checked"])
+    for _ in range(2):
+        np.testing.assert_array_equal(
+            np.asarray(code.decode(yn, mn).value), np.asarray(runs[0][1])
+        )
+        np.testing.assert_array_equal(np.asarray(code.encode(xn)), runs[0][0])
+    assert len(code.__dict__["_checked"]) == before + 2
+    with pytest.raises(TypeError, match=r"^ChebyLSCode.decode: "):
+        code.decode(yn, mn.astype(np.int32))
+    with pytest.raises(ValueError, match=r"^ChebyLSCode.decode: "):
+        code.decode(yn[:-1], mn[:-1])

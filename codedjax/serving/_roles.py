@@ -36,7 +36,19 @@ class Stage:
 
 def _decode_fn(code: Any) -> Callable:
     """``decode(y, mask, order, noise)``: the code's ``decode_answers`` on numpy
-    answers (``noise``: the noise levels [M], or None)."""
+    answers (``noise``: the noise levels [M], or None). A code that reads only
+    ``y`` and ``mask`` (``answer_fields``) takes the numpy arrays as they are (a
+    library code's jitted program converts them, no program of their own);
+    the others get them on the device in one dispatch."""
+    if tuple(getattr(code, "answer_fields", ())) == ("y", "mask"):
+
+        def decode(y, mask, order, noise):
+            if noise is None:
+                return code.decode_answers(Answers(y, mask, order))
+            answers = Answers(*on_device(y, mask, order))
+            return code.decode_answers(answers._replace(noise_sd=jnp.asarray(noise)))
+
+        return decode
 
     def decode(y, mask, order, noise):
         noise = None if noise is None else jnp.asarray(noise)
