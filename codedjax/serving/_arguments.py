@@ -81,7 +81,9 @@ def check_request(
     whose ``(shape, dtype)`` is ``spec`` (None: x is the first).
 
     Returns:
-        ``(x as a jax array, spec)``, spec x's own for the first request.
+        ``(x, spec)``: x as a jax array, or as the numpy array it is when shaped
+        like the first request (every program it meets converts it, with no
+        dispatch of its own); spec x's own for the first request.
 
     Raises:
         TypeError: x not floating.
@@ -89,7 +91,7 @@ def check_request(
     """
     if type(x) is np.ndarray and spec is not None and x.shape == spec[0]:
         if x.dtype == spec[1]:  # shaped like the first request: checked then
-            return on_device(x)[0], spec
+            return x, spec  # (the programs it meets convert it themselves)
     if not hasattr(x, "shape") or not hasattr(x, "dtype"):
         x = np.asarray(x)
     dt = jnp.dtype(x.dtype)
