@@ -835,11 +835,6 @@ def _spread_order(mask, num_coeffs):
 # arrays of any floating dtype (cast inside), y and mask are one request's.
 
 
-def lagrange_encode_unchecked(x, beta, alpha, acc):
-    """:func:`lagrange_encode` of checked inputs x [K, ...]."""
-    return _lagrange_encode(x, beta, alpha, acc=acc)
-
-
 def encoding_matrix_constant(beta, alpha, acc) -> np.ndarray:
     """The M x K Lagrange encoding matrix of fixed points (a code's) in ``acc``:
     the second barycentric form of :func:`lagrange_encode`, evaluated on the host
