@@ -146,8 +146,11 @@ def _ldexp_payloads(rng, rows):
     ]
 
 
-@pytest.mark.parametrize("rows", [16, 256])  # below and above _PLAIN_FIRST entries
-@pytest.mark.parametrize("flags", [(True, True), (True, False), (False, True)])
+@pytest.mark.parametrize(
+    "flags,rows",  # above _PLAIN_FIRST entries (a lax.cond of two paths), and below
+    [((True, True), 256), ((True, False), 256), ((False, True), 256),
+     ((True, True), 16)],
+)  # fmt: skip
 def test_ldexp_exact_is_numpy_ldexp_rounded_once_on_both_paths(flags, rows):
     # the reference: float64 ldexp (exact), rounded once to float32 by numpy, which
     # keeps subnormal numbers; a path a flag turns off is checked where it applies
