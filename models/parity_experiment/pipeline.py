@@ -41,6 +41,7 @@ from ..train_parity import (
     degraded_predictions,
     load_or_train,
     load_task,
+    parm_answers,
     task_metrics,
 )
 from .config import ExperimentConfig
@@ -89,14 +90,10 @@ def parm_predictions(
     """ParM's predictions [T, n, ...] of every test query under each of the T
     ``masks``, each query counted on its own (answered [T, n]), and the labels
     [n]: the base model's outputs and the parity model's on each group's sum."""
-    kk, g, k = code.num_inputs, code.num_groups, code.group
-    x, out = task.queries[split], task.outputs[split]
-    b = x.shape[0] // kk
+    kk, out = code.num_inputs, task.outputs[split]
+    y = parm_answers(code, task, parity, split).astype(np.float32)  # [B, M, ...]
+    b = y.shape[0]
     n = b * kk
-    base = out[:n].reshape((b, kk) + out.shape[1:])
-    p = x[:n].reshape((b * g, k) + x.shape[1:]).sum(axis=1)
-    par = np.asarray(apply_fn(task.kind, parity)(p)).reshape((b, g) + out.shape[1:])
-    y = np.concatenate([base, par], axis=1).astype(np.float32)  # [B, M, ...]
     t = masks.shape[0]
     ys = np.repeat(y, t, axis=0)  # [B T, M, ...]
     ms = np.tile(np.asarray(masks, bool), (b, 1))

@@ -40,6 +40,7 @@ from .loop import parity_queries as parity_queries
 from .loop import train_parity as train_parity
 from .loop import val_mse as val_mse
 from .metrics import degraded_predictions as degraded_predictions
+from .metrics import parm_answers as parm_answers
 from .metrics import task_metrics as task_metrics
 
 

@@ -29,6 +29,22 @@ def degraded_masks(code: cj.ParityCode) -> np.ndarray:
     return masks
 
 
+def parm_answers(
+    code: cj.ParityCode, task: ParityTask, parity: nnx.Module, split: str = "test"
+) -> np.ndarray:
+    """ParM's answers [B, M, ...] to the queries of ``split`` (cut to B whole
+    requests of K): the base model's outputs, then the parity model's on each
+    group's sum."""
+    kk, g, k = code.num_inputs, code.num_groups, code.group
+    x, out = task.queries[split], task.outputs[split]
+    b = x.shape[0] // kk
+    n = b * kk
+    base = out[:n].reshape((b, kk) + out.shape[1:])
+    p = x[:n].reshape((b * g, k) + x.shape[1:]).sum(axis=1)
+    par = np.asarray(apply_fn(task.kind, parity)(p)).reshape((b, g) + out.shape[1:])
+    return np.concatenate([base, par], axis=1)
+
+
 def degraded_predictions(
     task: ParityTask,
     parity: nnx.Module,
@@ -45,14 +61,10 @@ def degraded_predictions(
         ``ok`` (every decode ok) and ``cond`` (the largest reported cond).
     """
     code = cj.parity_code(num_inputs=num_inputs, group=group)
-    kk, g, k = num_inputs, code.num_groups, group
-    x, out = task.queries[split], task.outputs[split]
-    b = x.shape[0] // kk
+    kk, k, out = num_inputs, group, task.outputs[split]
+    y = parm_answers(code, task, parity, split)  # [B, M, ...]
+    b = y.shape[0]
     n = b * kk
-    base = out[:n].reshape((b, kk) + out.shape[1:])
-    p = x[:n].reshape((b * g, k) + x.shape[1:]).sum(axis=1)
-    par = np.asarray(apply_fn(task.kind, parity)(p)).reshape((b, g) + out.shape[1:])
-    y = np.concatenate([base, par], axis=1)  # [B, M, ...]
     masks = degraded_masks(code)
     ys = jnp.asarray(np.repeat(y, k, axis=0))  # [B k, M, ...]
     ms = jnp.asarray(np.tile(masks, (b, 1)))
