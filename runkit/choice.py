@@ -74,6 +74,7 @@ __all__ = [
     "full_answers",
     "group_inputs",
     "group_workers",
+    "layout_fields",
     "ranked",
     "rule_order",
     "simulate_layout",
@@ -103,6 +104,21 @@ def group_workers(k: int, kp: int, m: int) -> int:
     """M' of a group of K' queries in a cell of K queries on M workers: the most
     a group may have while ceil(K / K') groups fit, M // ceil(K / K')."""
     return m // -(-k // kp)
+
+
+def layout_fields(lay: cj.Layout) -> dict[str, Any]:
+    """What a report row says of a layout: its name, the scheme variant, K', M',
+    G, the idle workers, the work per query and a worker's service scale."""
+    return {
+        "layout": lay.name,
+        "variant": lay.scheme.name,
+        "group_inputs": lay.group_inputs,
+        "group_workers": lay.group_workers,
+        "groups": lay.groups,
+        "idle": lay.idle,
+        "work_per_query": lay.work_per_query,
+        "service_scale": lay.scheme.service_scale,
+    }
 
 
 def base_name(name: str) -> str:

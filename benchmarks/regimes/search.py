@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from runkit import accuracy_target, percentile
-from runkit.choice import first_meeting
+from runkit.choice import first_meeting, layout_fields
 
 from .config import RegimesConfig
 from .pipeline import NAMES, Cell, n_grid
@@ -66,16 +66,9 @@ def _row(name: str, best: dict, tried: list, met: bool, t0: float) -> dict:
         "scheme": name,
         "note": s.note,
         "applies": True,
-        "layout": lay.name,
-        "variant": s.name,
-        "group_inputs": lay.group_inputs,
-        "group_workers": lay.group_workers,
-        "groups": lay.groups,
-        "idle": lay.idle,
+        **layout_fields(lay),
         "n": best["n"],
         "rounds": s.rounds,
-        "work_per_query": lay.work_per_query,
-        "service_scale": s.service_scale,
         "latency_ms": best["latency_ms"],
         "request_ms": best["request_ms"],
         "ok_fraction": best["ok_fraction"],

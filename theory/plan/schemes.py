@@ -49,6 +49,7 @@ from runkit.choice import (
     cell_layouts,
     first_meeting,
     full_answers,
+    layout_fields,
     ranked,
     simulate_layout,
 )
@@ -169,20 +170,12 @@ def _simulate(cfg, lay, n, policy, injector, shift) -> dict[str, Any]:
     sim = simulate_layout(lay, policy, injector, cfg.scheme_requests,
                           num_inputs=cfg.inputs, shift=shift)  # fmt: skip
     per_request = sim.query.reshape(sim.query.shape[0], -1).max(axis=1)
-    s = lay.scheme
     return {
-        "layout": lay.name,
-        "variant": s.name,
-        "group_inputs": lay.group_inputs,
-        "group_workers": lay.group_workers,
-        "groups": lay.groups,
-        "idle": lay.idle,
+        **layout_fields(lay),
         "N": n if n is not None else int(np.median(sim.masks.sum(axis=-1))),
         "first": n is None,
         "policy": repr(policy),
         "workers": lay.group_workers,
-        "work_per_query": lay.work_per_query,
-        "service_scale": s.service_scale,
         "p50": sim.percentile(50),
         "p99": sim.percentile(99),
         "request_p99": percentile(per_request, 99),
