@@ -40,17 +40,11 @@ def _decode_fn(code: Any) -> Callable:
     ``y`` and ``mask`` (``answer_fields``) takes the numpy arrays as they are (a
     library code's jitted program converts them, no program of their own);
     the others get them on the device in one dispatch."""
-    if tuple(getattr(code, "answer_fields", ())) == ("y", "mask"):
-
-        def decode(y, mask, order, noise):
-            if noise is None:
-                return code.decode_answers(Answers(y, mask, order))
-            answers = Answers(*on_device(y, mask, order))
-            return code.decode_answers(answers._replace(noise_sd=jnp.asarray(noise)))
-
-        return decode
+    as_is = tuple(getattr(code, "answer_fields", ())) == ("y", "mask")
 
     def decode(y, mask, order, noise):
+        if as_is and noise is None:
+            return code.decode_answers(Answers(y, mask, order))
         noise = None if noise is None else jnp.asarray(noise)
         answers = Answers(*on_device(y, mask, order))
         return code.decode_answers(answers._replace(noise_sd=noise))
