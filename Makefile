@@ -58,6 +58,8 @@ results: $(STAMP) results-make-run
 		--results-page $(PAGES)/schemes.md
 	$(PY) -m benchmarks.regimes --out $(OUT)/regimes --results-page $(PAGES)/regimes.md
 	$(PY) -m benchmarks.serving --out $(OUT)/serving --results-page $(PAGES)/serving.md
+	$(PY) -m benchmarks.ray_cost --no-progress --out $(OUT)/ray_cost \
+		--results-page $(PAGES)/ray.md
 	$(PY) -m models.serve_dcn --no-progress --out $(OUT)/serve_dcn_full \
 		--results-page $(PAGES)/serve-dcn.md
 	$(PY) -m benchmarks.load --out $(OUT)/load --results-page $(PAGES)/load.md
@@ -86,6 +88,8 @@ results-quick: $(STAMP) results-make-run
 		--results-page $(PAGES)/regimes.md
 	$(PY) -m benchmarks.serving --quick --out $(OUT)/serving \
 		--results-page $(PAGES)/serving.md
+	$(PY) -m benchmarks.ray_cost --quick --no-progress --out $(OUT)/ray_cost \
+		--results-page $(PAGES)/ray.md
 	$(PY) -m models.serve_dcn --quick --no-progress --out $(OUT)/serve_dcn \
 		--results-page $(PAGES)/serve-dcn.md
 	$(PY) -m benchmarks.load --quick --out $(OUT)/load --results-page $(PAGES)/load.md

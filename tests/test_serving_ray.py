@@ -129,7 +129,9 @@ def test_ray_backend_streams_roles_and_rounds_like_the_simulator(ray_session):
     with PipelineServer(pipe, backend=SimulatedCluster()) as server:
         want = server.serve(xs)
     # the same requests as a stream of queries (groups of K in arrival order)
-    backend = RayCluster(num_actors=1, slots_per_actor=M)  # one actor starts faster
+    # one actor starts faster; one object per answer (batch_answers=False): the
+    # other way of returning them gives the same results
+    backend = RayCluster(num_actors=1, slots_per_actor=M, batch_answers=False)
     front = StreamingServer(PipelineServer(pipe, backend=backend), group_deadline=30.0)
     with front:
         futs = [front.submit(q) for q in xs.reshape(-1, 4)]
@@ -141,3 +143,30 @@ def test_ray_backend_streams_roles_and_rounds_like_the_simulator(ray_session):
             np.testing.assert_array_equal(ra.responses, rb.responses)
         np.testing.assert_array_equal(g.value, b.value[i % K])
         assert g.evaluations == 2 * M / K  # every evaluation of both rounds
+
+
+def test_ray_cost_splits_each_request_and_leaves_a_running_ray_up(
+    ray_session, tmp_path
+):
+    """benchmarks.ray_cost at its tiniest (M = 4, one actor, 5 requests per
+    mode): both ways of returning the answers decode every request, the parts
+    are times (the engine's, the remainder, is the encode and decode: > 0), the
+    page holds the table, and Ray, started by someone else, stays up."""
+    from benchmarks import ray_cost
+
+    page = tmp_path / "ray.md"
+    argv = ["--workers", "4", "--actors", "1", "--requests", "5", "--no-progress"]
+    s = ray_cost.main(argv + ["--out", str(tmp_path / "run"),
+                              "--results-page", str(page)])  # fmt: skip
+    assert ray.is_initialized()
+    (cell,) = s["cells"]
+    assert (cell["M"], cell["K"], cell["actors"]) == (4, 2, 1)
+    for mode in ray_cost.MODES:
+        parts = cell["modes"][mode]
+        assert all(parts[p]["p50"] >= 0 for p in ("submit", "wait", "fetch"))
+        assert parts["engine"]["p50"] > 0
+        assert parts["latency"]["p50"] >= parts["wait"]["p50"]
+    assert cell["ray_fanout"]["p50"] > 0 and s["threads"][0]["latency"]["p50"] > 0
+    text = page.read_text()
+    assert "| 4 | 1 | batched |" in text and "| 4 | 1 | each |" in text
+    assert "python -m benchmarks.ray_cost " + " ".join(argv) in text

@@ -142,7 +142,9 @@ def run_engine_overhead(cfg: ServingConfig, *, ray: bool = False,
                         requests: int = 100) -> dict:  # fmt: skip
     """Pure engine cost: ChebyLS N = M with no injected delay (the latency of a
     request whose workers answer at once), thread cluster and optionally Ray
-    (``num_actors`` = M / 5, 5 slots each, embedded)."""
+    (embedded, as many actors as CPU cores, at most M, each with its share of
+    the M workers as slots: Ray's cheapest layout on one machine,
+    docs/results/ray.md)."""
     code = cj.lagrange_code(num_inputs=cfg.num_inputs, num_workers=cfg.num_workers,
                             degree=cfg.degree)  # fmt: skip
     xs = request_inputs(cfg, requests)
@@ -150,8 +152,9 @@ def run_engine_overhead(cfg: ServingConfig, *, ray: bool = False,
     if ray:
         from codedjax.serving import RayCluster
 
+        actors = min(cfg.num_workers, os.cpu_count() or 1)
         backends["ray"] = lambda: RayCluster(
-            num_actors=max(1, cfg.num_workers // 5), slots_per_actor=5
+            num_actors=actors, slots_per_actor=-(-cfg.num_workers // actors)
         )
     out = {}
     for name, make in backends.items():

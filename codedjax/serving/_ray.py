@@ -5,13 +5,20 @@ role (and round) from the :class:`~codedjax.serving.WorkerFunctions` table every
 actor holds; each actor is an async actor with ``slots_per_actor`` concurrent
 evaluations, so a straggler's injected delay is an ``asyncio.sleep`` that
 ``ray.cancel`` interrupts. A round is one call per actor (a streaming
-generator that yields each of its workers' answers as it ends), so a request
-costs one submission and one cancellation per actor, not per worker. Answers
-are collected with a ``ray.wait`` loop that always passes a timeout (a
-``ray.wait`` without one can hang) and takes every answer ready at once, fetched
-in one ``ray.get`` (nothing the engine does not take is fetched); a call that
-failed (its actor died) fails every worker it had not answered for: the server
-counts them as failed workers.
+generator that yields its workers' answers as they end, every answer ready at
+the same moment in one object: ``batch_answers``), so a request costs one
+submission and one cancellation per actor, not per worker, and one object per
+moment an actor has answers, not per answer. Answers are collected with a
+``ray.wait`` loop that always passes a timeout (a ``ray.wait`` without one can
+hang) and takes every answer ready at once, fetched in one ``ray.get`` (nothing
+the engine does not take is fetched); a call that failed (its actor died) fails
+every worker it had not answered for: the server counts them as failed workers.
+
+Ray's compiled graphs (shared-memory channels, a static graph) would cut the
+per-call cost further, but they do not fit first N of M: their results cannot
+be waited on with ``ray.wait``, an execution cannot be cancelled, and an actor
+in a compiled graph runs one execution at a time, so a straggler would hold its
+actor's next request (docs/serving.md, "Ray").
 """
 
 from __future__ import annotations
@@ -52,6 +59,10 @@ class _WorkerActor:
     def __init__(self, functions, corrupt_scale, slots):
         import jax
 
+        # the actor waits for every evaluation it starts: JAX's synchronous CPU
+        # dispatch saves a thread hand-off per call (read when JAX starts its CPU
+        # client, so before any computation here; no effect on an accelerator)
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
         self._fns = functions.compiled(jax.jit)
         self._scale = corrupt_scale
         self._slots = slots
@@ -86,11 +97,12 @@ class _WorkerActor:
                 await asyncio.sleep(remaining)
         return value
 
-    async def run(self, rows, delays, faults, workers, round=0):
-        """One call per actor per round: its workers' evaluations, each yielded
-        as ``(worker, answer or exception)`` when it ends (a streaming
-        generator: the driver sees each answer as it comes). Cancelling the
-        call cancels the evaluations still running."""
+    async def run(self, rows, delays, faults, workers, round=0, batch=True):
+        """One call per actor per round: its workers' evaluations, yielded as
+        ``(worker, answer or exception)`` pairs when they end (a streaming
+        generator: the driver sees each answer as it comes), with ``batch`` a
+        list of every pair ready at that moment (one object, not one per
+        answer). Cancelling the call cancels the evaluations still running."""
         done: asyncio.Queue = asyncio.Queue()
 
         async def one(k):
@@ -103,8 +115,16 @@ class _WorkerActor:
 
         tasks = [asyncio.ensure_future(one(k)) for k in range(len(workers))]
         try:
-            for _ in tasks:
-                yield await done.get()
+            left = len(tasks)
+            while left:
+                got = [await done.get()]
+                if batch:
+                    while not done.empty():
+                        got.append(done.get_nowait())
+                    yield got
+                else:
+                    yield got[0]
+                left -= len(got)
         finally:
             for t in tasks:
                 t.cancel()
@@ -122,6 +142,10 @@ class RayCluster(BackendBase):
             ``include_dashboard=False``, a temporary directory of its own), shut
             down again by :meth:`close`.
         poll: the longest single ``ray.wait`` in seconds.
+        batch_answers: an actor sends every answer it has ready at one moment as
+            one object (default); False sends one object per answer (what the
+            backend did before; kept to measure the difference:
+            ``python -m benchmarks.ray_cost``). Read at each submission.
 
     The worker function is sent to the actors with Ray's cloudpickle: it must be
     importable there (a module on the actors' path) or picklable by value (a
@@ -142,6 +166,7 @@ class RayCluster(BackendBase):
         injector: Injector | None = None,
         init_kwargs: dict[str, Any] | None = None,
         poll: float = 0.05,
+        batch_answers: bool = True,
     ):
         if injector is not None and not isinstance(injector, Injector):
             raise TypeError(
@@ -159,6 +184,7 @@ class RayCluster(BackendBase):
         self.injector = injector
         self.init_kwargs = init_kwargs
         self.poll = poll
+        self.batch_answers = bool(batch_answers)
         self.actors: list = []
         self.functions: WorkerFunctions | None = None
         # each call still running (one per actor per request and round): its
@@ -261,7 +287,7 @@ class RayCluster(BackendBase):
             ws = ws_all[at]
             gen = act.run.options(num_returns="streaming").remote(
                 np.ascontiguousarray(rows[at]), delays[ws].tolist(),
-                faults[ws].tolist(), ws.tolist(), round,
+                faults[ws].tolist(), ws.tolist(), round, self.batch_answers,
             )  # fmt: skip
             self._calls[gen] = (request_id, set(ws.tolist()))
             gens.append(gen)
@@ -298,8 +324,8 @@ class RayCluster(BackendBase):
             if isinstance(got, BaseException):  # every worker it still had
                 answers = [(w, got) for w in sorted(pending)]
                 self._calls.pop(gen, None)
-            else:
-                answers = [got]
+            else:  # a list of pairs (batch_answers) or one pair
+                answers = got if isinstance(got, list) else [got]
             for w, value in answers:
                 pending.discard(w)
                 if rid in self._work:
