@@ -379,6 +379,60 @@ def test_static_mistakes_raise_naming_the_function(linear):
         th(jnp.arange(7))
 
 
+def test_names_sizes_at_the_limit_and_one_dimensional_queries():
+    """The two names; D = M is the largest degree a code takes (D = M + 1 is
+    refused); a query of one feature (x [K]) encodes, a scalar is refused; one
+    worker and one input decode."""
+    assert cj.circle_code(num_inputs=4, num_workers=6, degree=1).name == "circle-packed"
+    kw = dict(num_inputs=3, degree=3, pack=False)  # D = 3 (3 - 1) + 1 = 7
+    assert cj.circle_code(num_workers=7, **kw).name == "circle"
+    assert cj.circle_code(num_workers=7, **kw).threshold == 7
+    with pytest.raises(ValueError, match=r"circle_code: degree 3 .* D = .* = 7 .* M=6"):
+        cj.circle_code(num_workers=6, **kw)
+    enc = circ.circle_encode(jnp.asarray([1.0, 2.0, 3.0], jnp.float32), num_workers=4)
+    assert enc.shape == (4, 2)
+    with pytest.raises(ValueError, match=r"circle_encode: x must have shape \[K, "):
+        circ.circle_encode(jnp.float32(1.0), num_workers=4)
+    one = circ.circle_decoding_matrix(
+        jnp.ones(1, bool), num_workers=1, num_inputs=1, degree=1, pack=False
+    )
+    assert bool(one.ok) and np.asarray(one.value).shape == (1, 1, 2)
+
+
+def test_float32_decode_takes_the_qr_tier_where_the_normal_equations_fail():
+    """The float32 one-mask decode (docs/decoding.md): the semi-normal equations
+    with refinement where cond^2 eps <= 1/32, Householder QR beyond. M = 24, D = 9
+    (K = 3, degree 4), answers the degree-8 series of random complex coefficients:
+    every worker (cond 1), 14 random workers (the first tier) and an arc of 11
+    neighbouring workers (cond about 3e3: the QR tier) all decode (ok), within
+    cond * eps of float64 least squares, with ``cond`` within 2% of numpy's."""
+    m, k, deg = 24, 3, 4
+    d = deg * (k - 1) + 1
+    rng = np.random.default_rng(11)
+    c = rng.standard_normal((d, F)) + 1j * rng.standard_normal((d, F))
+    alpha = np.exp(2j * np.pi * np.arange(m) / m)
+    va = _v(alpha, d)
+    yc = va @ c
+    y = jnp.asarray(np.stack([yc.real, yc.imag], axis=1), jnp.float32)
+    random14 = np.zeros(m, bool)
+    random14[rng.choice(m, 14, replace=False)] = True
+    arc = np.arange(m) < 11
+    conds = []
+    for mk in (np.ones(m, bool), random14, arc):
+        r = circ.circle_decode(y, jnp.asarray(mk), num_inputs=k, degree=deg)
+        yr = np.asarray(y, np.float64)
+        coef = np.linalg.lstsq(va[mk], (yr[:, 0] + 1j * yr[:, 1])[mk], rcond=None)[0]
+        ref = (_v(np.exp(2j * np.pi * np.arange(k) / k), d) @ coef).real
+        kappa = np.linalg.cond(va[mk])
+        conds.append(kappa)
+        assert bool(r.ok) and int(r.num_used) == mk.sum(), kappa
+        assert float(r.cond) == pytest.approx(kappa, rel=0.02)
+        tol = 64 * d * EPS32 * kappa * np.abs(yr).max()
+        np.testing.assert_allclose(np.asarray(r.value), ref, atol=tol)
+    # the masks span both tiers: cond^2 eps below and above 1/32
+    assert conds[1] ** 2 * EPS32 < 1 / 32 < conds[2] ** 2 * EPS32
+
+
 # ----------------------------------------------------------------------------------
 # the predicted error covers the actual one at the threshold (docs/decoding.md)
 

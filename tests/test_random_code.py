@@ -66,8 +66,10 @@ def test_least_squares_against_numpy_and_exact(x64, code):
         tol = 64 * K * EPS64 * kappa * np.abs(y).max()
         np.testing.assert_allclose(np.asarray(r.value), ref, atol=tol)
         np.testing.assert_allclose(np.asarray(r.value), x @ a, atol=tol)
-    mat = rc.random_decoding_matrix(jnp.asarray(mk), gg, accum_dtype=jnp.float64)
-    np.testing.assert_allclose(np.asarray(mat.value) @ y, x @ a, atol=tol)
+        # the decoding matrix of the same mask (exactly K = 3 responders included)
+        mat = rc.random_decoding_matrix(jnp.asarray(mk), gg, accum_dtype=jnp.float64)
+        assert bool(mat.ok) and int(mat.status) == int(cj.Status.SUCCESS)
+        np.testing.assert_allclose(np.asarray(mat.value) @ y, x @ a, atol=tol)
 
 
 def test_predicted_error_is_the_library_model(x64, code, np_rng):
