@@ -381,7 +381,8 @@ def test_static_mistakes_raise_naming_the_function(linear):
 
 def test_names_sizes_at_the_limit_and_one_dimensional_queries():
     """The two names; D = M is the largest degree a code takes (D = M + 1 is
-    refused); a query of one feature (x [K]) encodes, a scalar is refused; one
+    refused); a systematic code where K' does not divide M is refused, naming the
+    nearest M; a query of one feature (x [K]) encodes, a scalar is refused; one
     worker and one input decode."""
     assert cj.circle_code(num_inputs=4, num_workers=6, degree=1).name == "circle-packed"
     kw = dict(num_inputs=3, degree=3, pack=False)  # D = 3 (3 - 1) + 1 = 7
@@ -389,6 +390,11 @@ def test_names_sizes_at_the_limit_and_one_dimensional_queries():
     assert cj.circle_code(num_workers=7, **kw).threshold == 7
     with pytest.raises(ValueError, match=r"circle_code: degree 3 .* D = .* = 7 .* M=6"):
         cj.circle_code(num_workers=6, **kw)
+    # systematic needs the K'-th roots among the M-th: the message names the two
+    # nearest M that have them
+    with pytest.raises(ValueError, match=r"K'=3 .* divide .* M=8.*\(use M = 9 or 6\)"):
+        cj.circle_code(num_workers=8, num_inputs=3, degree=1, pack=False,
+                       systematic=True)  # fmt: skip
     enc = circ.circle_encode(jnp.asarray([1.0, 2.0, 3.0], jnp.float32), num_workers=4)
     assert enc.shape == (4, 2)
     with pytest.raises(ValueError, match=r"circle_encode: x must have shape \[K, "):
