@@ -390,6 +390,12 @@ def test_names_sizes_at_the_limit_and_one_dimensional_queries():
     assert cj.circle_code(num_workers=7, **kw).threshold == 7
     with pytest.raises(ValueError, match=r"circle_code: degree 3 .* D = .* = 7 .* M=6"):
         cj.circle_code(num_workers=6, **kw)
+    with pytest.raises(ValueError, match="circle_code: degree must be >= 1, got 0"):
+        cj.circle_code(num_inputs=3, num_workers=6, degree=0, pack=False)
+    fn = "circle_decoding_matrix"
+    with pytest.raises(ValueError, match=f"{fn}: degree must be >= 1, got 0"):
+        circ.circle_decoding_matrix(jnp.ones(6, bool), num_workers=6, num_inputs=3,
+                                    degree=0)  # fmt: skip
     # systematic needs the K'-th roots among the M-th: the message names the two
     # nearest M that have them
     with pytest.raises(ValueError, match=r"K'=3 .* divide .* M=8.*\(use M = 9 or 6\)"):
