@@ -89,6 +89,15 @@ def num_inputs(m: int) -> int:
     return min(8, (m - 1) // 3 + 1)
 
 
+def _timed(owner, counter: str, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, its seconds added to ``owner.<counter>``."""
+    t0 = time.perf_counter()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        setattr(owner, counter, getattr(owner, counter) + time.perf_counter() - t0)
+
+
 class _TimedRay:
     """The ``ray`` module with ``wait`` and ``get`` timed (seconds summed)."""
 
@@ -98,18 +107,10 @@ class _TimedRay:
         self.get_s = 0.0
 
     def wait(self, *args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return self._ray.wait(*args, **kwargs)
-        finally:
-            self.wait_s += time.perf_counter() - t0
+        return _timed(self, "wait_s", self._ray.wait, *args, **kwargs)
 
     def get(self, *args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return self._ray.get(*args, **kwargs)
-        finally:
-            self.get_s += time.perf_counter() - t0
+        return _timed(self, "get_s", self._ray.get, *args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self._ray, name)
@@ -126,25 +127,13 @@ class TimedRayCluster(RayCluster):
         self.backend_s = 0.0
 
     def submit(self, *args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return super().submit(*args, **kwargs)
-        finally:
-            self.submit_s += time.perf_counter() - t0
+        return _timed(self, "submit_s", super().submit, *args, **kwargs)
 
     def next_completions(self, timeout):
-        t0 = time.perf_counter()
-        try:
-            return super().next_completions(timeout)
-        finally:
-            self.backend_s += time.perf_counter() - t0
+        return _timed(self, "backend_s", super().next_completions, timeout)
 
     def next_completed(self, timeout):
-        t0 = time.perf_counter()
-        try:
-            return super().next_completed(timeout)
-        finally:
-            self.backend_s += time.perf_counter() - t0
+        return _timed(self, "backend_s", super().next_completed, timeout)
 
     def take(self) -> dict[str, float]:
         """{submit, wait, collect} seconds since the last call (collect: the
