@@ -77,22 +77,15 @@ def targets(summary: dict) -> dict:
         "release_p99_target_ms": 1.0,
     }
     floor = summary.get("engine_overhead", {}).get("fanout_floor")
-    if floor is not None:
-        # the engine's own overhead at the largest M against the bare fan-out and
-        # gather of M no-op tasks on a pool like its own, same run
-        m = max(v["num_workers"] for v in th.values())
-        ov = max(v["overhead_ms"][50] for v in th.values() if v["num_workers"] == m)
+    if floor is not None:  # for reference: the engine's cost is judged below
         res["fanout_floor_p50_ms"] = floor["latency_ms"][50]
-        res["overhead_over_floor_p50"] = ov / floor["latency_ms"][50]
-        res["overhead_over_floor_p50_target"] = 2.0
-        res["engine_threads_over_floor_p50"] = (
-            summary["engine_overhead"]["threads"]["latency_ms"][50]
-            / floor["latency_ms"][50]
-        )
     table = summary.get("engine_floor", {})
     for m, row in table.items():
-        # the engine with a no-op worker against the floor of the same M, same
-        # run: its own cost (latency - the code's encode and decodes), target 2
+        # the engine with a no-op worker against the floor of the same M, timed
+        # in turns with it: its own cost (latency - the code's encode and
+        # decodes), target 2. (Not the jitted workers' overhead over one floor
+        # timing: that ratio swung from 1.2 to 7.1 between runs with the floor's
+        # one timing, and held the workers' own JAX calls.)
         for name in ("FixedN", "FirstDecodable"):
             if name in row:
                 res[f"engine_over_floor_p50_{name}_M{m}"] = row[name][
