@@ -140,7 +140,7 @@ def _uint(dt: jnp.dtype):
     return _UINT[dt.itemsize]
 
 
-def magnitude_bits(x: jax.Array) -> jax.Array:
+def _magnitude_bits(x: jax.Array) -> jax.Array:
     """The bits of |x| as an unsigned integer (ordered as |x| is, NaN aside)."""
     ut = _uint(x.dtype)
     mask = np.array((1 << (8 * x.dtype.itemsize - 1)) - 1).astype(ut)
@@ -162,7 +162,7 @@ def float_parts(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     bits = jax.lax.bitcast_convert_type(x, ut)
     w = 8 * dt.itemsize
     neg = (bits >> np.array(w - 1).astype(ut)) != np.array(0).astype(ut)
-    mag = magnitude_bits(x)
+    mag = _magnitude_bits(x)
     field = (mag >> np.array(nm).astype(ut)).astype(jnp.int32)
     frac = (mag & np.array((1 << nm) - 1).astype(ut)).astype(it)
     hidden = np.array(1 << nm).astype(it)
@@ -239,11 +239,7 @@ def _plain_is_exact(x, k, out, subnormal_in, subnormal_out):
     the normal range (where results may be subnormal): the smallest nonzero
     finite operand of each entry of k, over the axes k is broadcast along."""
     src = jnp.dtype(x.dtype)
-    fine = jnp.asarray(True)
-    if subnormal_in:  # zero is fine
-        mag = magnitude_bits(x)
-        tiny_bits = np.array(1 << int(jnp.finfo(src).nmant)).astype(_uint(src))
-        fine = ~jnp.any((mag < tiny_bits) & (mag != np.array(0).astype(_uint(src))))
+    fine = ~any_subnormal(x) if subnormal_in else jnp.asarray(True)
     if subnormal_out:  # (NaN and inf pass: the plain product keeps them too)
         axes = tuple(i for i, n in enumerate(k.shape) if n == 1 and x.shape[i] > 1)
         nz = (x != 0) & jnp.isfinite(x)
@@ -251,6 +247,15 @@ def _plain_is_exact(x, k, out, subnormal_in, subnormal_out):
         least = jnp.min(least, axis=axes, keepdims=True)
         fine = fine & ~jnp.any(_plain_ldexp(least, k, out) < jnp.finfo(out).tiny)
     return fine
+
+
+def any_subnormal(x: jax.Array) -> jax.Array:
+    """Whether any entry of x is subnormal (bool scalar), from the bits (where
+    XLA flushes subnormal numbers, they compare equal to 0)."""
+    mag = _magnitude_bits(x)
+    ut = mag.dtype
+    tiny = np.array(1 << int(jnp.finfo(x.dtype).nmant)).astype(ut)
+    return jnp.any((mag < tiny) & (mag != np.array(0).astype(ut)))
 
 
 def _etiny(dt: jnp.dtype) -> int:
@@ -342,7 +347,7 @@ def _cast_exact(x, dtype):
 def nonzero(x: jax.Array) -> jax.Array:
     """x != 0, from the bits (a subnormal x compares equal to 0 where XLA flushes
     it)."""
-    return magnitude_bits(x) != np.array(0).astype(_uint(jnp.dtype(x.dtype)))
+    return _magnitude_bits(x) != np.array(0).astype(_uint(jnp.dtype(x.dtype)))
 
 
 def hypot_exact(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -353,7 +358,7 @@ def hypot_exact(a: jax.Array, b: jax.Array) -> jax.Array:
     power of two of the larger (exactly, through the bits), combined, and scaled
     back, rounded up.
     """
-    big = jnp.where(magnitude_bits(a) >= magnitude_bits(b), a, b)  # (bits)
+    big = jnp.where(_magnitude_bits(a) >= _magnitude_bits(b), a, b)  # (bits)
     e = max_exponent(big[..., None], axis=-1)
     sa = ldexp_exact(a, -e, subnormal_out=False)
     sb = ldexp_exact(b, -e, subnormal_out=False)
@@ -380,7 +385,7 @@ def max_exponent(
     fi = jnp.finfo(dt)
     nm, w = int(fi.nmant), 8 * dt.itemsize
     ut = _uint(dt)
-    mag = magnitude_bits(x)
+    mag = _magnitude_bits(x)
     inf_bits = np.array((2 ** (w - 1 - nm) - 1) << nm).astype(ut)
     ok = mag < inf_bits if where is None else (mag < inf_bits) & where
     zero = np.array(0).astype(ut)

@@ -19,12 +19,11 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ._dtypes import (
+    any_subnormal,
     cast_exact,
     ldexp_exact,
-    magnitude_bits,
     matmul_precision,
     max_exponent,
 )
@@ -232,12 +231,7 @@ def _unscaled_is_exact(flat, e):
     """Whether A @ y unscaled is the scaled product (bool scalar): no subnormal
     payload entry (XLA would flush it) and every column's exponent ``e`` within
     +-_SAFE, so that neither the product nor its sums leave the normal range."""
-    mag = magnitude_bits(flat)
-    ut = mag.dtype
-    tiny = np.array(1 << int(jnp.finfo(flat.dtype).nmant)).astype(ut)
-    zero = np.array(0).astype(ut)
-    subnormal = jnp.any((mag < tiny) & (mag != zero))
-    return ~subnormal & (jnp.max(jnp.abs(e)) <= _SAFE)
+    return ~any_subnormal(flat) & (jnp.max(jnp.abs(e)) <= _SAFE)
 
 
 def predicted_error(
