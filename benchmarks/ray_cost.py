@@ -84,9 +84,16 @@ class RayCostConfig:
 
 
 def num_inputs(m: int) -> int:
-    """K of a cluster of M: the largest K <= 8 whose degree-3 threshold
-    3 (K - 1) + 1 is at most M."""
-    return min(8, (m - 1) // 3 + 1)
+    """K of a cluster of M: the largest K <= 8 whose degree-3 threshold is at
+    most M."""
+    return max(k for k in range(1, 9) if cj.recovery_threshold(k, 3) <= m)
+
+
+def _workload(m: int, cfg: RayCostConfig):
+    """(code, requests) of a cluster of M: ChebyLS of degree 3, the inputs."""
+    k = num_inputs(m)
+    code = cj.lagrange_code(num_inputs=k, num_workers=m, degree=3)
+    return code, inputs(cfg.seed, cfg.requests, k, cfg.num_features)
 
 
 def _timed(owner, counter: str, fn, *args, **kwargs):
@@ -154,9 +161,7 @@ def _stats(ms: list[float]) -> dict[str, float]:
 
 def measure_cell(m: int, actors: int, cfg: RayCostConfig, ray) -> dict:
     """Both modes and Ray's bare fan-out at one (M, actors), interleaved."""
-    k = num_inputs(m)
-    code = cj.lagrange_code(num_inputs=k, num_workers=m, degree=3)
-    xs = inputs(cfg.seed, cfg.requests, k, cfg.num_features)
+    code, xs = _workload(m, cfg)
     backend = TimedRayCluster(num_actors=actors, slots_per_actor=m)
     rows: dict[str, dict[str, list[float]]] = {
         mode: {p: [] for p in ("latency", *PARTS)} for mode in MODES
@@ -184,7 +189,7 @@ def measure_cell(m: int, actors: int, cfg: RayCostConfig, ray) -> dict:
             ray.get([a.ping.remote() for a in backend.actors])
             floor.append(1e3 * (time.perf_counter() - t0))
     return {
-        "M": m, "K": k, "actors": actors, "requests": cfg.requests,
+        "M": m, "K": code.num_inputs, "actors": actors, "requests": cfg.requests,
         "modes": {mode: {p: _stats(v) for p, v in rows[mode].items()}
                   for mode in MODES},
         "ray_fanout": _stats(floor),
@@ -194,14 +199,12 @@ def measure_cell(m: int, actors: int, cfg: RayCostConfig, ray) -> dict:
 
 def measure_threads(m: int, cfg: RayCostConfig) -> dict:
     """The same requests on the thread cluster (jitted workers)."""
-    k = num_inputs(m)
-    code = cj.lagrange_code(num_inputs=k, num_workers=m, degree=3)
-    xs = inputs(cfg.seed, cfg.requests, k, cfg.num_features)
+    code, xs = _workload(m, cfg)
     with Server(code, worker_fn, backend=ThreadCluster(),
                 policy=FixedN(m, deadline=60.0)) as server:  # fmt: skip
         server.infer(xs[0])
         lat = [1e3 * server.infer(x).latency for x in xs]
-    return {"M": m, "K": k, "latency": _stats(lat)}
+    return {"M": m, "K": code.num_inputs, "latency": _stats(lat)}
 
 
 def run_ray_cost(cfg: RayCostConfig, *, show_progress: bool = True) -> dict:
