@@ -106,18 +106,14 @@ def _timed(owner, counter: str, fn, *args, **kwargs):
 
 
 class _TimedRay:
-    """The ``ray`` module with ``wait`` and ``get`` timed (seconds summed)."""
+    """The ``ray`` module with ``wait`` timed (seconds summed)."""
 
     def __init__(self, ray):
         self._ray = ray
         self.wait_s = 0.0
-        self.get_s = 0.0
 
     def wait(self, *args, **kwargs):
         return _timed(self, "wait_s", self._ray.wait, *args, **kwargs)
-
-    def get(self, *args, **kwargs):
-        return _timed(self, "get_s", self._ray.get, *args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self._ray, name)
@@ -143,15 +139,15 @@ class TimedRayCluster(RayCluster):
         return _timed(self, "backend_s", super().next_completed, timeout)
 
     def take(self) -> dict[str, float]:
-        """{submit, wait, collect} seconds since the last call (collect: the
-        time in the backend's answer calls outside ``ray.wait``)."""
+        """{submit, wait, fetch} seconds since the last call (fetch: the time
+        in the backend's answer calls outside ``ray.wait``)."""
         r = self.ray
         out = {
             "submit": self.submit_s,
             "wait": r.wait_s,
             "fetch": self.backend_s - r.wait_s,
         }
-        self.submit_s = self.backend_s = r.wait_s = r.get_s = 0.0
+        self.submit_s = self.backend_s = r.wait_s = 0.0
         return out
 
 
@@ -213,9 +209,9 @@ def run_ray_cost(cfg: RayCostConfig, *, show_progress: bool = True) -> dict:
     import ray
 
     cells = [(m, a) for m in cfg.workers for a in cfg.actors if a <= m]
-    tmp = tempfile.mkdtemp(prefix="codedjax-ray-cost-")
     started = not ray.is_initialized()
     if started:
+        tmp = tempfile.mkdtemp(prefix="codedjax-ray-cost-")
         ray.init(num_cpus=max(a for _, a in cells), include_dashboard=False,
                  _temp_dir=tmp, log_to_driver=False)  # fmt: skip
     out = []
