@@ -263,9 +263,12 @@ def tiny_repvgg(tmp_path_factory):
 # three memory maps, and a process that runs the whole suite alone (no xdist) can
 # compile enough programs to reach the kernel's limit (vm.max_map_count, 65,530 by
 # default): LLVM's next compile then fails to allocate ("Cannot allocate memory")
-# and the process dies with SIGSEGV. So once the maps pass half the limit, jax's
-# caches are cleared: the files after it recompile what they use. Below half
-# nothing is cleared, and the program families keep sharing their programs.
+# and the process dies with SIGSEGV. So once fewer than _MAP_HEADROOM maps are
+# left below the limit, jax's caches are cleared: the files after it recompile
+# what they use. Above that nothing is cleared, and the program families keep
+# sharing their programs. Clearing costs about 5 s (and the recompiles after it):
+# a worker of ``make test`` peaks near 35,000 maps, so it never clears, while a
+# one-process run of the whole suite clears a few times.
 _WORKER_THREAD = "codedjax-worker-"
 _reported_threads: set = set()
 
@@ -302,6 +305,9 @@ def _map_limit() -> int | None:
 
 
 _MAP_LIMIT = _map_limit()
+# twice the most maps one test file adds (test_edge_inputs.py, about 8,700 in a
+# fresh process): what must be left free when a file starts
+_MAP_HEADROOM = 16_384
 
 
 def _map_count() -> int:
@@ -315,7 +321,9 @@ def pytest_runtest_teardown(item, nextitem):
     result = yield
     if nextitem is not None and nextitem.path == item.path:
         return result
-    if _MAP_LIMIT is not None and _map_count() > _MAP_LIMIT // 2:
+    if _MAP_LIMIT is not None and _map_count() > max(
+        _MAP_LIMIT // 2, _MAP_LIMIT - _MAP_HEADROOM
+    ):
         import gc
 
         jax.clear_caches()
