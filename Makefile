@@ -108,8 +108,9 @@ results-make-run: run
 	$(PY) -m theory.collect --out $(OUT) --results-page $(PAGES)/make-run.md
 
 # Mutation testing of the numerical modules (minutes to hours; not part of CI):
-# make mutation MUTATE="codedjax/_chebyshev.py codedjax/bounds.py" MUTATION_ARGS="--max 60"
-MUTATE ?= codedjax/_chebyshev.py codedjax/bounds.py
+# make mutation MUTATE="codedjax/_chebyshev.py codedjax/_leverage.py" MUTATION_ARGS="--max 60"
+# (the default: tools/mutation.py's DEFAULT, _chebyshev.py and the bounds modules)
+MUTATE ?=
 MUTATION_ARGS ?=
 mutation: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[mutation]'

@@ -1,10 +1,11 @@
 """Edges and argument contract of codedjax.bounds that the value tests leave open.
 
-Each test here kills mutants that survived ``tools/mutation.py codedjax/bounds.py``
-(the boundary of an argument check moved by one, a keyword-only argument made
-positional, a validation range narrowed): the smallest valid inputs must be
-accepted and give their known values, the first invalid ones rejected with the
-message naming the argument.
+Each test here kills mutants that survived ``tools/mutation.py`` on the bounds
+(then one ``codedjax/bounds.py``, now the modules it re-exports): the boundary of
+an argument check moved by one, a keyword-only argument made positional, a
+validation range narrowed. The smallest valid inputs must be accepted and give
+their known values, the first invalid ones rejected with the message naming the
+argument.
 """
 
 import inspect

@@ -110,6 +110,13 @@ PUBLIC = {
 RANK = {
     "_dtypes": 0,
     "_argchecks": 0.25,
+    # the bounds (codedjax.bounds re-exports them): host numpy, no jax
+    "_bounds_args": 0.3,
+    "_leverage": 0.35,
+    "_intervals": 0.35,
+    "_exact_condition": 0.4,
+    "_condition_bounds": 0.45,
+    "_gap_bounds": 0.5,
     "_errors": 0.5,
     "_result": 1,
     "_threads": 1,
@@ -127,6 +134,7 @@ RANK = {
     "_lagrange_kernels": 3,
     "_circle_kernels": 3.5,
     "_random_kernels": 3,
+    "_exhaustive_condition": 3.25,  # the random basis is the random code's draw
     "_lagrange_graceful": 3,
     "_lagrange_robust": 4,
     "_berrut_kernels": 4,

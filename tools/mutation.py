@@ -1,8 +1,8 @@
 """Mutation testing of the numerical modules with cosmic-ray (not part of CI).
 
     make mutation                                   # the default modules
-    .venv/bin/python tools/mutation.py codedjax/_chebyshev.py codedjax/bounds.py
-    .venv/bin/python tools/mutation.py --worktree codedjax/bounds.py  # uncommitted
+    .venv/bin/python tools/mutation.py codedjax/_chebyshev.py codedjax/_leverage.py
+    .venv/bin/python tools/mutation.py --worktree codedjax/_gap_bounds.py  # uncommitted
 
 Each module is mutated in a throw-away copy of the repository (``git archive HEAD``,
 or the working tree's tracked and new files with ``--worktree``), never in the
@@ -54,10 +54,25 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: the modules of codedjax.bounds: the public module and what it re-exports
+BOUNDS_MODULES = (
+    "bounds",
+    "_bounds_args",
+    "_leverage",
+    "_exact_condition",
+    "_exhaustive_condition",
+    "_condition_bounds",
+    "_gap_bounds",
+    "_intervals",
+)
 # module -> the tests that exercise it (its doctests are added)
 TESTS = {
     "codedjax/_chebyshev.py": ["tests/test_chebyshev.py"],
-    "codedjax/bounds.py": ["tests/test_bounds.py", "tests/test_bounds_edges.py"],
+    # codedjax.bounds and the modules it re-exports (split from the one bounds.py)
+    **{
+        f"codedjax/{m}.py": ["tests/test_bounds.py", "tests/test_bounds_edges.py"]
+        for m in BOUNDS_MODULES
+    },
     # the decoders and codes: their own tests plus the Code contract (test_codes,
     # test_properties) and the edge-input table, which exercise them through the
     # public API
@@ -178,7 +193,7 @@ TESTS = {
         "tests/test_edge_inputs.py",
     ],
 }
-DEFAULT = ["codedjax/_chebyshev.py", "codedjax/bounds.py"]
+DEFAULT = ["codedjax/_chebyshev.py", *(f"codedjax/{m}.py" for m in BOUNDS_MODULES[1:])]
 
 # arithmetic swaps kept: + <-> -, * <-> /, + <-> *, ** -> * or /
 BINARY_KEPT = "Add_Sub|Sub_Add|Mul_Div|Div_Mul|Add_Mul|Mul_Add|Pow_Mul|Pow_Div"
