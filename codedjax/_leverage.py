@@ -111,14 +111,14 @@ def coherence(scores: ArrayLike) -> float:
     s = check_real_vector("coherence", "scores", scores)
     # a leverage score is the squared norm of a row of an orthonormal basis: in
     # [0, 1] (up to the rounding of the factorisation that computed it)
-    if s.size == 0 or np.min(s) < 0 or np.max(s) > 1 + 1e-12 or not np.sum(s) >= 0.5:
+    d = round(float(np.sum(s)))  # D, the sum of the scores up to rounding
+    if s.size == 0 or np.min(s) < 0 or np.max(s) > 1 + 1e-12 or d < 1:
         lo, hi = (float(np.min(s)), float(np.max(s))) if s.size else (None, None)
         raise ValueError(
             "coherence: scores must be a non-empty 1-D array of leverage scores in "
             f"[0, 1] summing to D >= 1, got {s.size} entries in [{lo}, {hi}] "
             f"summing to {float(np.sum(s))}"
         )
-    d = round(float(np.sum(s)))
     return float(s.size * np.max(s) / d)
 
 

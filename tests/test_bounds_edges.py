@@ -145,3 +145,45 @@ def test_gap_quantile_is_the_smallest_valid_gap(m, n, eta):
 def test_gap_quantile_rejects_zero_workers_by_name():
     with pytest.raises(ValueError, match="gap_quantile: num_workers must be >= 1"):
         cb.gap_quantile(num_workers=0, num_responses=0, eta=0.5)
+
+
+def test_the_limits_of_the_arguments_are_inclusive():
+    # coherence in [1, M/D]: both ends are valid input, just past either is not
+    m, d, n = 40, 8, 36
+    kw = dict(num_workers=m, num_coeffs=d, num_responses=n, eta=0.05)
+    lowest = cb.sampling_condition_bound(**kw, coherence=1.0)
+    assert 1.0 <= lowest <= cb.sampling_condition_bound(**kw, coherence=m / d)
+    with pytest.raises(ValueError, match=r"coherence must lie in \[1, M/D\]"):
+        cb.sampling_condition_bound(**kw, coherence=m / d + 1e-9)
+    # max_sets is the most sets a search may examine: exactly C(M, s) or C(M, N)
+    # sets run, one fewer is refused by name
+    w = cb.worst_case_condition(num_workers=6, num_coeffs=2, num_missing=2, max_sets=15)
+    assert w.num_examined == math.comb(6, 2) == 15
+    with pytest.raises(ValueError, match="exceed max_sets=14"):
+        cb.worst_case_condition(num_workers=6, num_coeffs=2, num_missing=2, max_sets=14)
+    full = cb.exhaustive_condition(
+        scheme="circle", num_workers=6, num_coeffs=4, max_sets=15
+    )
+    assert full.num_examined == math.comb(6, 4) == 15
+    with pytest.raises(ValueError, match="exceed max_sets=14"):
+        cb.exhaustive_condition(
+            scheme="circle", num_workers=6, num_coeffs=4, max_sets=14
+        )
+    # one set per chunk is the smallest chunk, and examines the same sets
+    one = cb.exhaustive_condition(scheme="circle", num_workers=6, num_coeffs=4, chunk=1)
+    assert (one.worst, one.mean, one.num_examined) == (
+        full.worst,
+        full.mean,
+        full.num_examined,
+    )
+    with pytest.raises(ValueError, match="chunk must be >= 1, got 0"):
+        cb.exhaustive_condition(scheme="circle", num_workers=6, num_coeffs=4, chunk=0)
+
+
+def test_coherence_takes_scores_in_the_unit_interval_that_sum_to_a_whole_d():
+    # D = 1 carried by one row of three: mu = M max_i l_i / D = 3
+    assert cb.coherence(np.array([1.0, 0.0, 0.0])) == 3.0
+    # a score above 1 is no leverage score; scores summing to 1/2 round to D = 0
+    for bad in ([1.5, 0.5], [0.5, 0.0]):
+        with pytest.raises(ValueError, match="coherence: scores must be"):
+            cb.coherence(np.array(bad))
