@@ -43,13 +43,13 @@ from ._result import Status as Status
 from ._threads import lapack_lock as lapack_lock
 
 # polynomial codes
-from ._lagrange_kernels import chebyls_decode as chebyls_decode
-from ._lagrange_kernels import chebyls_decode_batched as chebyls_decode_batched
-from ._lagrange_kernels import chebyls_decoding_matrix as chebyls_decoding_matrix
-from ._lagrange_kernels import lagrange_encode as lagrange_encode
-from ._lagrange_kernels import recovery_threshold as recovery_threshold
-from ._lagrange_kernels import spread_order as spread_order
-from ._lagrange_kernels import threshold_decode as threshold_decode
+from ._lagrange_chebyls import chebyls_decode as chebyls_decode
+from ._lagrange_chebyls import chebyls_decode_batched as chebyls_decode_batched
+from ._lagrange_chebyls import chebyls_decoding_matrix as chebyls_decoding_matrix
+from ._lagrange_encoding import lagrange_encode as lagrange_encode
+from ._lagrange_encoding import recovery_threshold as recovery_threshold
+from ._lagrange_threshold import spread_order as spread_order
+from ._lagrange_threshold import threshold_decode as threshold_decode
 
 # decoding that knows its own error: graceful and robust decoders
 from ._lagrange_graceful import graceful_decode as graceful_decode

@@ -51,7 +51,7 @@ from ._approx_codes import bacc_code, nercc_code
 from ._circle_codes import circle_code
 from ._code import Code
 from ._lagrange_codes import lagrange_code
-from ._lagrange_kernels import recovery_threshold
+from ._lagrange_encoding import recovery_threshold
 from ._parity import parity_code
 from ._random_codes import random_code
 from ._replication_codes import repapprox_code, replication_code, uncoded_code

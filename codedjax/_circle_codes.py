@@ -29,7 +29,7 @@ from ._circle_kernels import (
 )
 from ._code import Code, acc_of
 from ._lagrange_codes import ThresholdCode
-from ._lagrange_kernels import spread_order_unchecked
+from ._lagrange_threshold import spread_order_unchecked
 from ._systematic import copy_systematic, decodable_with_copies
 
 

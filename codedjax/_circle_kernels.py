@@ -70,7 +70,7 @@ from ._basis_lsq import (
 from ._batching import batching_decoder
 from ._dtypes import finite_rows, resolve_accum_dtype, unit_roundoff
 from ._errors import payload_scale, solve_rounding
-from ._lagrange_kernels import check_order, threshold_selection
+from ._lagrange_threshold import check_order, threshold_selection
 from ._result import DecodeResult, apply_decoding, finish, predicted_error, status_of
 
 # ----------------------------------------------------------------------------------

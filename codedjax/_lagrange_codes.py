@@ -31,22 +31,23 @@ from ._code_checks import (
 )
 from ._code_points import check_code_points, device_points, points
 from ._dtypes import accumulation_dtype
-from ._lagrange_graceful import graceful_decode_unchecked
-from ._lagrange_kernels import (
+from ._lagrange_chebyls import (
     chebyls_decode_batched_unchecked,
     chebyls_decode_unchecked,
     chebyls_decoding_matrix_unchecked,
+)
+from ._lagrange_encoding import (
     encode_with_matrix,
     encoding_matrix_constant,
     recovery_threshold,
-    spread_order_unchecked,
-    threshold_decode_unchecked,
 )
+from ._lagrange_graceful import graceful_decode_unchecked
 from ._lagrange_robust import (
     MAX_CORRUPTED,
     RobustDecodeResult,
     robust_decode_unchecked,
 )
+from ._lagrange_threshold import spread_order_unchecked, threshold_decode_unchecked
 from ._result import DecodeResult
 from ._systematic import (
     copy_systematic,

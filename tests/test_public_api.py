@@ -131,7 +131,9 @@ RANK = {
     "_basis_lsq": 1.5,
     "_lagrange_qr": 1.5,
     "_nodes": 2,
-    "_lagrange_kernels": 3,
+    "_lagrange_encoding": 2.5,
+    "_lagrange_chebyls": 3,
+    "_lagrange_threshold": 3.25,
     "_circle_kernels": 3.5,
     "_random_kernels": 3,
     "_exhaustive_condition": 3.25,  # the random basis is the random code's draw

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
-from codedjax import _lagrange_kernels
+from codedjax import _lagrange_chebyls
 
 SHAPES = ((12, 3, 5), (40, 8, 22))  # (M, K, D)
 BATCHES = (1, 4, 12, 16, 32, 128)
@@ -50,7 +50,7 @@ def measure(m: int, k: int, d: int, b: int, kernel: str, reps: int) -> dict:
     )
     y = jax.random.normal(jax.random.key(1), (m, F), jnp.float32)
     fn = jax.jit(
-        functools.partial(_lagrange_kernels._chebyls_batched_impl, kernel=kernel),
+        functools.partial(_lagrange_chebyls._chebyls_batched_impl, kernel=kernel),
         static_argnames=("num_coeffs", "acc", "per_mask"),
     )
     args = (y, masks, alpha, beta)

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import codedjax as cj
-from codedjax import _lagrange_kernels
+from codedjax import _lagrange_chebyls
 from theory.demo import cross_params, cross_tower
 
 K, M, LAYERS, FEATURES = 8, 40, 2, 16
@@ -66,7 +66,7 @@ def one_mask(alpha, beta):
 @functools.cache
 def decoder(kernel: str):
     return jax.jit(
-        functools.partial(_lagrange_kernels._chebyls_batched_impl, kernel=kernel),
+        functools.partial(_lagrange_chebyls._chebyls_batched_impl, kernel=kernel),
         static_argnames=("num_coeffs", "acc", "per_mask"),
     )
 

@@ -76,11 +76,14 @@ TESTS = {
     # the decoders and codes: their own tests plus the Code contract (test_codes,
     # test_properties) and the edge-input table, which exercise them through the
     # public API
-    "codedjax/_lagrange_kernels.py": [
-        "tests/test_polynomial.py",
-        "tests/test_properties.py",
-        "tests/test_edge_inputs.py",
-    ],
+    **{
+        f"codedjax/_lagrange_{m}.py": [
+            "tests/test_polynomial.py",
+            "tests/test_properties.py",
+            "tests/test_edge_inputs.py",
+        ]
+        for m in ("encoding", "chebyls", "threshold")
+    },
     # the Code modules (split from the former _codes.py): the same tests
     "codedjax/_code.py": [
         "tests/test_codes.py",

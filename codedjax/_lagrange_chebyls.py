@@ -1,38 +1,25 @@
-"""Lagrange (polynomial) coded computing: encoding, threshold and ChebyLS decoders.
+"""ChebyLS: the least-squares decoder of Lagrange coded computing, for one mask, for
+a batch of masks and as its decoding matrix.
 
-Workers i = 0..M-1 evaluate f(u(alpha_i)), where u is the degree K-1 polynomial with
-u(beta_k) = X_k. The answers are samples of h = f o u, a polynomial of degree
-D - 1 = d (K - 1), which the decoders fit in the Chebyshev basis and evaluate at beta.
-Missing workers are a fixed-shape boolean mask, so one compiled program serves every
-straggler pattern.
+The answers of the N responding workers are samples of h = f o u (degree D - 1,
+see :mod:`codedjax._lagrange_encoding`); ChebyLS fits h in the Chebyshev basis by
+least squares over every responder and evaluates it at beta. Missing workers are a
+fixed-shape boolean mask, so one compiled program serves every straggler pattern.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ._argcache import DECODE_CHECKS
-from ._argchecks import (
-    check_chebyshev_decode,
-    check_floating,
-    check_int,
-    check_mask,
-    check_payload,
-    check_return_ok,
-    check_vector,
-    concrete_points,
-    is_concrete,
-)
+from ._argchecks import check_chebyshev_decode, check_mask, check_payload, check_vector
 from ._basis_lsq import check_exact_cond
 from ._batching import batching_decoder
 from ._dtypes import (
-    encoder_points_ok,
     finite_rows,
     ldexp_exact,
     points_valid,
@@ -42,7 +29,6 @@ from ._dtypes import (
 from ._errors import payload_exponent, solve_rounding
 from ._lagrange_lsq import ls_decoding_matrices, ls_residual_sq
 from ._lagrange_lsq import ls_decoding_matrix as _ls_decoding_matrix
-from ._lagrange_square import square_decoding_matrices
 from ._result import (
     DecodeResult,
     apply_decoding,
@@ -54,138 +40,7 @@ from ._result import (
 from ._threads import serialised_call
 
 
-def recovery_threshold(num_inputs: int, degree: int) -> int:
-    """Recovery threshold D = d (K - 1) + 1 of Lagrange coded computing.
-
-    Args:
-        num_inputs: K >= 1, the number of inputs coded together.
-        degree: d >= 0, the total degree of the polynomial f the workers compute.
-
-    Returns:
-        D, the number of Chebyshev coefficients of h = f o u.
-
-    Raises:
-        ValueError: for K < 1 or d < 0.
-
-    Examples:
-        >>> recovery_threshold(8, 3)
-        22
-
-    References:
-        Q. Yu et al., Lagrange Coded Computing, AISTATS 2019, arXiv:1806.00939.
-    """
-    k = check_int("recovery_threshold", "num_inputs", num_inputs, minimum=1)
-    d = check_int("recovery_threshold", "degree", degree, minimum=0)
-    return d * (k - 1) + 1
-
-
-def _barycentric_matrix(nodes: jax.Array, z: jax.Array) -> jax.Array:
-    """L[i, k] = l_k(z_i), Lagrange basis on ``nodes`` (second barycentric form).
-
-    Exact unit rows where z_i coincides with a node (no 0/0).
-    """
-    diff = nodes[:, None] - nodes[None, :]
-    k = nodes.shape[0]
-    diff = jnp.where(jnp.eye(k, dtype=bool), jnp.ones_like(diff), diff)
-    # weights w_k = 1 / prod_{j != k} (beta_k - beta_j), scaled for range safety
-    logw = -jnp.sum(jnp.log(jnp.abs(diff)), axis=1)
-    sign = jnp.prod(jnp.sign(diff), axis=1)
-    w = sign * jnp.exp(logw - jnp.max(logw))
-    dz = z[:, None] - nodes[None, :]
-    hit = dz == 0
-    any_hit = jnp.any(hit, axis=1, keepdims=True)
-    safe = jnp.where(hit, jnp.ones_like(dz), dz)
-    t = w[None, :] / safe
-    basis = t / jnp.sum(t, axis=1, keepdims=True)
-    return jnp.where(any_hit, hit.astype(dz.dtype), basis)
-
-
-def lagrange_encode(
-    x: Any, beta: Any, alpha: Any, *, return_ok: bool = False
-) -> jax.Array | tuple[jax.Array, jax.Array]:
-    r"""Lagrange encoding: worker i receives u(alpha_i), u(beta_k) = X_k, deg u = K-1.
-
-    .. math::
-        \tilde X_i = \sum_k \ell_k(\alpha_i) X_k, \qquad
-        \ell_k(z) = \frac{w_k / (z - \beta_k)}{\sum_j w_j / (z - \beta_j)}.
-
-    Computed in the barycentric form (stable on Chebyshev points; never through
-    monomials), in the accumulation dtype of ``x``. The inputs are scaled by a power
-    of two per column before the product, so the result overflows only where the
-    exact answer does.
-
-    Under ``jit`` the points cannot be checked (nothing traced can raise); there,
-    invalid points (repeated or non-finite data points, non-finite worker points)
-    make every coded input NaN, so every worker's answer is NaN and a decoder
-    reports ``ok`` False (``TOO_FEW_RESPONSES``) instead of a silently wrong
-    value; ``return_ok=True`` also returns the points' validity as data.
-
-    Args:
-        x: [K, ...] the K inputs, any floating dtype.
-        beta: [K] distinct data points.
-        alpha: [M] worker evaluation points.
-        return_ok: also return ``ok``, a bool scalar: False when the (traced)
-            points are invalid, and then every coded row is NaN.
-
-    Returns:
-        [M, ...] coded inputs in the accumulation dtype (float32 for bf16/f16/f32
-        input, float64 for float64); with ``return_ok``, the pair (coded, ok).
-
-    Raises:
-        ValueError: on shape mismatch, or duplicate / non-finite concrete points.
-        TypeError: non-floating x or points, a ``return_ok`` that is not a bool.
-
-    Examples:
-        >>> import jax, codedjax as cj
-        >>> beta, alpha = cj.chebyshev_points(2), cj.chebyshev_points(4)
-        >>> enc = cj.lagrange_encode(beta[:, None], beta, alpha)  # u(z) = z
-        >>> bool(jax.numpy.allclose(enc[:, 0], alpha))
-        True
-
-    References:
-        Q. Yu et al., Lagrange Coded Computing, AISTATS 2019, arXiv:1806.00939;
-        J.-P. Berrut and L. N. Trefethen, Barycentric Lagrange interpolation,
-        SIAM Review 46(3), 2004.
-    """
-    fname = "lagrange_encode"
-    want_ok = check_return_ok(fname, return_ok)
-    points = (beta, alpha)
-    key = DECODE_CHECKS.key(fname, (x,), points, ())
-    acc = DECODE_CHECKS.get(key, points)  # the checks memoised per code (_argcache)
-    if acc is None:
-        x = check_floating(fname, "x", x)
-        if x.ndim < 1:
-            raise ValueError(f"{fname}: x must have shape [K, ...], got a scalar")
-        k = x.shape[0]
-        beta = check_vector(fname, "beta", beta, length=k)
-        alpha = check_vector(fname, "alpha", alpha)
-        concrete_points(fname, "beta", beta)
-        concrete_points(fname, "alpha", alpha)
-        acc = resolve_accum_dtype(fname, x.dtype)
-        DECODE_CHECKS.put(key, points, acc)
-    # one program: the casts, the M x K matrix and the product (every value made
-    # in the caller's trace, if any, stays in it)
-    coded = _lagrange_encode(x, beta, alpha, acc=acc)
-    if want_ok:
-        return coded, encoder_points_ok(beta.astype(acc), alpha.astype(acc))
-    return coded
-
-
-@functools.partial(jax.jit, static_argnames=("acc",))
-def _lagrange_encode(x, beta, alpha, acc):
-    e = _encoding_matrix(beta.astype(acc), alpha.astype(acc))
-    x = x.astype(acc)
-    return apply_decoding(e, x, x.dtype, zero_nonfinite=False)
-
-
-def _encoding_matrix(beta, alpha):
-    e = _barycentric_matrix(beta, alpha)
-    # traced invalid points: every coded input NaN (see the docstring)
-    valid = points_valid(beta) & jnp.all(jnp.isfinite(alpha))
-    return jnp.where(valid, e, jnp.full_like(e, jnp.nan))
-
-
-def _check_decode_args(fname, y, mask, alpha, beta, num_coeffs, accum_dtype):
+def checked_decode_args(fname, y, mask, alpha, beta, num_coeffs, accum_dtype):
     """(y, mask, alpha, beta, D, acc) after the checks; the points are returned
     as given (converted, not cast): every kernel casts them to ``acc`` inside its
     program, so that the memo (see codedjax._argcache) holds static facts only."""
@@ -323,7 +178,7 @@ def chebyls_decode(
         (seed paper of codedjax); M. Fahim and V. R. Cadambe, Numerically stable
         polynomially coded computing, arXiv:1903.08326.
     """
-    y, mask, alpha, beta, d, acc = _check_decode_args(
+    y, mask, alpha, beta, d, acc = checked_decode_args(
         "chebyls_decode", y, mask, alpha, beta, num_coeffs, accum_dtype
     )
     exact = check_exact_cond("chebyls_decode", exact_cond)
@@ -414,7 +269,7 @@ def chebyls_decoding_matrix(
     alpha = check_vector(fname, "alpha", alpha)
     m = alpha.shape[0]
     y = jnp.zeros((m,), resolve_accum_dtype(fname, jnp.float32, accum_dtype))
-    y, mask, alpha, beta, d, acc = _check_decode_args(
+    y, mask, alpha, beta, d, acc = checked_decode_args(
         fname, y, mask, alpha, beta, num_coeffs, accum_dtype
     )
     exact = check_exact_cond(fname, exact_cond)
@@ -551,7 +406,7 @@ def chebyls_decode_batched(
             f"shared_y=True, got {tuple(y.shape)}"
         )
     y0 = y[0] if per_mask else y
-    y0, _, alpha, beta, d, acc = _check_decode_args(
+    y0, _, alpha, beta, d, acc = checked_decode_args(
         fname, y0, masks[0], alpha, beta, num_coeffs, accum_dtype
     )
     exact = check_exact_cond(fname, exact_cond)
@@ -614,251 +469,12 @@ _chebyls_batched = jax.jit(
 )
 
 
-def threshold_decode(
-    y: Any,
-    mask: Any,
-    alpha: Any,
-    beta: Any,
-    num_coeffs: int,
-    order: Any,
-    *,
-    accum_dtype: Any = None,
-) -> DecodeResult:
-    r"""Threshold (LCC / Fahim-Cadambe) decoder: the first D responders, square solve.
-
-    Takes the first D workers of ``order`` (arrival order) that responded with finite
-    values and solves the square Chebyshev-Vandermonde system (by QR). This is the
-    classical baseline that discards every response beyond the threshold. Under
-    uniform stragglers the arrival order is a random permutation of the responders
-    (see :func:`sample_arrivals`); index order would cluster the chosen points at one
-    end of [-1, 1] and make a straw man. :func:`spread_order` gives the stronger
-    baseline that picks the D responders spread most evenly.
-
-    Args:
-        y: [M, ...] responses, any floating dtype.
-        mask: bool [M] responders.
-        alpha: [M] worker points; beta: [K] data points.
-        num_coeffs: D (static).
-        order: int [L] worker indices in arrival order (L <= M, distinct, each in
-            [0, M)); workers absent from ``order`` are never chosen. A concrete
-            order that breaks these rules raises; a traced one gives ``status``
-            BAD_POINTS (``ok`` False).
-        accum_dtype: as :func:`chebyls_decode`.
-
-    Returns:
-        DecodeResult as :func:`chebyls_decode`; ``cond`` is that of the D x D system.
-        Under ``jax.vmap`` (masks and orders, payloads, nested) with float32
-        accumulation the D x D systems are solved together by the barycentric
-        (Lagrange) form, without a factorisation, and ``cond`` is the certified
-        estimate of ``codedjax._lagrange_square.square_decoding_matrices`` (within
-        D^(+-1/32)); float64 solves each by LU with partial pivoting.
-
-    Raises:
-        ValueError, TypeError: as :func:`chebyls_decode`, and for an ``order`` that
-            is not a 1-D integer array of at most M entries.
-
-    Examples:
-        >>> import jax, jax.numpy as jnp, codedjax as cj
-        >>> alpha, beta = cj.chebyshev_points(8), cj.chebyshev_points(2)
-        >>> r = cj.threshold_decode(alpha[:, None], jnp.ones(8, bool), alpha, beta,
-        ...                         num_coeffs=2, order=jnp.arange(8)[::-1])
-        >>> int(r.num_used)
-        2
-
-    References:
-        Q. Yu et al., arXiv:1806.00939; M. Fahim and V. R. Cadambe,
-        arXiv:1903.08326.
-    """
-    fname = "threshold_decode"
-    y, mask, alpha, beta, d, acc = _check_decode_args(
-        fname, y, mask, alpha, beta, num_coeffs, accum_dtype
-    )
-    order = check_order(fname, order, y.shape[0])
-    return _threshold_decode(y, mask, alpha, beta, order, num_coeffs=d, acc=acc)
-
-
-def check_order(fname: str, order: Any, m: int) -> jax.Array:
-    """An arrival order: a 1-D integer array of at most M distinct worker indices
-    in [0, M) (checked when concrete; a traced bad order is data, BAD_POINTS)."""
-    order = jnp.asarray(order)
-    if order.ndim != 1 or not jnp.issubdtype(order.dtype, jnp.integer):
-        raise ValueError(
-            f"{fname}: order must be a 1-D integer array of worker indices, got "
-            f"shape {tuple(order.shape)} dtype {order.dtype}"
-        )
-    if order.shape[0] > m:
-        raise ValueError(
-            f"{fname}: order must list at most M={m} workers, got {order.shape[0]}"
-        )
-    if is_concrete(order):
-        o = np.asarray(order)
-        if o.size and (o.min() < 0 or o.max() >= m):
-            bad = int(o[(o < 0) | (o >= m)][0])
-            raise ValueError(
-                f"{fname}: order must hold worker indices in [0, {m}), got {bad}"
-            )
-        if np.unique(o).size != o.size:
-            raise ValueError(
-                f"{fname}: order must list distinct workers, got a repeated index"
-            )
-    return order
-
-
-def threshold_selection(valid, order, num_coeffs):
-    """(sel [M], order_ok): the first D valid workers of ``order`` (one mask)."""
-    m = valid.shape[0]
-    in_range = (order >= 0) & (order < m)
-    safe = jnp.where(in_range, order, 0)
-    repeated = jnp.any(
-        (safe[:, None] == safe[None, :]) & ~jnp.eye(order.shape[0], dtype=bool)
-    )
-    order_ok = jnp.all(in_range) & ~repeated
-    valid_in_order = valid[safe] & in_range
-    chosen = valid_in_order & (jnp.cumsum(valid_in_order) <= num_coeffs)
-    sel = jnp.zeros((m,), bool).at[safe].max(chosen)
-    return sel & order_ok, order_ok
-
-
-def _threshold_decode_impl(y, mask, alpha, beta, order, num_coeffs, acc):
-    m = y.shape[0]
-    sel, order_ok = threshold_selection(mask & finite_rows(y), order, num_coeffs)
-    # the square system's exact cond (QR and an SVD of R), as before
-    a, ok, cond, n, _ = _ls_decoding_matrix(
-        sel, alpha, beta, num_coeffs, acc, exact_cond=True
-    )
-    value = apply_decoding(a, y, acc, rows=sel)
-    # the square solve rounds as the least-squares one (solve_rounding)
-    error = predicted_error(
-        a, y.reshape(m, -1), sel, y.dtype, solve_factor=solve_rounding(num_coeffs)
-    )
-    status = status_of(
-        points_ok=points_valid(alpha) & points_valid(beta) & order_ok,
-        enough=n >= num_coeffs,
-        solved=ok,
-    )
-    return finish(value, cond, n, status, error)
-
-
-def _threshold_many(data, points, per_mask, num_coeffs, acc):
-    # jax.vmap of threshold_decode (codedjax._batching): selections per mask, then
-    # one batched kernel for every D x D system
-    y, masks, orders = data
-    alpha, beta = points
-    fin = jax.vmap(finite_rows)(y) if per_mask else finite_rows(y)[None, :]
-    sel, order_ok = jax.vmap(
-        functools.partial(threshold_selection, num_coeffs=num_coeffs)
-    )(masks & fin, orders)
-    a, ok, cond, n = square_decoding_matrices(sel, alpha, beta, num_coeffs, acc)
-    m = a.shape[-1]
-    lead = y.shape[:1] if per_mask else ()
-    rows = sel if per_mask else jnp.any(sel, axis=0)
-    value = apply_decoding(a, y, acc, per_mask=per_mask, rows=rows)
-    flat = y.reshape(lead + (m, math.prod(y.shape[len(lead) + 1 :])))
-    error = predicted_error(
-        a, flat, sel, y.dtype, solve_factor=solve_rounding(num_coeffs)
-    )
-    status = status_of(
-        points_ok=points_valid(alpha) & points_valid(beta) & order_ok,
-        enough=n >= num_coeffs,
-        solved=ok,
-    )
-    return finish(value, cond, n, status, error)
-
-
-def _threshold_single(data, points, num_coeffs, acc):
-    y, mask, order = data
-    return _threshold_decode_impl(y, mask, *points, order, num_coeffs, acc)
-
-
-def _threshold_vmappable(y, mask, alpha, beta, order, num_coeffs, acc):
-    alpha, beta = alpha.astype(acc), beta.astype(acc)
-    # one mask: the QR kernel; under jax.vmap: the batched kernel (codedjax._batching)
-    f = batching_decoder(
-        _threshold_single, _threshold_many, (("num_coeffs", num_coeffs), ("acc", acc))
-    )
-    return f((y, mask, order), (alpha, beta))
-
-
-_threshold_decode = jax.jit(_threshold_vmappable, static_argnames=("num_coeffs", "acc"))
-
-
-def spread_order(mask: Any, *, num_coeffs: int) -> jax.Array:
-    """An arrival order whose first D responders are spread most evenly by rank.
-
-    Among the N responders sorted by worker index (= by point), the ones at ranks
-    round(j (N - 1) / (D - 1)), j = 0..D-1, come first, then the other responders,
-    then the missing workers. Passing it to :func:`threshold_decode` gives the
-    strongest square-system baseline (still beaten by ChebyLS).
-
-    Args:
-        mask: bool [M] responders.
-        num_coeffs: D (static).
-
-    Returns:
-        int32 [M] permutation of the workers.
-
-    Raises:
-        ValueError: num_coeffs < 1 or mask not 1-D boolean.
-
-    Examples:
-        >>> import jax.numpy as jnp, codedjax as cj
-        >>> cj.spread_order(jnp.ones(5, bool), num_coeffs=3)[:3].tolist()
-        [0, 2, 4]
-    """
-    d = check_int("spread_order", "num_coeffs", num_coeffs, minimum=1)
-    mask = jnp.asarray(mask)
-    if mask.dtype != jnp.bool_ or mask.ndim != 1:
-        raise ValueError(
-            f"spread_order: mask must be a 1-D boolean array, got shape "
-            f"{tuple(mask.shape)} dtype {mask.dtype}"
-        )
-    return _spread_order(mask, num_coeffs=d)
-
-
-@functools.partial(jax.jit, static_argnames=("num_coeffs",))
-def _spread_order(mask, num_coeffs):
-    n = jnp.sum(mask, dtype=jnp.int32)
-    rank = jnp.cumsum(mask, dtype=jnp.int32) - 1
-    j = jnp.arange(num_coeffs, dtype=jnp.float32)
-    denom = max(num_coeffs - 1, 1)
-    targets = jnp.round(j * (n - 1).astype(jnp.float32) / denom).astype(jnp.int32)
-    chosen = mask & jnp.any(rank[:, None] == targets[None, :], axis=1)
-    key = jnp.where(chosen, 0, jnp.where(mask, 1, 2))
-    return jnp.argsort(key, stable=True).astype(jnp.int32)
-
-
 # ----------------------------------------------------------------------------------
 # Unchecked entries, for the Lagrange codes (codedjax._lagrange_codes): a code checks
 # its settings and points once, when it is built, and each call's arguments once, in
 # its own method (Code.encode, Code.decode, ...); inside its jitted program it then
 # calls these, which check nothing. ``acc`` is the accumulation dtype, the points are
 # arrays of any floating dtype (cast inside), y and mask are one request's.
-
-
-def encoding_matrix_constant(beta, alpha, acc) -> np.ndarray:
-    """The M x K Lagrange encoding matrix of fixed points (a code's) in ``acc``:
-    the second barycentric form of :func:`lagrange_encode`, evaluated on the host
-    in float64 (each entry rounded once to ``acc``). A constant of the code's
-    encode program, which then runs the product alone (:func:`encode_with_matrix`).
-    """
-    nodes, z = np.asarray(beta, np.float64), np.asarray(alpha, np.float64)
-    k = nodes.size
-    diff = nodes[:, None] - nodes[None, :] + np.eye(k)
-    logw = -np.sum(np.log(np.abs(diff)), axis=1)
-    w = np.prod(np.sign(diff), axis=1) * np.exp(logw - logw.max())
-    dz = z[:, None] - nodes[None, :]
-    hit = dz == 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = w[None, :] / np.where(hit, 1.0, dz)
-        basis = t / t.sum(axis=1, keepdims=True)
-    basis = np.where(hit.any(axis=1, keepdims=True), hit.astype(np.float64), basis)
-    return basis.astype(acc)
-
-
-def encode_with_matrix(x, e, acc):
-    """:func:`lagrange_encode` of checked inputs x [K, ...] by the encoding matrix
-    ``e`` [M, K] in ``acc`` (:func:`encoding_matrix_constant`)."""
-    return apply_decoding(jnp.asarray(e), x.astype(acc), acc, zero_nonfinite=False)
 
 
 def chebyls_decode_unchecked(y, mask, alpha, beta, num_coeffs, acc):
@@ -877,15 +493,3 @@ def chebyls_decode_batched_unchecked(y, masks, alpha, beta, num_coeffs, acc, sha
 def chebyls_decoding_matrix_unchecked(mask, alpha, beta, num_coeffs, acc):
     """:func:`chebyls_decoding_matrix` of a checked mask [M]."""
     return _decoding_matrix(mask, alpha, beta, num_coeffs=num_coeffs, acc=acc)
-
-
-def threshold_decode_unchecked(y, mask, alpha, beta, order, num_coeffs, acc):
-    """:func:`threshold_decode` of checked answers, mask and int32 ``order``."""
-    return _threshold_decode(
-        y, mask, alpha, beta, order, num_coeffs=num_coeffs, acc=acc
-    )
-
-
-def spread_order_unchecked(mask, num_coeffs):
-    """:func:`spread_order` of a checked mask [M] (bool) and D >= 1."""
-    return _spread_order(mask, num_coeffs=num_coeffs)
