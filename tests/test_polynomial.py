@@ -80,6 +80,15 @@ def test_lagrange_encode_errors():
         cj.lagrange_encode(jnp.ones((K, 2)), dup, alpha)
     with pytest.raises(ValueError, match="lagrange_encode: alpha must be finite"):
         cj.lagrange_encode(jnp.ones((K, 2)), beta, alpha.at[3].set(jnp.nan))
+    # x [K, ...]: one scalar per input is the smallest payload, a scalar is none
+    x1 = jnp.arange(K, dtype=jnp.float32)
+    one = cj.lagrange_encode(x1, beta, alpha)
+    assert one.shape == alpha.shape
+    np.testing.assert_array_equal(
+        np.asarray(one), np.asarray(cj.lagrange_encode(x1[:, None], beta, alpha))[:, 0]
+    )
+    with pytest.raises(ValueError, match=r"lagrange_encode: x must have shape \[K"):
+        cj.lagrange_encode(jnp.float32(1.0), beta, alpha)
 
 
 # A small code for the checks that do not depend on the size (error paths, dtypes,
@@ -530,6 +539,12 @@ def test_spread_order_picks_even_ranks():
     assert sorted(order[:3].tolist()) == resp[[0, 2, 5]].tolist()  # round(0, 2.5, 5)
     assert sorted(order.tolist()) == list(range(8))
     assert not np.asarray(mask)[order[-2:]].any()
+
+
+def test_spread_order_takes_one_mask():
+    for bad in (jnp.array(True), jnp.ones((2, 4), bool), jnp.ones(4, jnp.int32)):
+        with pytest.raises(ValueError, match="spread_order: mask must be a 1-D bool"):
+            cj.spread_order(bad, num_coeffs=2)
 
 
 def test_spread_order_rounds_to_nearest():
