@@ -305,6 +305,30 @@ def test_batched_with_per_mask_payloads(key):
         np.testing.assert_allclose(bat[i], np.asarray(one.value), rtol=1e-4, atol=1e-4)
 
 
+def test_a_codes_encode_is_lagrange_encode(key):
+    # a LagrangeCode encodes by its matrix, built on the host in float64: the
+    # same coded queries as lagrange_encode, and a NaN input reaches every
+    # coded query (the decoders then see non-finite answers: missing)
+    code = cj.lagrange_code(num_inputs=K_S, num_workers=M_S, degree=DEG)
+    x = jax.random.normal(key, (K_S, F)).at[1, 0].set(jnp.nan)
+    got = np.asarray(code.encode(x))
+    want = np.asarray(cj.lagrange_encode(x, code.beta(), code.alpha()))
+    assert np.isnan(got[:, 0]).all() and np.isnan(want[:, 0]).all()
+    np.testing.assert_allclose(got[:, 1:], want[:, 1:], rtol=1e-5, atol=1e-6)
+
+
+def test_batched_reads_a_payload_per_mask_without_a_feature_axis(key):
+    # y [B, M] (one scalar per worker and mask, B != M) is a payload per mask, as
+    # y [B, M, 1] is: the same decodes
+    alpha, beta, y = _small(key)
+    masks = cj.sample_masks(key, num_workers=M_S, num_responses=D_S + 2, shape=(3,))
+    ys = y[None, :, 0] * jnp.arange(1.0, 4.0)[:, None]  # [3, M]
+    flat = cj.chebyls_decode_batched(ys, masks, alpha, beta, num_coeffs=D_S)
+    col = cj.chebyls_decode_batched(ys[..., None], masks, alpha, beta, num_coeffs=D_S)
+    assert flat.value.shape == (3, K_S) and bool(jnp.all(flat.ok))
+    np.testing.assert_array_equal(np.asarray(flat.value), np.asarray(col.value)[..., 0])
+
+
 def test_new_masks_do_not_recompile(key, caplog):
     alpha, beta, y, masks = _setup(key)
     masks = list(masks[:4])  # slice outside the logged region
@@ -407,6 +431,10 @@ def test_static_errors_name_function_expected_and_actual():
         ValueError, match="threshold_decode: order must be a 1-D integer"
     ):
         cj.threshold_decode(y, mask, alpha, beta, num_coeffs=D, order=jnp.ones(M))
+    with pytest.raises(
+        ValueError, match="threshold_decode: order must be a 1-D integer"
+    ):
+        cj.threshold_decode(y, mask, alpha, beta, num_coeffs=D, order=jnp.int32(0))
     with pytest.raises(TypeError, match="chebyls_decode: mask must be boolean"):
         cj.chebyls_decode(y, jnp.ones(M), alpha, beta, num_coeffs=D)
     with pytest.raises(TypeError, match="num_coeffs must be a Python int"):
@@ -545,6 +573,11 @@ def test_spread_order_takes_one_mask():
     for bad in (jnp.array(True), jnp.ones((2, 4), bool), jnp.ones(4, jnp.int32)):
         with pytest.raises(ValueError, match="spread_order: mask must be a 1-D bool"):
             cj.spread_order(bad, num_coeffs=2)
+    # D = 1: the responder of rank round(0) = 0 comes first; D = 0 is refused
+    mask = jnp.array([False, True, True, False, True])
+    assert int(cj.spread_order(mask, num_coeffs=1)[0]) == 1
+    with pytest.raises(ValueError, match="spread_order: num_coeffs must be >= 1"):
+        cj.spread_order(mask, num_coeffs=0)
 
 
 def test_spread_order_rounds_to_nearest():
