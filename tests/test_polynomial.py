@@ -327,6 +327,9 @@ def test_batched_reads_a_payload_per_mask_without_a_feature_axis(key):
     col = cj.chebyls_decode_batched(ys[..., None], masks, alpha, beta, num_coeffs=D_S)
     assert flat.value.shape == (3, K_S) and bool(jnp.all(flat.ok))
     np.testing.assert_array_equal(np.asarray(flat.value), np.asarray(col.value)[..., 0])
+    # a 1-D y as long as the batch is no payload per mask (that needs [B, M, ...])
+    with pytest.raises(ValueError, match=r"\[B, M, \.\.\.\] = \[3, 12, .*got \(3,\)"):
+        cj.chebyls_decode_batched(ys[:, 0], masks, alpha, beta, num_coeffs=D_S)
 
 
 def test_new_masks_do_not_recompile(key, caplog):
