@@ -33,8 +33,8 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.core import Tracer
 
-from ._argchecks import is_concrete
 from ._dtypes import x64_enabled
 
 _MAXSIZE = 256
@@ -50,20 +50,26 @@ class CheckMemo:
 
     @staticmethod
     def key(fname: str, arrays: tuple, points: tuple, statics: tuple) -> tuple | None:
-        """The memo key, or None when these arguments may not be memoised."""
+        """The memo key, or None when these arguments may not be memoised.
+
+        Straight-line loops and list comprehensions, no generator: this runs on
+        every served call, with the caches cold from the kernel before it."""
+        shapes = []
         for x in arrays:
             if not isinstance(x, jax.Array):  # numpy, lists: convert and check
                 return None
+            shapes.append((x.shape, x.dtype))
+        ids = []
         for p in points:
-            if not (isinstance(p, jax.Array) and is_concrete(p)):
+            if not isinstance(p, jax.Array) or isinstance(p, Tracer):
                 return None
+            ids.append(id(p))
+        static = tuple([(type(s), s) for s in statics])
         try:
-            statics = tuple((type(s), s) for s in statics)
-            hash(statics)
+            hash(static)
         except TypeError:
             return None
-        shapes = tuple((x.shape, x.dtype) for x in arrays)
-        return (fname, shapes, tuple(id(p) for p in points), statics, x64_enabled())
+        return (fname, tuple(shapes), tuple(ids), static, x64_enabled())
 
     def get(self, key: tuple | None, points: tuple) -> Any:
         if key is None:
@@ -73,9 +79,10 @@ class CheckMemo:
             if entry is None:
                 return None
             refs, value = entry
-            if any(r() is not p for r, p in zip(refs, points, strict=True)):
-                del self._entries[key]
-                return None
+            for r, p in zip(refs, points, strict=True):
+                if r() is not p:
+                    del self._entries[key]
+                    return None
             self._entries.move_to_end(key)
             return value
 
