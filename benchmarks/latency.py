@@ -7,7 +7,10 @@ the responses of one straggler mask are decoded by ChebyLS, in two cases (``CASE
 the headline M = 40, N = 30 of 40, degree 3 (D = 22), and a small code, M = 12,
 N = 9 of 12, degree 1 (D = 8), where the fixed costs of a call weigh most. Timed
 per call (``block_until_ready``), interleaved so that every variant
-sees the same machine load, and reported as median and 99th percentile:
+sees the same machine load, in a fresh random order each round (a fixed order
+would always run the same variant right after numpy, whose work leaves the
+caches of the next call's Python and dispatch cold), and reported as median and
+99th percentile:
 
 * ``public``: the library's eager calls (``cj.lagrange_encode``, ``cj.chebyls_decode``)
   with their argument checks (memoised per code: the same point arrays);
@@ -150,8 +153,12 @@ def measure(calls: int = 2000, seed: int = 0, case: tuple = CASES["headline"]) -
         for _ in range(20):  # warm-up
             fn()
     times: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
     for _ in range(calls):
-        for name, fn in variants.items():
+        # a fresh order each round: no variant always follows the same one
+        for i in rng.permutation(len(names)):
+            name = names[i]
+            fn = variants[name]
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
