@@ -33,8 +33,8 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.core import Tracer
 
+from ._argchecks import is_concrete
 from ._dtypes import x64_enabled
 
 _MAXSIZE = 256
@@ -61,7 +61,7 @@ class CheckMemo:
             shapes.append((x.shape, x.dtype))
         ids = []
         for p in points:
-            if not isinstance(p, jax.Array) or isinstance(p, Tracer):
+            if not (isinstance(p, jax.Array) and is_concrete(p)):
                 return None
             ids.append(id(p))
         static = tuple([(type(s), s) for s in statics])
