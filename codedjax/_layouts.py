@@ -4,14 +4,18 @@ A code need not take the whole cluster. Replication of single queries with c
 copies is M // c groups of (K' = 1, M' = c); a code on K' queries and M' workers
 can be laid out the same way, G = M // M' independent groups, each a copy of
 the scheme with its own queries (round robin over the groups), its workers
-spread over the cluster (group s on workers s, s + G, s + 2 G, ...: apart in a
-rack model). :func:`layouts` lists, for a workload and M, every scheme of the
+spread evenly over the cluster (:func:`spread_workers`: group s on workers s, s
++ G, s + 2 G, ... when the groups fill the cluster, stretched over all M when
+some workers are idle, so that in a rack model every group has about as many
+workers in each rack and the idle ones fall between them, not all in the
+last racks). :func:`layouts` lists, for a workload and M, every scheme of the
 catalogue (:func:`~codedjax.catalogue`) at every group shape that fits, with
 what each costs: the evaluations of f per query (``work_per_query``) and the
 workers left idle when M' does not divide M.
 
 The serving simulator runs a layout as ``simulate_load(layout.code, ...,
-shards=layout.groups, work=layout.scheme.service_scale)``.
+shards=layout.groups, cluster=layout.num_workers,
+work=layout.scheme.service_scale)``.
 """
 
 from __future__ import annotations
@@ -20,9 +24,50 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ._catalogue import Scheme, Workload, catalogue
 
 __all__ = ["Layout", "layouts"]
+
+
+def spread_workers(groups: int, group_workers: int, num_workers: int) -> np.ndarray:
+    """The workers of G groups of M' spread evenly over a cluster of M.
+
+    Slot j of group s is worker floor((j G + s) M / (G M')): with G M' = M the
+    strided order (group s on s, s + G, s + 2 G, ...), otherwise that order
+    stretched over all M workers, so that the M - G M' idle workers fall
+    between the groups' workers rather than at the end. Workers are numbered as
+    a rack model numbers them (racks of consecutive workers): a group's workers
+    lie about M / M' apart, in as many racks as can be.
+
+    Args:
+        groups: G >= 1.
+        group_workers: M' >= 1.
+        num_workers: M >= G M'.
+
+    Returns:
+        int64 [G, M'], distinct workers in [0, M), each row increasing.
+
+    Raises:
+        ValueError: a size that is not an int >= 1, or G M' > M.
+
+    Examples:
+        >>> spread_workers(2, 6, 16).tolist()
+        [[0, 2, 5, 8, 10, 13], [1, 4, 6, 9, 12, 14]]
+    """
+    for name, v in (("groups", groups), ("group_workers", group_workers),
+                    ("num_workers", num_workers)):  # fmt: skip
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"spread_workers: {name} must be an int >= 1, got {v!r}")
+    g, mp, m = int(groups), int(group_workers), int(num_workers)
+    if g * mp > m:
+        raise ValueError(
+            f"spread_workers: {g} groups of {mp} workers need {g * mp} workers, "
+            f"the cluster has num_workers={m}"
+        )
+    i = np.arange(mp)[None, :] * g + np.arange(g)[:, None]  # the strided order
+    return (i * m) // (g * mp)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +104,12 @@ class Layout:
     def idle(self) -> int:
         """Workers of the M that no group uses."""
         return self.num_workers - self.groups * self.group_workers
+
+    @property
+    def placement(self) -> np.ndarray:
+        """int [G, M']: the cluster's workers of each group
+        (:func:`spread_workers`)."""
+        return spread_workers(self.groups, self.group_workers, self.num_workers)
 
     @property
     def work_per_query(self) -> float:

@@ -31,8 +31,9 @@ A scheme with no layout in the search keeps the catalogue's reason at (K, M)
 
 Latency (:func:`simulate_layout`): per query (``simulate_latency(...)
 .query_latency``: each query answered at its own worker's answer or at the decode
-that gives it), each group on its own workers of the cell's M (group s on workers
-s, s + G, s + 2G, ...: those columns of the cell's delay plan), the ceil(K / K')
+that gives it), each group on its own workers of the cell's M (group s on the
+workers ``layout.placement[s]``, spread evenly over the cluster: those columns
+of the cell's delay plan), the ceil(K / K')
 groups that a request's K queries go to, every worker's service time scaled by
 the scheme's ``service_scale`` (the model's shift once, ``service_scale`` times
 the rest of its draw: :meth:`codedjax.serving.Injector.plan_one`'s rule; the
@@ -297,7 +298,7 @@ def simulate_layout(
         ValueError: the cell's K queries need more groups than the layout has;
             what :func:`codedjax.serving.simulate_latency` refuses.
     """
-    kp, mp, g = layout.group_inputs, layout.group_workers, layout.groups
+    kp, g = layout.group_inputs, layout.groups
     k = kp if num_inputs is None else num_inputs
     n = -(-k // kp)
     if n > g:
@@ -307,7 +308,7 @@ def simulate_layout(
         )
     parts = []
     for s in range(n):
-        cols = np.arange(s, s + g * mp, g)
+        cols = layout.placement[s]
         plan = _GroupPlan(injector, layout.num_workers, cols,
                           layout.scheme.service_scale, shift)  # fmt: skip
         parts.append(simulate_latency(layout.code, policy, plan, num_requests))

@@ -3,7 +3,7 @@
 The per-query p99 of each scheme is recomputed here from the injector's own delay
 plan (``Injector.plan``, the draws every cluster and the simulator share) by the
 scheme's rule written out in numpy: a replicated query is answered at its first
-replica, an uncoded one at its own worker (the layout's workers 0, G, 2G, ...), a
+replica, an uncoded one at its own worker (the layout's ``placement``), a
 query of a non-systematic code at the N-th answer of its group. The choice must be
 the lowest such p99 among the schemes that meet the target (ties: the least work
 per query), replication must win where it has 5 replicas per input while a code
@@ -71,9 +71,10 @@ def _p99(t):
 
 def _check_against_delays(sc, m, k):
     t = _delays(m, REQ, 3)
-    g = m // k  # uncoded: K' = M' = K, G = M // K groups, group 0 on 0, G, ...
+    g = m // k  # uncoded: K' = M' = K, G = M // K groups, group 0 on worker
+    # floor(j G M / (G K)) = floor(j M / K) (spread over the M: Layout.placement)
     want = {
-        "uncoded": _p99(t[:, g * np.arange(k)]),
+        "uncoded": _p99(t[:, (np.arange(k) * m) // k]),
         "replication": _p99(np.stack([t[:, j::k].min(axis=1) for j in range(k)])),
     }
     rows = {r["scheme"]: r for r in sc["rows"]}

@@ -135,8 +135,9 @@ def test_baseline_latencies_are_the_per_query_delays(summary):
         np.arange(4000), 6
     )
     rows = _rows(summary)
-    # uncoded: query q on worker q; replication: on workers q and q + 4 (q < 2)
-    uncoded = delays[:, :4]
+    # uncoded: K' = M' = 4 spread over the 6 (Layout.placement: workers 0, 1, 3,
+    # 4); replication: query q on workers q and q + 4 (q < 2)
+    uncoded = delays[:, [0, 1, 3, 4]]
     repl = np.concatenate(
         [np.minimum(delays[:, :2], delays[:, 4:6]), delays[:, 2:4]], axis=1
     )

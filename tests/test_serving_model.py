@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import codedjax as cj
+from codedjax import _layouts
 from codedjax.serving import (
     FillDeadline,
     FirstDecodable,
@@ -191,6 +192,27 @@ def test_layouts_lay_a_scheme_out_as_groups():
     assert [lay.work_per_query for lay in circle] == [4.0]  # 4 workers x 2 / 2
     tight = cj.layouts(LIN, 7, group_inputs=(2,), names=("chebyls",), max_idle=0)
     assert {lay.group_workers for lay in tight} == {7}
+
+
+def test_a_layout_spreads_its_groups_over_the_cluster():
+    # groups that fill the cluster: strided, group s on s, s + G, ...
+    (full,) = cj.layouts(LIN, 15, group_inputs=(1,), group_workers=(3,),
+                         names=("replication",))  # fmt: skip
+    np.testing.assert_array_equal(full.placement, np.arange(15).reshape(3, 5).T)
+    # with idle workers: spread over all M, never packed into the first racks
+    for m, mp in ((16, 6), (16, 5), (40, 13), (10, 3), (12, 5)):
+        (lay,) = cj.layouts(LIN, m, group_inputs=(2,), group_workers=(mp,),
+                            names=("chebyls",))  # fmt: skip
+        p = lay.placement
+        assert p.shape == (lay.groups, mp) and p.dtype.kind == "i"
+        assert len(set(p.ravel().tolist())) == p.size and 0 <= p.min() <= p.max() < m
+        for rack in (2, 3, 5):  # every rack of r consecutive workers that lies
+            # wholly in the cluster holds floor or ceil of r M' / M of each group
+            for lo in range(0, m - rack + 1, rack):
+                held = ((p >= lo) & (p < lo + rack)).sum(axis=1)
+                assert held.min() >= rack * mp // m and held.max() <= -(-rack * mp // m)
+    with pytest.raises(ValueError, match="spread_workers: 3 groups of 6 workers need"):
+        _layouts.spread_workers(3, 6, 16)
 
 
 @pytest.mark.parametrize(

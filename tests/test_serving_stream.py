@@ -337,6 +337,22 @@ def test_the_simulator_shards_the_workers_and_answers_replicas_per_query():
                          queueing=False)  # fmt: skip
     plan, _ = inj.plan(np.arange(100), 4)
     np.testing.assert_allclose(idle.latency, plan.reshape(-1), atol=1e-12)
+    # a cluster of 7 for the 4 copies: request r's plan of 7 workers, copy s on
+    # worker floor(7 s / 4) (spread: 0, 1, 3, 5; 2, 4 and 6 idle)
+    wide = simulate_load(one, FixedN(1), inj, a, group_deadline=0.01, shards=4,
+                         cluster=7, queueing=False)  # fmt: skip
+    plan, _ = inj.plan(np.arange(100), 7)
+    np.testing.assert_allclose(
+        wide.latency, plan[:, [0, 1, 3, 5]].reshape(-1), atol=1e-12
+    )
+    same = simulate_load(one, FixedN(1), inj, a, group_deadline=0.01, shards=4,
+                         cluster=4, queueing=False)  # fmt: skip
+    np.testing.assert_array_equal(same.latency, idle.latency)
+    with pytest.raises(ValueError, match=r"cluster must hold the shards' workers, "
+                       r"shards x num_workers = 4 x 1 = 4, got cluster=3"):  # fmt: skip
+        simulate_load(one, FixedN(1), inj, a, group_deadline=0.01, shards=4, cluster=3)
+    with pytest.raises(TypeError, match="simulate_load: cluster must be an int"):
+        simulate_load(one, FixedN(1), inj, a, group_deadline=0.01, cluster=4.0)
     # per query: each query answered at its first replica (idle workers: the
     # least delay among its replicas from when it was sent: its group's close
     # with dispatch by group, its own arrival with dispatch on arrival)

@@ -17,6 +17,8 @@ FLAGS = {
     "workers": ("--workers", {"help": "cluster sizes M, e.g. 10,12,16,40"}),
     "delays": ("--delays", {"help": f"delay models, of {','.join(DELAY_MODELS)}"}),
     "group_inputs": ("--group-inputs", {"help": "K' tried, e.g. 1,2,4,8"}),
+    "max_redundancy": ("--max-redundancy", {"help": "largest M'/K' of a code tried"}),
+    "max_spares": ("--max-spares", {"help": "M' - K' tried up to this at least"}),
     "num_queries": ("--queries", {"help": "queries per point of the bisection"}),
     "screen_queries": ("--screen-queries", {"help": "queries per screening point"}),
     "p99_target": ("--p99-target", {"help": "seconds (default 0.05)"}),

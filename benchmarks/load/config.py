@@ -62,7 +62,12 @@ class LoadConfig:
             F -> F, degree 1).
         p99_target: the p99 latency (seconds) under which a rate is sustained.
         max_spares: with ``max_redundancy``, the largest M' - K' tried (K' >= 2).
-        max_redundancy: M' / K' tried up to this (or K' + ``max_spares``).
+        max_redundancy: M' / K' tried up to this (or K' + ``max_spares``):
+            4 by default, near replication's largest c (5), so that a code may
+            spend the redundancy that slowdowns in racks ask for (with racks
+            of 5 on 16 workers two slow racks leave a third of a group fast;
+            at 2, racks M = 16 had no coded layout within 0.72x of
+            replication's rate).
         max_idle: the largest fraction of the M workers a layout may leave idle
             (M - G M' when M' does not divide M); those that leave more lose
             capacity for nothing and are not tried.
@@ -106,7 +111,7 @@ class LoadConfig:
     num_features: int = 16
     p99_target: float = 0.05
     max_spares: int = 4
-    max_redundancy: float = 2.0
+    max_redundancy: float = 4.0
     max_idle: float = 0.125
     replication: tuple[int, ...] = (2, 3, 4, 5)
     group_deadlines: tuple[float, ...] = (0.02, 0.01)

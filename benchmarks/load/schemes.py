@@ -133,15 +133,16 @@ def policy(layout: cj.Layout, num_responses: int | None = None) -> Any:
 def _answers(cfg: LoadConfig, layout: cj.Layout, latency) -> tuple:
     """(queries x [B, K', F], the answers y [B, M', ...], each worker's rank in
     its group's arrival order [B, M']) for ``accuracy_groups`` groups; the
-    delays are group 0's of the layout (workers 0, G, 2G, ... of the G M' that
-    serve, as :func:`codedjax.serving.simulate_load` places them)."""
+    delays are group 0's of the layout (its workers ``layout.placement[0]`` of
+    the cluster, as :func:`codedjax.serving.simulate_load` places them)."""
     code, b = layout.code, cfg.accuracy_groups
-    k, mp, g = layout.group_inputs, layout.group_workers, layout.groups
+    k = layout.group_inputs
     x = queries(cfg, b * k, seed=1).reshape(b, k, -1)
     rows = jax.vmap(code.encode)(jnp.asarray(x))
     y = np.asarray(_apply(cfg.num_features, cfg.seed)(rows), np.float32)
-    delays, _ = Injector(latency=latency, seed=cfg.seed + 3).plan(np.arange(b), g * mp)
-    order = np.argsort(delays[:, ::g][:, :mp], axis=1, kind="stable")
+    inj = Injector(latency=latency, seed=cfg.seed + 3)
+    delays, _ = inj.plan(np.arange(b), layout.num_workers)
+    order = np.argsort(delays[:, layout.placement[0]], axis=1, kind="stable")
     return x, y, np.argsort(order, axis=1)
 
 

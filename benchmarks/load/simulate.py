@@ -3,7 +3,7 @@
 
 A layout (:func:`codedjax.layouts`) is simulated with
 ``simulate_load(code, policy, injector, arrivals, group_deadline=...,
-shards=G, work=scheme.service_scale)``: dispatch on arrival and per-query
+shards=G, cluster=M, work=scheme.service_scale)``: dispatch on arrival and per-query
 answers (the defaults), except a code whose own worker answers two queries
 (the packed systematic circle code's), which is dispatched at the group's
 close (its worker needs both). A rate is sustained when it and every rate of
@@ -110,7 +110,8 @@ class Cell:
         t0 = time.perf_counter()
         a = poisson_arrivals(rate, q, seed=self.cfg.seed)
         sim = simulate_load(lay.code, pol, self.inj, a, group_deadline=gd,
-                            shards=lay.groups, work=lay.scheme.service_scale,
+                            shards=lay.groups, cluster=lay.num_workers,
+                            work=lay.scheme.service_scale,
                             dispatch=dispatch_of(lay))  # fmt: skip
         skip = int(self.cfg.warmup * q)
         span = float(a[-1] - a[0]) if q > 1 else math.nan

@@ -220,9 +220,9 @@ class Cell:
 
     def _order(self, lay: cj.Layout, rows: int) -> np.ndarray:
         """int32 [rows, M']: each decoded group's workers by arrival."""
-        e, g, mp = self.cfg.error_requests, lay.groups, lay.group_workers
+        e, mp = self.cfg.error_requests, lay.group_workers
         delays, _ = self.inj.plan(np.arange(self.cfg.num_requests), self.m)
-        cols = np.arange(rows // e)[:, None] + g * np.arange(mp)[None, :]
+        cols = lay.placement[: rows // e]  # the decoded groups' workers
         d = delays[:e][:, cols].reshape(rows, mp)
         return np.argsort(d, axis=1, kind="stable").astype(np.int32)
 

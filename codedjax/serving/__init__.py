@@ -36,10 +36,10 @@ from ._faults import FAULT_KINDS as FAULT_KINDS
 from ._faults import Injector as Injector
 from ._faults import WorkerFault as WorkerFault
 from ._faults import latency_shift as latency_shift
-from ._load import LoadRun as LoadRun
 from ._load import SimulatedLoad as SimulatedLoad
-from ._load import run_open_loop as run_open_loop
 from ._load import simulate_load as simulate_load
+from ._open_loop import LoadRun as LoadRun
+from ._open_loop import run_open_loop as run_open_loop
 from ._pipeline import Pipeline as Pipeline
 from ._pipeline import PipelineResult as PipelineResult
 from ._pipeline import PipelineServer as PipelineServer

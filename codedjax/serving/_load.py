@@ -1,28 +1,22 @@
-"""Open-loop load: a load generator and a discrete-event simulator.
+"""Open-loop load simulated: the streaming frontend's latencies without a model.
 
-* :func:`run_open_loop` submits queries to a :class:`StreamingServer` at given
-  arrival times (``_arrivals``: :func:`poisson_arrivals`, :func:`bursty_arrivals`;
-  open loop: it never waits for an answer before the next arrival) and accounts
-  for every query: answered (ok or not, with a status), failed with an error,
-  refused (:class:`QueueFull`), or lost (none: a query that has neither an answer
-  nor an error by the end is counted, never dropped silently).
-* :func:`simulate_load` computes the same frontend's latencies for large sweeps
-  without running a model: the same grouping (K queries in arrival order, the
-  group deadline), the same worker queues (``_events``: the one model the
-  simulated cluster runs too) and the same delay draws (:class:`Injector`, one
-  draw per group), in numpy.
+:func:`simulate_load` computes what ``_open_loop.run_open_loop`` measures on a
+:class:`StreamingServer`, for large sweeps: the same grouping (K queries in
+arrival order, the group deadline), the same worker queues (``_events``: the
+one model the simulated cluster runs too) and the same delay draws
+(:class:`Injector`, one draw per group), in numpy.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._layouts import spread_workers
 from ._arrivals import arrival_times, positive
 from ._checks import integer
 from ._deadlines import FillDeadline
@@ -32,142 +26,10 @@ from ._faults import Injector
 from ._per_query import rows_are_queries
 from ._policy import decode_need, decodes_first
 from ._simulate import check_flag, check_simulation, decision_times
-from ._stream import QueueFull, StreamingServer
 
 # what simulate_load needs of a code
 _LOAD_MEMBERS = ("num_inputs", "num_workers", "threshold", "may_decode",
                  "decodable_from", "decodable_from_per_query")  # fmt: skip
-
-
-# ------------------------------------------------------------------ the generator
-
-
-class LoadRun(NamedTuple):
-    """What :func:`run_open_loop` measured.
-
-    Attributes:
-        results: one :class:`QueryResult` per submitted query, in arrival order
-            (None for a query that was refused, failed with an error or is lost).
-        latency: float [Q] seconds from arrival to answer (nan without an answer).
-        ok: bool [Q] answered and decoded.
-        submitted: queries offered (arrivals within the time bound).
-        answered: queries with an answer (ok or not: ``results`` has a status).
-        errors: queries whose future ended with an exception (the message names
-            the cause), e.g. when the frontend stopped.
-        rejected: queries refused with :class:`QueueFull` (back-pressure).
-        lost: queries with neither an answer nor an error when the run ended
-            (0 unless ``timeout`` cut the wait short).
-        duration: seconds from the first arrival to the last answer (backend
-            clock).
-    """
-
-    results: list
-    latency: np.ndarray
-    ok: np.ndarray
-    submitted: int
-    answered: int
-    errors: int
-    rejected: int
-    lost: int
-    duration: float
-
-
-def run_open_loop(
-    frontend: StreamingServer,
-    queries: Any,
-    times: Sequence[float],
-    *,
-    max_seconds: float | None = None,
-    timeout: float | None = None,
-) -> LoadRun:
-    """Submits ``queries[i]`` at ``times[i]`` seconds from now, without waiting for
-    answers (open loop), then collects every answer.
-
-    On a real clock the generator sleeps until each arrival (an arrival it is late
-    for is submitted at once); on a virtual clock (a :class:`SimulatedCluster`)
-    it places the arrivals with ``submit(..., at=)`` and runs the simulation.
-    Only the frontend in this process is loaded (no network).
-
-    Args:
-        frontend: the :class:`StreamingServer`.
-        queries: [Q, ...] queries (or a sequence of Q queries).
-        times: [Q] non-decreasing arrival offsets in seconds (e.g.
-            :func:`poisson_arrivals`).
-        max_seconds: optional bound: arrivals later than this are not submitted.
-        timeout: seconds to wait for the answers after the last arrival (real
-            clock; default: until every query is answered or failed).
-
-    Returns:
-        :class:`LoadRun`.
-
-    Raises:
-        ValueError: ``times`` not [Q] non-decreasing finite offsets >= 0 (the
-            message names the first offending entry and its value); a bad
-            max_seconds or timeout.
-        TypeError: frontend not a :class:`StreamingServer`; queries not a
-            sequence or array of Q queries; times not numbers.
-    """
-    fname = "run_open_loop"
-    if not isinstance(frontend, StreamingServer):
-        raise TypeError(
-            f"{fname}: frontend must be a StreamingServer, got "
-            f"{'None' if frontend is None else type(frontend).__name__}"
-        )
-    if (
-        not (hasattr(queries, "__len__") and hasattr(queries, "__getitem__"))
-        or isinstance(queries, (str, bytes, dict))
-        or getattr(queries, "ndim", 1) == 0
-    ):
-        raise TypeError(
-            f"{fname}: queries must be [Q, ...] queries (an array or a sequence "
-            f"of Q queries), got {queries!r:.80}"
-        )
-    n = len(queries)
-    t = arrival_times(fname, "times", times, n)
-    if max_seconds is not None:
-        t = t[t <= positive(fname, "max_seconds", max_seconds)]
-    if timeout is not None:
-        timeout = positive(fname, "timeout", timeout)
-    q = len(t)
-    futures: list = [None] * q
-    rejected = 0
-    backend = frontend.backend
-    t0 = backend.now()
-    for i in range(q):
-        at = t0 + t[i]
-        if not frontend.virtual:
-            wait = at - backend.now()
-            if wait > 0:
-                time.sleep(wait)
-        try:
-            futures[i] = frontend.submit(
-                queries[i], at=at if frontend.virtual else None
-            )
-        except QueueFull:
-            rejected += 1
-    if frontend.virtual:
-        frontend.drain()
-    results: list = [None] * q
-    errors = lost = 0
-    end = None if timeout is None else time.perf_counter() + timeout
-    for i, f in enumerate(futures):
-        if f is None:
-            continue
-        left = None if end is None else max(0.0, end - time.perf_counter())
-        try:
-            results[i] = f.result(left)
-        except TimeoutError:
-            lost += 1
-        except Exception:
-            errors += 1
-    t_end = backend.now()
-    lat = np.array([np.nan if r is None else r.latency for r in results])
-    ok = np.array([r is not None and r.ok for r in results], bool)
-    answered = sum(r is not None for r in results)
-    return LoadRun(results, lat, ok, q, answered, errors, rejected, lost, t_end - t0)
-
-
-# ------------------------------------------------------------------ the simulator
 
 
 class SimulatedLoad(NamedTuple):
@@ -280,6 +142,7 @@ def simulate_load(
     per_query: bool = True,
     dispatch: str = "arrival",
     shards: int = 1,
+    cluster: int | None = None,
     work: float = 1.0,
 ) -> SimulatedLoad:
     """The streaming frontend's latencies under a load, without running a model.
@@ -331,9 +194,14 @@ def simulate_load(
             all, a layout of S coding groups): group g goes to copy g mod S
             (round robin), e.g. uncoded serving of single queries on M workers
             is ``uncoded_code(num_inputs=1)`` with ``shards=M``. The groups r S
-            .. r S + S - 1 draw request ``first_group + r``'s plan of the S M
-            workers, copy s taking workers s, s + S, s + 2 S, ... (a copy's
-            workers spread over the cluster: apart in a rack model).
+            .. r S + S - 1 draw request ``first_group + r``'s plan of the
+            ``cluster``'s workers, copy s taking the workers of row s of
+            ``codedjax.Layout.placement`` (s, s + S, s + 2 S, ... when the
+            copies fill the cluster; spread evenly over it otherwise: apart in
+            a rack model).
+        cluster: C, the workers the S copies are spread over (an int >= S M;
+            default S M): a layout of S groups that leaves C - S M workers of
+            its cluster idle (``codedjax.Layout.num_workers``).
         work: each evaluation's service time in units of the injector's drawn
             delay (finite, > 0; default 1): a scheme whose worker evaluates f
             more than once per request (the circle code's complex query, 2;
@@ -349,12 +217,13 @@ def simulate_load(
             an injector that is not an :class:`Injector`; a policy deadline that
             is not None or a number; arrivals that are not numbers; queueing or
             per_query not a bool; a group deadline that is neither seconds nor a
-            :class:`FillDeadline`.
+            :class:`FillDeadline`; shards or cluster not an int.
         ValueError: a bad group deadline or dispatch; arrivals not [Q]
             non-decreasing, finite and >= 0 (the first offending entry named); a
             policy deadline that is NaN, infinite or negative; a rule that
             returns another shape than [R] or NaN; a policy without a deadline
-            when workers can hang.
+            when workers can hang; shards < 1 or a cluster smaller than the
+            shards' S M workers.
     """
     fname = "simulate_load"
     if getattr(policy, "needs_answers", False):
@@ -374,6 +243,13 @@ def simulate_load(
     per_query = check_flag(fname, "per_query", per_query)
     arrival = _dispatch(fname, dispatch)
     integer(fname, "shards", shards, minimum=1)
+    nsh = int(shards)
+    c = nsh * m if cluster is None else integer(fname, "cluster", cluster)
+    if c < nsh * m:
+        raise ValueError(
+            f"{fname}: cluster must hold the shards' workers, shards x "
+            f"num_workers = {nsh} x {m} = {nsh * m}, got cluster={cluster}"
+        )
     scale = positive(fname, "work", work)
     starts, ends, sent, dls = _groups(a, k, gd)
     size = ends - starts
@@ -382,14 +258,14 @@ def simulate_load(
     arrival = arrival and own is not None and _sends_queries(code)
     offered = _offered(own if arrival else None, a, starts, size, sent)
     offered = np.broadcast_to(offered, (g, m))
-    nsh = int(shards)
-    if nsh == 1:
+    if nsh == 1 and c == m:
         delays, faults = injector.plan(first_group + np.arange(g), m)
-    else:  # round r: request r's plan of the S M workers, shard s on s, s + S, ...
+    else:  # round r: request r's plan of the C workers, shard s on its row
         rounds = -(-g // nsh)
-        d, f = injector.plan(first_group + np.arange(rounds), nsh * m)
-        delays = d.reshape(rounds, m, nsh).transpose(0, 2, 1).reshape(-1, m)[:g]
-        faults = f.reshape(rounds, m, nsh).transpose(0, 2, 1).reshape(-1, m)[:g]
+        d, f = injector.plan(first_group + np.arange(rounds), c)
+        cols = spread_workers(nsh, m, c)
+        delays = d[:, cols].reshape(-1, m)[:g]
+        faults = f[:, cols].reshape(-1, m)[:g]
     if scale != 1.0:
         delays = delays * scale
     can_hang = "hang" in injector.fault_kinds or any(
