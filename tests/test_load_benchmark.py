@@ -140,6 +140,20 @@ def test_the_report_has_a_row_per_cell_and_per_family(tiny):
     assert "No-loss run skipped: not run here." in text
 
 
+def test_the_group_shapes_searched():
+    cfg = LoadConfig()
+    # replication: its copies c; a code: M' from K' + 1 to K' + max(4 spares,
+    # (4 - 1) K'), leaving at most 12.5% of the M idle
+    assert cfg.group_workers(1, 16) == (2, 3, 4, 5)
+    assert cfg.group_workers(2, 16) == (3, 4, 5, 7, 8)
+    assert cfg.group_workers(4, 16) == (5, 7, 8, 14, 15, 16)
+    assert cfg.group_workers(8, 40) == (9, 10, 12, 13, 18, 19, 20)
+    narrow = dataclasses.replace(cfg, max_redundancy=2.0)
+    assert narrow.group_workers(4, 16) == (5, 7, 8)
+    with pytest.raises(ValueError, match="max_redundancy must be finite and >= 1"):
+        dataclasses.replace(cfg, max_redundancy=0.5)
+
+
 def test_bad_options_exit_naming_the_option(capsys):
     for argv, flag in (
         (["--delays", "nope"], "--delays"),
@@ -148,6 +162,8 @@ def test_bad_options_exit_naming_the_option(capsys):
         (["--group-inputs", "2,4"], "--group-inputs"),
         (["--p99-target", "0"], "--p99-target"),
         (["--queries", "0"], "--queries"),
+        (["--max-redundancy", "0.5"], "--max-redundancy"),
+        (["--max-spares", "0"], "--max-spares"),
     ):
         with pytest.raises(SystemExit) as e:
             main(argv)
