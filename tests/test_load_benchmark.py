@@ -164,6 +164,7 @@ def test_bad_options_exit_naming_the_option(capsys):
         (["--queries", "0"], "--queries"),
         (["--max-redundancy", "0.5"], "--max-redundancy"),
         (["--max-spares", "0"], "--max-spares"),
+        (["--bisection", "-1"], "--bisection"),
     ):
         with pytest.raises(SystemExit) as e:
             main(argv)

@@ -21,6 +21,7 @@ FLAGS = {
     "max_spares": ("--max-spares", {"help": "M' - K' tried up to this at least"}),
     "num_queries": ("--queries", {"help": "queries per point of the bisection"}),
     "screen_queries": ("--screen-queries", {"help": "queries per screening point"}),
+    "bisection": ("--bisection", {"help": "bisection steps between two grid rates"}),
     "p99_target": ("--p99-target", {"help": "seconds (default 0.05)"}),
     "noloss_queries": ("--noloss-queries", {"help": "queries of the no-loss run"}),
     "check_delay": ("--check-delay", {"help": "delay model of the thread checks"}),
