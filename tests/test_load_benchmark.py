@@ -165,6 +165,7 @@ def test_bad_options_exit_naming_the_option(capsys):
         (["--max-redundancy", "0.5"], "--max-redundancy"),
         (["--max-spares", "0"], "--max-spares"),
         (["--bisection", "-1"], "--bisection"),
+        (["--accuracy-tries", "0"], "--accuracy-tries"),
     ):
         with pytest.raises(SystemExit) as e:
             main(argv)

@@ -22,6 +22,10 @@ FLAGS = {
     "num_queries": ("--queries", {"help": "queries per point of the bisection"}),
     "screen_queries": ("--screen-queries", {"help": "queries per screening point"}),
     "bisection": ("--bisection", {"help": "bisection steps between two grid rates"}),
+    "accuracy_tries": (
+        "--accuracy-tries",
+        {"help": "accuracy measurements per scheme and cell, at most"},
+    ),
     "p99_target": ("--p99-target", {"help": "seconds (default 0.05)"}),
     "noloss_queries": ("--noloss-queries", {"help": "queries of the no-loss run"}),
     "check_delay": ("--check-delay", {"help": "delay model of the thread checks"}),

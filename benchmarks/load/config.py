@@ -83,7 +83,11 @@ class LoadConfig:
         finalists: the coded, and the replication, layouts bisected first.
         accuracy_groups: groups whose decoded errors measure a layout's accuracy.
         accuracy_tries: the most layouts per scheme of a family and per cell
-            whose accuracy is measured (each measurement compiles a decoder).
+            whose accuracy is measured (each measurement compiles a decoder):
+            8: with codes tried up to 4x redundancy, 4 left 23-44 of the
+            Lagrange families' 81 layouts at M = 40 unmeasured above their
+            best, and some families' bests below what the search up to 2x had
+            found (racks M = 40, Lagrange: 2140 against 2409 q/s).
         error_factor: the accuracy target: the median error of a layout's
             decoded queries (those its own workers did not answer) at most this
             times an uncoded bf16 worker's median (per query;
@@ -121,7 +125,7 @@ class LoadConfig:
     bisection: int = 4
     finalists: int = 3
     accuracy_groups: int = 256
-    accuracy_tries: int = 4
+    accuracy_tries: int = 8
     error_factor: float = 2.0
     thread_rates: tuple[float, ...] = (0.3, 0.6, 0.9)
     thread_queries: int = 1500
