@@ -113,6 +113,7 @@ ACCEPTED = {
     "--seed": {"0"},
     "--process-id": {"0"},
     ("benchmarks.regimes.__main__", "--spot-requests"): {"0"},
+    ("benchmarks.load.__main__", "--bisection"): {"0"},  # the grid's own rates
     ("benchmarks.regimes.__main__", "--master-requests"): {"0"},
     ("benchmarks.schemes.__main__", "--model-queries"): {"0"},
     ("benchmarks.schemes.__main__", "--mnist-queries"): {"0"},
