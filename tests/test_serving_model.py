@@ -192,6 +192,11 @@ def test_layouts_lay_a_scheme_out_as_groups():
     assert [lay.work_per_query for lay in circle] == [4.0]  # 4 workers x 2 / 2
     tight = cj.layouts(LIN, 7, group_inputs=(2,), names=("chebyls",), max_idle=0)
     assert {lay.group_workers for lay in tight} == {7}
+    # at most one idle worker of 7: M' = 3 (x2) and 6 leave one, 4 and 5 more
+    some = cj.layouts(LIN, 7, group_inputs=(2,), names=("chebyls",), max_idle=1)
+    assert {lay.group_workers for lay in some} == {3, 6, 7}
+    (alone,) = cj.layouts(LIN, 1, group_inputs=(1,), names=("uncoded",))
+    assert (alone.groups, alone.group_workers, alone.idle) == (1, 1, 0)
 
 
 def test_a_layout_spreads_its_groups_over_the_cluster():
@@ -211,8 +216,17 @@ def test_a_layout_spreads_its_groups_over_the_cluster():
             for lo in range(0, m - rack + 1, rack):
                 held = ((p >= lo) & (p < lo + rack)).sum(axis=1)
                 assert held.min() >= rack * mp // m and held.max() <= -(-rack * mp // m)
-    with pytest.raises(ValueError, match="spread_workers: 3 groups of 6 workers need"):
+    # one group, groups of one worker: the same rule
+    np.testing.assert_array_equal(_layouts.spread_workers(1, 4, 6), [[0, 1, 3, 4]])
+    np.testing.assert_array_equal(
+        _layouts.spread_workers(4, 1, 7), [[0], [1], [3], [5]]
+    )
+    with pytest.raises(ValueError, match="spread_workers: 3 groups of 6 workers need "
+                       "18 workers, the cluster has num_workers=16"):  # fmt: skip
         _layouts.spread_workers(3, 6, 16)
+    for bad in (0, True, 2.0):
+        with pytest.raises(ValueError, match="spread_workers: groups must be an int"):
+            _layouts.spread_workers(bad, 2, 8)
 
 
 @pytest.mark.parametrize(
@@ -224,6 +238,7 @@ def test_a_layout_spreads_its_groups_over_the_cluster():
         (dict(group_inputs=(0,)), ValueError, "layouts: group_inputs must be ints"),
         (dict(group_workers="4"), TypeError, "layouts: group_workers must be a"),
         (dict(max_idle=-1), ValueError, "layouts: max_idle must be an int >= 0"),
+        (dict(max_idle=True), ValueError, "layouts: max_idle must be an int >= 0"),
     ],
 )
 def test_layouts_refuse_bad_sizes(kw, err, match):
