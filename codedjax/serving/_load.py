@@ -258,14 +258,13 @@ def simulate_load(
     arrival = arrival and own is not None and _sends_queries(code)
     offered = _offered(own if arrival else None, a, starts, size, sent)
     offered = np.broadcast_to(offered, (g, m))
-    if nsh == 1 and c == m:
-        delays, faults = injector.plan(first_group + np.arange(g), m)
-    else:  # round r: request r's plan of the C workers, shard s on its row
-        rounds = -(-g // nsh)
-        d, f = injector.plan(first_group + np.arange(rounds), c)
-        cols = spread_workers(nsh, m, c)
-        delays = d[:, cols].reshape(-1, m)[:g]
-        faults = f[:, cols].reshape(-1, m)[:g]
+    # round r: request r's plan of the C workers, shard s on its row (one shard
+    # filling the cluster: request g's plan, its columns in order)
+    rounds = -(-g // nsh)
+    d, f = injector.plan(first_group + np.arange(rounds), c)
+    cols = spread_workers(nsh, m, c)
+    delays = d[:, cols].reshape(-1, m)[:g]
+    faults = f[:, cols].reshape(-1, m)[:g]
     if scale != 1.0:
         delays = delays * scale
     can_hang = "hang" in injector.fault_kinds or any(
