@@ -25,6 +25,8 @@ shares, at the bottom of the application layer.
 - :func:`check_fields`: a config's bounds and allowed values, in one call;
 - :func:`md_table`, :func:`write_report`, :func:`update_report`: a report's
   tables and its ``summary.json`` and ``report.md`` (``runkit.report``);
+- :func:`quiet_gc`: the heap frozen for a latency measurement on the thread
+  cluster, and the collector's pauses during it counted (``runkit.gcpause``);
 - :func:`environment`: the record of where a run ran (jax version, backend, devices,
   git revision, thread settings).
 
@@ -34,6 +36,7 @@ environment record), and codedjax (``choice``: the layout search the planner and
 regime map share), and nothing of the applications above it.
 """
 
+from . import gcpause as gcpause
 from .arguments import add_config_arguments as add_config_arguments
 from .arguments import add_run_arguments as add_run_arguments
 from .arguments import at_least as at_least
@@ -57,6 +60,7 @@ from .command import main as main
 from .command import parse_command as parse_command
 from .command import preset as preset
 from .environment import environment as environment
+from .gcpause import quiet_gc as quiet_gc
 from .pages import write_page as write_page
 from .progress import NO_PROGRESS_ENV as NO_PROGRESS_ENV
 from .progress import disable_progress as disable_progress

@@ -138,6 +138,22 @@ def test_the_report_has_a_row_per_cell_and_per_family(tiny):
         assert any(x.startswith(f"| {fam} |") for x in text.splitlines()), fam
     assert "| berrut | none within the target (made up)" in text
     assert "No-loss run skipped: not run here." in text
+    # the thread runs' lines, with the collector's pauses (and "-" without them)
+    ms = {"50": 1.0, "99": 2.0}
+    row = {"layout": "x", "rate": 10.0, "queries": 5, "threads_ms": ms,
+           "simulator_ms": ms, "ratio": {"50": 1.0, "99": 1.0},
+           "loadavg": [0.5, 0.6], "gc": {"collections": 3, "total_ms": 2.0,
+                                         "longest_ms": 1.25}}  # fmt: skip
+    noloss = {"layout": "x", "rate": 10.0, "policy_deadline": 0.25,
+              "faults": {"kinds": ["hang"], "prob": 0.02, "max_faulty": 1},
+              "submitted": 5, "answered": 5, "ok": 5, "errors": 0, "rejected": 0,
+              "lost": 0, "statuses": {"0": 5}, "latency_ms": ms,
+              "query_error_median": 0.01, "seconds": 1.0}  # fmt: skip
+    text = format_tables({**summary, "threads": {"a": row, "b": {**row, "gc": None}},
+                          "noloss": noloss})  # fmt: skip
+    lines = [x for x in text.splitlines() if x.startswith("| x |")]
+    assert [x.split("|")[7].strip() for x in lines] == ["3 (1.2)", "-"]
+    assert "garbage collections - (the sweep's heap frozen)" in text
 
 
 def test_the_group_shapes_searched():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import math
 
@@ -281,3 +282,26 @@ def test_an_option_that_would_be_ignored_is_refused(capsys):
     assert _error_of(check, ["--merge", "d", "--requests", "0"], capsys) == (
         "cmd: error: --requests: does not apply with --merge (it runs nothing)"
     )
+
+
+def test_quiet_gc_freezes_the_heap_and_times_each_collection():
+    assert runkit.gcpause.GcPauses().summary() == {
+        "collections": 0, "total_ms": 0.0, "longest_ms": 0.0}  # fmt: skip
+    before = gc.get_freeze_count()
+    heap = [[i] for i in range(2000)]  # made before: set aside inside
+    with runkit.quiet_gc() as rec:
+        assert gc.get_freeze_count() >= before + len(heap)
+        gc.collect()
+        with runkit.quiet_gc() as inner:  # nested: the outer freeze is kept
+            gc.collect()
+        assert gc.get_freeze_count() >= len(heap)
+    assert rec._callback not in gc.callbacks and inner._callback not in gc.callbacks
+    # the outer saw its own collection and the inner's two (its first, then ours)
+    assert len(rec.pauses) >= 3 and len(inner.pauses) >= 1
+    s = rec.summary()
+    assert s["collections"] == len(rec.pauses) and s["longest_ms"] > 0
+    assert s["total_ms"] == pytest.approx(1e3 * sum(rec.pauses))
+    assert s["total_ms"] >= s["longest_ms"]
+    if before == 0:
+        assert gc.get_freeze_count() == 0  # unfrozen on exit
+    del heap

@@ -190,11 +190,11 @@ def _checks(summary: dict) -> list[str]:
         f"same dispatch, per-query answers and deadline):",
         "",
         "| layout | rate q/s | queries | threads p50 / p99 ms | simulator p50 / p99 "
-        "ms | ratio p50 / p99 | load |",
-        "|" + "---|" * 7,
+        "ms | ratio p50 / p99 | GC pauses (longest ms) | load |",
+        "|" + "---|" * 8,
     ]
     if "error" in summary["threads"]:
-        lines.append(f"| failed: {summary['threads']['error']} |||||||")
+        lines.append(f"| failed: {summary['threads']['error']} ||||||||")
     for v in summary["threads"].values():
         if not isinstance(v, dict):
             continue
@@ -202,7 +202,7 @@ def _checks(summary: dict) -> list[str]:
         lines.append(
             f"| {v['layout']} | {v['rate']:.0f} | {v['queries']} | {a['50']:.2f} / "
             f"{a['99']:.2f} | {b['50']:.2f} / {b['99']:.2f} | {r['50']:.3f} / "
-            f"{r['99']:.3f} | {v['loadavg'][0]:.1f}-{v['loadavg'][1]:.1f} |"
+            f"{r['99']:.3f} | {_gc(v)} | {v['loadavg'][0]:.1f}-{v['loadavg'][1]:.1f} |"
         )
     nl = summary["noloss"]
     lines.append("")
@@ -218,9 +218,18 @@ def _checks(summary: dict) -> list[str]:
         f"{nl['answered']} (ok {nl['ok']}), errors {nl['errors']}, rejected "
         f"{nl['rejected']}, lost {nl['lost']}; statuses {nl['statuses']}; p50 / p99 "
         f"{nl['latency_ms']['50']:.1f} / {nl['latency_ms']['99']:.1f} ms; decoded "
-        f"error median {nl['query_error_median']:.3g}; {nl['seconds']:.0f} s."
+        f"error median {nl['query_error_median']:.3g}; garbage collections "
+        f"{_gc(nl)} (the sweep's heap frozen); {nl['seconds']:.0f} s."
     )
     return lines
+
+
+def _gc(run: dict) -> str:
+    """``"n (longest ms)"`` of a thread run's collections (``runkit.quiet_gc``)."""
+    g = run.get("gc")
+    if not g:  # a summary written before the count was kept
+        return "-"
+    return f"{g['collections']} ({g['longest_ms']:.1f})"
 
 
 def plot_p99(summary: dict, path: Path) -> Path | None:

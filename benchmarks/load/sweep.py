@@ -32,7 +32,7 @@ from codedjax.serving import (
     run_open_loop,
     simulate_load,
 )
-from runkit import accuracy_target, percentile, progress
+from runkit import accuracy_target, percentile, progress, quiet_gc
 
 from .config import LoadConfig
 from .schemes import PLAIN, baseline_errors, queries, query_errors, workload
@@ -106,14 +106,21 @@ def run_cell(
 
 
 def _serve(cfg, lay, pol, inj, qs, times, gd):
-    """One group's open-loop run on the thread cluster; (LoadRun, seconds)."""
+    """One group's open-loop run on the thread cluster; (LoadRun, seconds, the
+    garbage collector's pauses during it). The heap the sweep has gathered is
+    frozen for the run (``runkit.gcpause``): a collection over it stops every
+    thread for up to a second, which is the benchmark's, not the engine's."""
     fn = workload(cfg.num_features, cfg.seed).fn
     server = Server(lay.code, fn, backend=ThreadCluster(injector=inj), policy=pol)
     t0 = time.perf_counter()
-    with StreamingServer(server, group_deadline=gd, dispatch=dispatch_of(lay),
-                         example=qs[0]) as front:  # fmt: skip
+    with (
+        quiet_gc() as gc_rec,
+        StreamingServer(
+            server, group_deadline=gd, dispatch=dispatch_of(lay), example=qs[0]
+        ) as front,
+    ):
         run = run_open_loop(front, qs, times, timeout=cfg.thread_timeout)
-    return run, time.perf_counter() - t0
+    return run, time.perf_counter() - t0, gc_rec.summary()
 
 
 def _coded(cell: dict) -> list:
@@ -149,7 +156,7 @@ def thread_check(cfg: LoadConfig, cell: dict, delay: str, show_progress=True) ->
         qs = queries(cfg, cfg.thread_queries, seed=3)
         times = poisson_arrivals(rate, len(qs), seed=cfg.seed + 5)
         load0 = os.getloadavg()[0]
-        run, secs = _serve(cfg, lay, pol, inj, qs, times, gd)
+        run, secs, gcp = _serve(cfg, lay, pol, inj, qs, times, gd)
         got = [r for r in run.results if r is not None]
         t_arr = np.array([r.arrival for r in got])
         t_arr = t_arr - t_arr[0]
@@ -163,7 +170,7 @@ def thread_check(cfg: LoadConfig, cell: dict, delay: str, show_progress=True) ->
             "groups_of_layout": row["groups"], "deadline": row["deadline"],
             "dispatch": dispatch_of(lay), "queries": len(qs), "threads_ms": th,
             "simulator_ms": si, "ratio": {p: th[p] / si[p] for p in th},
-            "answered": run.answered, "seconds": secs,
+            "answered": run.answered, "seconds": secs, "gc": gcp,
             "loadavg": [load0, os.getloadavg()[0]],
         }  # fmt: skip
     return out
@@ -185,7 +192,7 @@ def noloss_check(cfg: LoadConfig, cell: dict, delay: str) -> dict:
     qs = queries(cfg, cfg.noloss_queries, seed=4)
     times = poisson_arrivals(rate, len(qs), seed=cfg.seed + 6)
     inj = injector(cfg, delay, faults=True)
-    run, secs = _serve(cfg, lay, pol, inj, qs, times, gd)
+    run, secs, gcp = _serve(cfg, lay, pol, inj, qs, times, gd)
     ok = [i for i, r in enumerate(run.results) if r is not None and r.ok]
     errs = [math.nan]
     if ok:
@@ -202,7 +209,7 @@ def noloss_check(cfg: LoadConfig, cell: dict, delay: str) -> dict:
                    "max_faulty": inj.max_faulty},
         "policy_deadline": cfg.noloss_deadline,
         "latency_ms": latency_stats(run.latency[np.isfinite(run.latency)]),
-        "query_error_median": percentile(errs, 50), "seconds": secs,
+        "query_error_median": percentile(errs, 50), "seconds": secs, "gc": gcp,
     }  # fmt: skip
 
 
