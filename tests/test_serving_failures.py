@@ -360,6 +360,37 @@ def test_a_raising_row_fails_its_worker_alone_and_the_rest_decode(make):
         np.testing.assert_allclose(r.value, ref, rtol=0, atol=tol)
 
 
+class _StalledCluster(sv.SimulatedCluster):
+    """A simulated cluster whose frontend stalls once (a garbage collection, a
+    busy core): the engine's first wait returns nothing, ``stall`` seconds
+    later, past the policy's deadline, while the answers arrived within
+    milliseconds and wait in the backend."""
+
+    def __init__(self, stall, **kwargs):
+        super().__init__(**kwargs)
+        self.stall, self.stalled = stall, False
+
+    def next_completions(self, timeout):
+        if not self.stalled and timeout:
+            self.stalled = True
+            self.advance(self.stall)
+            return []
+        return super().next_completions(timeout)
+
+
+def test_answers_in_hand_when_a_deadline_is_noticed_late_count():
+    backend = _StalledCluster(1.0, compute_time=1e-3)
+    policy = sv.FixedN(M, deadline=0.25)
+    with sv.Server(CODE, affine, backend=backend, policy=policy) as server:
+        r = server.infer(X)
+    assert backend.stalled
+    assert r.ok and int(r.mask.sum()) == M, r  # all M answers, none discarded
+    assert r.latency >= 1.0  # the stall is the request's: its latency shows it
+    ref = 2 * X.astype(np.float64) - 1
+    tol = 16 * float(r.cond) * float(np.finfo(np.float32).eps) * np.abs(ref).max()
+    np.testing.assert_allclose(r.value, ref, rtol=0, atol=tol)
+
+
 def test_a_frontend_whose_warm_up_fails_leaves_its_server_usable():
     server = sv.Server(CODE, affine, backend=sv.SimulatedCluster())
     with pytest.raises(TypeError, match="StreamingServer: a query must be"):

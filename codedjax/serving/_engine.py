@@ -269,7 +269,9 @@ class Engine(StreamedRequests):
         self._release(r.task)
 
     def step(self, fname: str, until: float | None = None) -> list:
-        """Ends the requests whose deadline has passed, else waits for answers
+        """Ends the requests whose deadline has passed (after taking every
+        answer already in hand: it may have waited while this thread was late
+        to notice the deadline), else waits for answers
         (until the earliest deadline, or ``until`` on the backend's clock, or a
         backend's ``wake``) and takes every answer ready at that wake-up
         (``next_completions``), request by request, in one batch each.
@@ -287,9 +289,19 @@ class Engine(StreamedRequests):
         backend = self.cluster
         done: list = []
         now = backend.now()
-        for r in [r for r in self._active.values() if r.deadline_at <= now]:
-            self._end(r, True, done, fname)
-        if done:
+        expired = [r for r in self._active.values() if r.deadline_at <= now]
+        if expired:
+            # answers already in hand when a deadline is noticed count: after a
+            # stall of this thread (a garbage collection, a busy core) they may
+            # have waited here since before the deadline (docs/serving.md,
+            # "Late wake-ups")
+            batch = backend.next_completions(0.0)
+            while batch:
+                self._take_batch(batch, done, fname)
+                batch = backend.next_completions(0.0)
+            for r in expired:  # still waiting (not decided, not a next round)
+                if self._active.get(r.task) is r and r.deadline_at <= now:
+                    self._end(r, True, done, fname)
             return done
         due = min((r.deadline_at for r in self._active.values()), default=math.inf)
         if until is not None:
@@ -312,6 +324,11 @@ class Engine(StreamedRequests):
             for r in stuck or list(live.values()):
                 self._end(r, False, done, fname, stalled=True)
             return done
+        self._take_batch(batch, done, fname)
+        return done
+
+    def _take_batch(self, batch: list, done: list, fname: str) -> None:
+        """Takes one wake-up's answers, request by request (:meth:`_take`)."""
         by_task: dict[Any, list] = {}
         for c in batch:
             by_task.setdefault(c.request_id, []).append(c)
@@ -323,7 +340,6 @@ class Engine(StreamedRequests):
                 self._take(r, answers, done, fname)
             except Exception as exc:
                 self.drop(r, exc, done)
-        return done
 
     def _take(self, r: Request, answers: list, done: list, fname: str) -> None:
         """Takes a batch of answers to request ``r`` (:meth:`Request.take`),
