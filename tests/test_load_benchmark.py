@@ -121,6 +121,59 @@ def test_the_search_picks_the_best_accurate_layout_of_each_family(tiny):
     assert cell["picks"]["best replication"] == plain["name"]
 
 
+class _BACC:  # a layout the made-up accuracy fails (FAKE["bacc"])
+    class scheme:  # noqa: N801
+        name = "bacc"
+
+
+def test_the_cap_on_accuracy_measurements_never_decides_the_cell(monkeypatch):
+    # four Lagrange layouts (ChebyLS and graceful on 3 and 4 workers), at most
+    # two accuracy measurements per family (accuracy_tries 1, two schemes); the
+    # first two measured miss the target, the others meet it at their fewest N:
+    # the cap parks those, and since their brackets reach above the best coded
+    # rate (none yet) they are measured, and the family's best is theirs
+    failed: list[str] = []
+
+    def acc(cfg, lay, latency, target, base):
+        if lay.scheme.family in ("uncoded", "replication"):
+            return _accuracy(cfg, lay, latency, target, base)
+        if len(failed) < 2:
+            failed.append(lay.name)
+            return _accuracy(cfg, _BACC, latency, target, base)
+        n = policy(lay).num_responses
+        return {"num_responses": n, "error": base, "served_error": base,
+                "decoded_fraction": 1.0, "errors": {}, "reason": ""}  # fmt: skip
+
+    def cands(cfg, m):
+        wl = workload(cfg.num_features, cfg.seed)
+        ones = cj.layouts(wl, m, group_inputs=(1,), group_workers=(1, 2),
+                          names=NAMES[:2])  # fmt: skip
+        return ones + cj.layouts(wl, m, group_inputs=(2,), group_workers=(3, 4),
+                                 names=("chebyls", "graceful"))  # fmt: skip
+
+    monkeypatch.setitem(DELAY_MODELS, DELAY, "shifted-exp:1ms,1ms; slow=0.05 factor=30")
+    monkeypatch.setattr(search, "candidates", cands)
+    monkeypatch.setattr(search, "accuracy", acc)
+    cfg = dataclasses.replace(_cfg(), accuracy_tries=1)
+    cell = run_cell(cfg, DELAY, 4, np.full(16, 1e-3), {}, False)
+    lag = cell["families"]["lagrange"]
+    assert len(failed) == 2 and lag["layouts"] == 4
+    assert lag["capped"] == 0 and lag["resumed"] >= 1
+    assert 3 <= lag["accuracy_measured"] <= 2 + lag["resumed"]
+    grid = np.asarray(cell["grid"])
+    brute = Cell(cfg, search.injector(cfg, DELAY), grid)
+    rate = max(
+        brute.bisect(lay, policy(lay), len(grid) - 1, g)["max_rate"]
+        for lay in cands(cfg, 4)
+        if lay.group_inputs == 2 and lay.name not in failed
+        for g in (FillDeadline(), 0.004)
+    )
+    (row,) = lag["best"]
+    assert row["name"].split(" N=")[0] not in failed
+    assert row["bisected"] and row["max_rate"] == pytest.approx(rate, rel=1e-12)
+    assert cell["picks"]["best coded"] == row["name"]
+
+
 def test_the_report_has_a_row_per_cell_and_per_family(tiny):
     cfg, cell = tiny
     public = {k: v for k, v in cell.items() if not k.startswith("_")}

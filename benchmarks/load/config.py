@@ -48,7 +48,9 @@ class LoadConfig:
     decode from (a bound); per scheme family the layouts are taken in the
     order of that bound, narrowed one rate at a time, and each one's accuracy
     (its N) is measured only when it could still be the family's best (at
-    most ``accuracy_tries`` per scheme of the family and cell); the
+    most ``accuracy_tries`` per scheme of the family and cell, except that a
+    layout this cap left unmeasured whose bracket reaches above the cell's
+    best coded rate is measured too: the cap never decides a cell); the
     ``finalists`` best coded and replication layouts, the best systematic one,
     and any whose screened bracket reaches above them are bisected on
     ``num_queries`` arrivals (``bisection`` steps between two rates of the

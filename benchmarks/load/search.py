@@ -148,7 +148,7 @@ class _Family:
 
     def __init__(self, cell: Cell, lays: list, start: int, judge, prior, tries: int):
         self.cell, self.lays, self.judge, self.prior = cell, lays, judge, prior
-        self.tries, self.tried, self.capped = tries, 0, 0
+        self.tries, self.tried, self.parked, self.free = tries, 0, [], set()
         self.r = len(cell.grid)
         self.s0 = min(max(start, 0), self.r - 1)
         self.heap, self.failed, self.seen, self.state = [], [], set(), []
@@ -207,8 +207,8 @@ class _Family:
                 cell.step(lay, st, 0)
                 self._lowest(lay, st)
             elif st["acc"] is None:
-                if self.tried >= self.tries:
-                    self.capped += 1  # its bound is above what comes out
+                if self.tried >= self.tries and i not in self.free:
+                    self.parked.append(i)  # its bound is above what comes out
                     continue
                 self.tried += 1
                 acc = self.judge(lay)
@@ -249,9 +249,31 @@ class _Family:
         self._push(i)
         del self._top
 
+    def resume(self, rate: float) -> bool:
+        """The layouts left unmeasured by the cap whose screened bracket reaches
+        above ``rate`` (the cell's best coded rate) go back in line, free of
+        the cap, and the family's best is looked for again; True if any did."""
+        grid = self.cell.grid
+        back = [i for i in self.parked
+                if (grid[self.state[i]["hi"]] if self.state[i]["hi"] < self.r
+                    else math.inf) > rate]  # fmt: skip
+        if not back:
+            return False
+        self.parked = [i for i in self.parked if i not in back]
+        self.free.update(back)
+        for i in back:
+            self._push(i)
+        top = self.__dict__.pop("_top", None)
+        if top is not None:  # the old best goes back in line with them
+            i = top[0]
+            self.seen.discard(sim_key(self.lays[i], self.state[i]["pol"]))
+            self._push(i)
+        return True
+
     def record(self) -> dict:
         return {"layouts": len(self.lays), "accuracy_measured": self.tried,
-                "failed": self.failed, "capped": self.capped}  # fmt: skip
+                "failed": self.failed, "capped": len(self.parked),
+                "resumed": len(self.free)}  # fmt: skip
 
 
 def _finalists(cell: Cell, searches: dict, families: dict) -> None:
@@ -287,21 +309,38 @@ def _finalists(cell: Cell, searches: dict, families: dict) -> None:
                 (coded, cfg.finalists),
                 ([f for f in coded if on_arrival(best[f][1])], 1))  # fmt: skip
 
-    changed = True
-    while changed:
-        changed = False
-        for fams, count in groups():
-            fams = sorted(fams, key=score, reverse=True)
-            top = [f for f in fams[:count] if f not in done]
-            got = max((done[f]["max_rate"] for f in fams if done.get(f)), default=0.0)
-            for f in fams[count:]:  # a screened bracket that reaches above
-                st = best[f][2]
-                reach = grid[st["hi"]] if st["hi"] < len(grid) else math.inf
-                if f not in done and st["lo"] >= 0 and reach > got:
-                    top.append(f)
-            for f in top:
-                settle(f)
-                changed = True
+    def bisect_finalists():
+        changed = True
+        while changed:
+            changed = False
+            for fams, count in groups():
+                fams = sorted(fams, key=score, reverse=True)
+                top = [f for f in fams[:count] if f not in done]
+                got = max((done[f]["max_rate"] for f in fams if done.get(f)),
+                          default=0.0)  # fmt: skip
+                for f in fams[count:]:  # a screened bracket that reaches above
+                    st = best[f][2]
+                    reach = grid[st["hi"]] if st["hi"] < len(grid) else math.inf
+                    if f not in done and st["lo"] >= 0 and reach > got:
+                        top.append(f)
+                for f in top:
+                    settle(f)
+                    changed = True
+
+    bisect_finalists()
+    # the cap on accuracy measurements never decides the cell: a layout it left
+    # unmeasured whose bracket reaches above the best coded rate is measured
+    while True:
+        got = max((d["max_rate"] for f, d in done.items() if d and f not in PLAIN),
+                  default=0.0)  # fmt: skip
+        back = [f for f in searches if f not in PLAIN and searches[f].resume(got)]
+        if not back:
+            break
+        for f in back:
+            old, best[f] = best[f], searches[f].top()
+            if best[f] is None or old is None or best[f][0] != old[0]:
+                done.pop(f, None)  # a new best: bisected afresh if it competes
+        bisect_finalists()
     for f, v in families.items():
         if done.get(f) is not None:
             v["best"] = [done[f]]
