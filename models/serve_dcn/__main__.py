@@ -5,6 +5,7 @@ endpoint (``models.serve_dcn.http``, the extra ``codedjax[http]``)."""
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from pathlib import Path
@@ -121,6 +122,10 @@ def serve_http(cfg: ServeDCNConfig, port: int) -> None:
                                                             seed=cfg.seed)),
                     policy=policy)  # fmt: skip
     app = make_app(model, server, group_deadline=cfg.group_deadline)
+    # the model and data loaded: later collections skip them (a pass over the
+    # whole heap stops every thread; docs/serving.md, "Garbage collection")
+    gc.collect()
+    gc.freeze()
     print(f"serving {name} (K = {cfg.num_inputs}, M = {cfg.num_workers}) on "
           f"http://127.0.0.1:{port}/predict", file=sys.stderr)  # fmt: skip
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
