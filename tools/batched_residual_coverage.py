@@ -13,7 +13,7 @@ f(X_k)| against the float64 model), the median predicted / actual, and how far t
 two kernels' predictions, values and cond estimates lie apart. The figures in
 ``docs/decoding.md`` come from
 
-    python tools/batched_residual_coverage.py
+    python -m tools.batched_residual_coverage
 
 (about 2 minutes on 2 cores).
 """
