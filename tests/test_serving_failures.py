@@ -364,26 +364,31 @@ class _StalledCluster(sv.SimulatedCluster):
     """A simulated cluster whose frontend stalls once (a garbage collection, a
     busy core): the engine's first wait returns nothing, ``stall`` seconds
     later, past the policy's deadline, while the answers arrived within
-    milliseconds and wait in the backend."""
+    milliseconds and wait in the backend; ``woken``: a ``wake()`` was pending
+    then, and the first look without waiting finds nothing."""
 
-    def __init__(self, stall, **kwargs):
+    def __init__(self, stall, woken, **kwargs):
         super().__init__(**kwargs)
-        self.stall, self.stalled = stall, False
+        self.stall, self.stalled, self.woken = stall, False, woken
 
     def next_completions(self, timeout):
         if not self.stalled and timeout:
             self.stalled = True
             self.advance(self.stall)
             return []
+        if self.woken and timeout == 0:  # a wake() pending: one empty look
+            self.woken = False
+            return []
         return super().next_completions(timeout)
 
 
-def test_answers_in_hand_when_a_deadline_is_noticed_late_count():
-    backend = _StalledCluster(1.0, compute_time=1e-3)
+@pytest.mark.parametrize("woken", [False, True])
+def test_answers_in_hand_when_a_deadline_is_noticed_late_count(woken):
+    backend = _StalledCluster(1.0, woken, compute_time=1e-3)
     policy = sv.FixedN(M, deadline=0.25)
     with sv.Server(CODE, affine, backend=backend, policy=policy) as server:
         r = server.infer(X)
-    assert backend.stalled
+    assert backend.stalled and not backend.woken
     assert r.ok and int(r.mask.sum()) == M, r  # all M answers, none discarded
     assert r.latency >= 1.0  # the stall is the request's: its latency shows it
     ref = 2 * X.astype(np.float64) - 1

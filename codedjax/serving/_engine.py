@@ -296,6 +296,8 @@ class Engine(StreamedRequests):
             # have waited here since before the deadline (docs/serving.md,
             # "Late wake-ups")
             batch = backend.next_completions(0.0)
+            if not batch:  # a pending wake() may take the first look: once more
+                batch = backend.next_completions(0.0)
             while batch:
                 self._take_batch(batch, done, fname)
                 batch = backend.next_completions(0.0)
