@@ -121,6 +121,27 @@ def test_the_search_picks_the_best_accurate_layout_of_each_family(tiny):
     assert cell["picks"]["best replication"] == plain["name"]
 
 
+def test_a_fixed_group_deadline_where_the_fill_wait_breaks_the_target(monkeypatch):
+    # the tiny cell with a grid reaching 64x below its top: at the lowest rate a
+    # group of 2 waits up to the FillDeadline's 50 ms to fill, above the 20 ms
+    # p99 target, so the graceful layout sustains nothing with it and the search
+    # must go on to the fixed 4 ms deadline (brute force: both deadlines)
+    monkeypatch.setitem(DELAY_MODELS, DELAY, "shifted-exp:1ms,1ms; slow=0.05 factor=30")
+    monkeypatch.setattr(search, "candidates", _candidates)
+    monkeypatch.setattr(search, "accuracy", _accuracy)
+    cfg = dataclasses.replace(_cfg(), grid_span=64.0)
+    cell = run_cell(cfg, DELAY, 4, np.full(16, 1e-3), {}, False)
+    (lag,) = cell["families"]["lagrange"]["best"]
+    assert lag["scheme"] == "graceful" and lag["deadline"] == "4 ms"
+    grid = np.asarray(cell["grid"])
+    brute = Cell(cfg, search.injector(cfg, DELAY), grid)
+    (lay,) = [x for x in _candidates(cfg, 4) if x.scheme.name == "graceful"]
+    fill, fixed = (brute.bisect(lay, policy(lay, 2), len(grid) - 1, g)["max_rate"]
+                   for g in (FillDeadline(), 0.004))  # fmt: skip
+    assert fill == 0 < fixed
+    assert lag["max_rate"] == pytest.approx(fixed, rel=1e-12)
+
+
 class _BACC:  # a layout the made-up accuracy fails (FAKE["bacc"])
     class scheme:  # noqa: N801
         name = "bacc"
