@@ -5,6 +5,7 @@ the report's rows and the command line (the figures are measured by
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -53,22 +54,29 @@ def _cfg() -> LoadConfig:
                       grid_span=8.0, accuracy_tries=2)  # fmt: skip
 
 
-def _candidates(cfg, m):
+def _candidates(cfg, m, twos=(4,), names=NAMES[2:]):
+    """The plain layouts on 1 and 2 workers, and ``names`` at K' = 2 on each M'
+    of ``twos``."""
     wl = workload(cfg.num_features, cfg.seed)
     ones = cj.layouts(wl, m, group_inputs=(1,), group_workers=(1, 2),
                       names=NAMES[:2])  # fmt: skip
-    twos = cj.layouts(wl, m, group_inputs=(2,), group_workers=(4,), names=NAMES[2:])
-    return ones + twos
+    return ones + cj.layouts(wl, m, group_inputs=(2,), group_workers=twos,
+                             names=names)  # fmt: skip
+
+
+def _made_up(n, base, missed=False):
+    """A made-up accuracy record: N = ``n`` at an uncoded worker's error, or
+    ``missed`` the target."""
+    if missed:
+        return {"num_responses": None, "error": 1.0, "served_error": 1.0,
+                "decoded_fraction": 1.0, "errors": {}, "reason": "made up"}  # fmt: skip
+    return {"num_responses": n, "error": base, "served_error": base,
+            "decoded_fraction": 1.0, "errors": {}, "reason": ""}  # fmt: skip
 
 
 def _accuracy(cfg, lay, latency, target, base):
     n = FAKE.get(lay.scheme.name, "plain")
-    if n is None:
-        return {"num_responses": None, "error": 1.0, "served_error": 1.0,
-                "decoded_fraction": 1.0, "errors": {}, "reason": "made up"}  # fmt: skip
-    n = None if n == "plain" else n
-    return {"num_responses": n, "error": base, "served_error": base,
-            "decoded_fraction": 1.0, "errors": {}, "reason": ""}  # fmt: skip
+    return _made_up(None if n == "plain" else n, base, missed=n is None)
 
 
 @pytest.fixture(scope="module")
@@ -142,11 +150,6 @@ def test_a_fixed_group_deadline_where_the_fill_wait_breaks_the_target(monkeypatc
     assert lag["max_rate"] == pytest.approx(fixed, rel=1e-12)
 
 
-class _BACC:  # a layout the made-up accuracy fails (FAKE["bacc"])
-    class scheme:  # noqa: N801
-        name = "bacc"
-
-
 def test_the_cap_on_accuracy_measurements_never_decides_the_cell(monkeypatch):
     # four Lagrange layouts (ChebyLS and graceful on 3 and 4 workers), at most
     # two accuracy measurements per family (accuracy_tries 1, two schemes); the
@@ -160,17 +163,10 @@ def test_the_cap_on_accuracy_measurements_never_decides_the_cell(monkeypatch):
             return _accuracy(cfg, lay, latency, target, base)
         if len(failed) < 2:
             failed.append(lay.name)
-            return _accuracy(cfg, _BACC, latency, target, base)
-        n = policy(lay).num_responses
-        return {"num_responses": n, "error": base, "served_error": base,
-                "decoded_fraction": 1.0, "errors": {}, "reason": ""}  # fmt: skip
+            return _made_up(None, base, missed=True)
+        return _made_up(policy(lay).num_responses, base)
 
-    def cands(cfg, m):
-        wl = workload(cfg.num_features, cfg.seed)
-        ones = cj.layouts(wl, m, group_inputs=(1,), group_workers=(1, 2),
-                          names=NAMES[:2])  # fmt: skip
-        return ones + cj.layouts(wl, m, group_inputs=(2,), group_workers=(3, 4),
-                                 names=("chebyls", "graceful"))  # fmt: skip
+    cands = functools.partial(_candidates, twos=(3, 4), names=("chebyls", "graceful"))
 
     monkeypatch.setitem(DELAY_MODELS, DELAY, "shifted-exp:1ms,1ms; slow=0.05 factor=30")
     monkeypatch.setattr(search, "candidates", cands)
