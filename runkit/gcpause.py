@@ -5,8 +5,8 @@ A collection of the oldest generation walks every object the process holds and
 keeps the GIL while it does, so every thread of the process stops: the frontend,
 and the embedded thread cluster's workers with it. In a process that has
 gathered a large heap (a benchmark after minutes of simulations, a server that
-has loaded its model and data) that pause nears a second: 0.63 s over 12
-million small lists, and 72 of 5,000 queries on the thread cluster (16
+has loaded its model and data) that pause nears a second: 0.62 s over 12
+million small lists, and 56 of 5,000 queries on the thread cluster (16
 workers, a 250 ms policy deadline) then ended with too few answers
 (``python -m tools.gc_stall``). A real frontend pays the same pause
 (docs/serving.md, "Garbage collection").

@@ -9,7 +9,8 @@ process that first builds a heap of ``--objects`` small lists:
 * ``as is``: one full collection forced ``--at`` seconds into the run (the heap
   stays as it is; the collection walks all of it, holding the GIL);
 * ``frozen``: the same, with the heap frozen first (``runkit.quiet_gc``, as
-  every thread-cluster run of ``benchmarks.load`` does);
+  every thread-cluster run of ``benchmarks.load`` does: each run here is its
+  ``serve_group``);
 * ``no collection``: nothing forced (the heap frozen, for the baseline).
 
 It prints, per run, the forced collection's pause, how many queries were
@@ -24,7 +25,6 @@ latency. The figures in ``docs/serving.md`` ("Garbage collection") come from
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import threading
 import time
@@ -34,48 +34,35 @@ import numpy as np
 
 import codedjax as cj
 from benchmarks.load.config import LoadConfig
-from benchmarks.load.schemes import candidates, queries, workload
-from benchmarks.load.simulate import dispatch_of, injector
-from codedjax.serving import (
-    FillDeadline,
-    FixedN,
-    Server,
-    StreamingServer,
-    ThreadCluster,
-    poisson_arrivals,
-    run_open_loop,
-)
-from runkit import quiet_gc
+from benchmarks.load.schemes import candidates, queries
+from benchmarks.load.simulate import injector
+from benchmarks.load.sweep import serve_group
+from codedjax.serving import FillDeadline, FixedN, poisson_arrivals
 
 LAYOUT = "chebyls K'=8 M'=16"  # the no-loss run's layout at M = 16
 RATE = 471.0  # its rate (queries/s): half the layout's sustained rate
 
 
 def serve(cfg: LoadConfig, count: int, *, collect_at: float | None, freeze: bool):
-    """One run; returns (forced pause s or None, statuses, p50 ms, p99 ms)."""
+    """One run (``benchmarks.load``'s own, ``serve_group``); returns (the forced
+    pause in s or None, statuses, p50 ms, p99 ms)."""
     (lay,) = [x for x in candidates(cfg, 16) if x.name == LAYOUT]
     pol = FixedN(8, deadline=cfg.noloss_deadline)
     qs = queries(cfg, count, seed=4)
     times = poisson_arrivals(RATE, count, seed=cfg.seed + 6)
     inj = injector(cfg, "independent", faults=True)
-    fn = workload(cfg.num_features, cfg.seed).fn
     pause: list[float] = []
 
-    def collect():
+    def collect():  # counted from the start of the run's set-up (a second or so)
         time.sleep(collect_at)
         t0 = time.perf_counter()
         gc.collect()
         pause.append(time.perf_counter() - t0)
 
-    server = Server(lay.code, fn, backend=ThreadCluster(injector=inj), policy=pol)
-    with (
-        quiet_gc() if freeze else contextlib.nullcontext(),
-        StreamingServer(server, group_deadline=FillDeadline(),
-                        dispatch=dispatch_of(lay), example=qs[0]) as front,
-    ):  # fmt: skip
-        if collect_at is not None:
-            threading.Thread(target=collect, daemon=True).start()
-        run = run_open_loop(front, qs, times, timeout=cfg.thread_timeout)
+    if collect_at is not None:
+        threading.Thread(target=collect, daemon=True).start()
+    run, _, _ = serve_group(cfg, lay, pol, inj, qs, times, FillDeadline(),
+                            freeze=freeze)  # fmt: skip
     statuses = Counter(int(r.status) for r in run.results if r is not None)
     lat = 1e3 * run.latency[np.isfinite(run.latency)]
     return (pause[0] if pause else None, statuses, *np.percentile(lat, [50, 99]))

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -105,22 +106,23 @@ def run_cell(
     return out
 
 
-def _serve(cfg, lay, pol, inj, qs, times, gd):
+def serve_group(cfg, lay, pol, inj, qs, times, gd, *, freeze=True):
     """One group's open-loop run on the thread cluster; (LoadRun, seconds, the
-    garbage collector's pauses during it). The heap the sweep has gathered is
-    frozen for the run (``runkit.gcpause``): a collection over it stops every
-    thread for up to a second, which is the benchmark's, not the engine's."""
+    garbage collector's pauses during it, or None unfrozen). The heap the sweep
+    has gathered is frozen for the run (``runkit.gcpause``) unless ``freeze`` is
+    False: a collection over it stops every thread for up to a second, which
+    is the benchmark's, not the engine's (``tools/gc_stall.py`` measures it)."""
     fn = workload(cfg.num_features, cfg.seed).fn
     server = Server(lay.code, fn, backend=ThreadCluster(injector=inj), policy=pol)
     t0 = time.perf_counter()
     with (
-        quiet_gc() as gc_rec,
+        quiet_gc() if freeze else contextlib.nullcontext() as gc_rec,
         StreamingServer(
             server, group_deadline=gd, dispatch=dispatch_of(lay), example=qs[0]
         ) as front,
     ):
         run = run_open_loop(front, qs, times, timeout=cfg.thread_timeout)
-    return run, time.perf_counter() - t0, gc_rec.summary()
+    return run, time.perf_counter() - t0, gc_rec and gc_rec.summary()
 
 
 def _coded(cell: dict) -> list:
@@ -156,7 +158,7 @@ def thread_check(cfg: LoadConfig, cell: dict, delay: str, show_progress=True) ->
         qs = queries(cfg, cfg.thread_queries, seed=3)
         times = poisson_arrivals(rate, len(qs), seed=cfg.seed + 5)
         load0 = os.getloadavg()[0]
-        run, secs, gcp = _serve(cfg, lay, pol, inj, qs, times, gd)
+        run, secs, gcp = serve_group(cfg, lay, pol, inj, qs, times, gd)
         got = [r for r in run.results if r is not None]
         t_arr = np.array([r.arrival for r in got])
         t_arr = t_arr - t_arr[0]
@@ -192,7 +194,7 @@ def noloss_check(cfg: LoadConfig, cell: dict, delay: str) -> dict:
     qs = queries(cfg, cfg.noloss_queries, seed=4)
     times = poisson_arrivals(rate, len(qs), seed=cfg.seed + 6)
     inj = injector(cfg, delay, faults=True)
-    run, secs, gcp = _serve(cfg, lay, pol, inj, qs, times, gd)
+    run, secs, gcp = serve_group(cfg, lay, pol, inj, qs, times, gd)
     ok = [i for i, r in enumerate(run.results) if r is not None and r.ok]
     errs = [math.nan]
     if ok:
