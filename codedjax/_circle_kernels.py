@@ -374,7 +374,7 @@ def circle_decode(
 
     with V[j, m] = alpha_j^m (complex, in complex64 for float32 accumulation and
     complex128 for float64): with float32 accumulation by corrected semi-normal
-    equations (the Cholesky factor of V_S^H V_S, one refinement step through the
+    equations (the Cholesky factor of V_S^H V_S, two refinement steps through the
     rows) where a certified estimate puts cond <= 512, by Householder QR of the
     responders' rows elsewhere, with float64 (or ``exact_cond``) by Householder
     QR (``codedjax._basis_lsq``). With N = D responders it is the papers' square

@@ -121,7 +121,7 @@ def chebyls_decode(
 
     solved on the equilibrated rows T_S by the route of the batched kernel: with
     float32 accumulation corrected semi-normal equations (the Cholesky factor of
-    T_S^T T_S and one refinement step through the rows, as accurate as a QR solve
+    T_S^T T_S and two refinement steps through the rows, as accurate as a QR solve
     while cond^2 eps <= 1/32, i.e. cond <= 512) and Householder QR for a mask
     whose certified cond estimate exceeds that; with float64 accumulation (or
     ``exact_cond``) Householder QR. A worker whose response holds a NaN or Inf is

@@ -9,7 +9,7 @@ Kernels:
 
 * :func:`ls_decoding_matrix` (one mask): the dense one-mask kernel of
   ``codedjax._basis_lsq`` on the equilibrated rows. float32: corrected
-  semi-normal equations (Cholesky, one refinement step through the rows) with
+  semi-normal equations (Cholesky, two refinement steps through the rows) with
   the tiers of the batched kernel (cond <= 512 by a certified estimate, else
   Householder QR); float64 or ``exact_cond``: Householder QR and the exact 2-norm
   condition number (an SVD of R).

@@ -216,7 +216,7 @@ def random_decode(
     r"""Random code, least squares over every responder: value = G_S^+ y_S.
 
     With float32 accumulation corrected semi-normal equations (the Cholesky factor
-    of G_S^T G_S, one refinement step through the rows) where a certified estimate
+    of G_S^T G_S, two refinement steps through the rows) where a certified estimate
     puts cond <= 512, Householder QR of the responders' rows of G elsewhere; with
     float64 (or ``exact_cond``) Householder QR (``codedjax._basis_lsq``). A worker
     whose answer holds a NaN or Inf is treated as missing.
