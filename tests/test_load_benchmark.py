@@ -191,6 +191,77 @@ def test_the_cap_on_accuracy_measurements_never_decides_the_cell(monkeypatch):
     assert cell["picks"]["best coded"] == row["name"]
 
 
+# made-up capacities: where screening (``screen_queries`` arrivals) and the check
+# (``num_queries``) put a layout's largest passing rate, as a position on the
+# cell's grid (2.5: halfway between its third and fourth rate, geometrically),
+# and its p99 (ms) where it fails; every other figure of a point is the
+# simulator's at the lowest rate
+OPTIMISTIC = {
+    # within a family: the graceful layout on 4 workers screens best and checks
+    # two rates lower; the one on 3 workers checks as it screens
+    "demoted": {("graceful", 4): (3.5, 1.5, 400.0), ("graceful", 3): (2.5, 2.5, 400.0),
+                ("chebyls", 4): (0.5, 0.5, 400.0), ("chebyls", 3): (0.5, 0.5, 400.0)},
+    # across families (one finalist): BACC and the graceful decoder screen in
+    # the same bracket, BACC first by its p99 past it, and BACC checks near the
+    # bracket's bottom: the graceful layout, whose bracket reaches above that,
+    # is checked too, and it is the cell's best
+    "reach": {("bacc", 4): (2.1, 2.1, 200.0), ("graceful", 4): (2.9, 2.9, 400.0),
+              ("chebyls", 4): (0.5, 0.5, 400.0)},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(OPTIMISTIC))
+def test_a_screening_that_flatters_a_layout_never_picks_it(monkeypatch, case):
+    """The search's best of each family, and of the cell, is the brute-force best
+    by the check, when the screening's shorter runs rank a layout above where its
+    check puts it: the family's best is demoted (its next best is checked), and a
+    family outside the finalists whose screening reaches above the best checked
+    rate is checked too."""
+    caps = OPTIMISTIC[case]
+    real = Cell.point
+
+    def point(self, lay, pol, rate, gd, q):
+        pt = dict(real(self, lay, pol, self.grid[0], gd, q))
+        # the plain layouts: below the grid
+        at = caps.get((lay.scheme.name, lay.group_workers), (-0.5, -0.5, 500.0))
+        pos = at[0] if q == self.cfg.screen_queries else at[1]
+        lo = int(np.floor(pos))
+        g = self.grid
+        cap = g[lo] * (g[lo + 1] / g[lo]) ** (pos - lo) if lo >= 0 else 0.0
+        p99 = 5.0 if rate < cap else at[2]
+        return {**pt, "rate": float(rate), "ok": 1.0,
+                "latency_ms": {**pt["latency_ms"], "99": p99}}  # fmt: skip
+
+    def acc(cfg, lay, latency, target, base):  # every layout at its fewest N
+        plain = lay.scheme.family in ("uncoded", "replication")
+        return _made_up(None if plain else policy(lay).num_responses, base)
+
+    twos = (3, 4) if case == "demoted" else (4,)
+    cands = functools.partial(_candidates, twos=twos)
+    monkeypatch.setitem(DELAY_MODELS, DELAY, "shifted-exp:1ms,1ms; slow=0.05 factor=30")
+    monkeypatch.setattr(search, "candidates", cands)
+    monkeypatch.setattr(search, "accuracy", acc)
+    monkeypatch.setattr(Cell, "point", point)
+    cfg = dataclasses.replace(_cfg(), finalists=1)
+    cell = run_cell(cfg, DELAY, 4, np.full(16, 1e-3), {}, False)
+    grid = np.asarray(cell["grid"])
+    brute = Cell(cfg, search.injector(cfg, DELAY), grid)
+    rates = {}
+    for lay in cands(cfg, 4):
+        if lay.group_inputs == 2:
+            pol = policy(lay, acc(cfg, lay, None, None, 0.0)["num_responses"])
+            rates[lay.name] = brute.bisect(lay, pol, len(grid) - 1, FillDeadline())
+    name = max(rates, key=lambda k: rates[k]["max_rate"])
+    fam = "lagrange"
+    (row,) = cell["families"][fam]["best"]
+    assert row["name"].split(" N=")[0] == name
+    assert row["bisected"] and row["max_rate"] == pytest.approx(
+        rates[name]["max_rate"], rel=1e-12
+    )
+    assert grid[2] <= row["max_rate"] < grid[3]
+    assert cell["picks"]["best coded"] == row["name"]
+
+
 def test_the_report_has_a_row_per_cell_and_per_family(tiny):
     cfg, cell = tiny
     public = {k: v for k, v in cell.items() if not k.startswith("_")}
