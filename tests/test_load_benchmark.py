@@ -16,7 +16,7 @@ from benchmarks.load.__main__ import main
 from benchmarks.load.config import DELAY_MODELS, LoadConfig
 from benchmarks.load.report import format_tables, targets
 from benchmarks.load.schemes import policy, workload
-from benchmarks.load.simulate import Cell
+from benchmarks.load.simulate import Cell, deadline_name
 from benchmarks.load.sweep import run_cell
 from codedjax.serving import FillDeadline, FixedN, Injector
 
@@ -194,8 +194,9 @@ def test_the_cap_on_accuracy_measurements_never_decides_the_cell(monkeypatch):
 # made-up capacities: where screening (``screen_queries`` arrivals) and the check
 # (``num_queries``) put a layout's largest passing rate, as a position on the
 # cell's grid (2.5: halfway between its third and fourth rate, geometrically),
-# and its p99 (ms) where it fails; every other figure of a point is the
-# simulator's at the lowest rate
+# and its p99 (ms) where it fails, per (scheme, M') or (scheme, M', deadline);
+# every other figure of a point is the simulator's at the lowest rate. The
+# cell's best must come out in the grid's bracket BEST[case].
 OPTIMISTIC = {
     # within a family: the graceful layout on 4 workers screens best and checks
     # two rates lower; the one on 3 workers checks as it screens
@@ -207,7 +208,13 @@ OPTIMISTIC = {
     # is checked too, and it is the cell's best
     "reach": {("bacc", 4): (2.1, 2.1, 200.0), ("graceful", 4): (2.9, 2.9, 400.0),
               ("chebyls", 4): (0.5, 0.5, 400.0)},
+    # the screening's deadline (the fill time) is not the check's best: the
+    # fixed 4 ms deadline sustains two rates more at the check
+    "deadline": {("graceful", 4, "fill"): (1.5, 1.5, 400.0),
+                 ("graceful", 4, "4 ms"): (1.5, 3.5, 400.0),
+                 ("chebyls", 4): (0.5, 0.5, 400.0)},
 }  # fmt: skip
+BEST = {"demoted": 2, "reach": 2, "deadline": 3}
 
 
 @pytest.mark.parametrize("case", sorted(OPTIMISTIC))
@@ -216,14 +223,15 @@ def test_a_screening_that_flatters_a_layout_never_picks_it(monkeypatch, case):
     by the check, when the screening's shorter runs rank a layout above where its
     check puts it: the family's best is demoted (its next best is checked), and a
     family outside the finalists whose screening reaches above the best checked
-    rate is checked too."""
+    rate is checked too, and a best is checked at every deadline."""
     caps = OPTIMISTIC[case]
     real = Cell.point
 
     def point(self, lay, pol, rate, gd, q):
         pt = dict(real(self, lay, pol, self.grid[0], gd, q))
+        key = (lay.scheme.name, lay.group_workers)
         # the plain layouts: below the grid
-        at = caps.get((lay.scheme.name, lay.group_workers), (-0.5, -0.5, 500.0))
+        at = caps.get(key + (deadline_name(gd),), caps.get(key, (-0.5, -0.5, 500.0)))
         pos = at[0] if q == self.cfg.screen_queries else at[1]
         lo = int(np.floor(pos))
         g = self.grid
@@ -250,15 +258,21 @@ def test_a_screening_that_flatters_a_layout_never_picks_it(monkeypatch, case):
     for lay in cands(cfg, 4):
         if lay.group_inputs == 2:
             pol = policy(lay, acc(cfg, lay, None, None, 0.0)["num_responses"])
-            rates[lay.name] = brute.bisect(lay, pol, len(grid) - 1, FillDeadline())
+            rates[lay.name] = max(
+                (
+                    brute.bisect(lay, pol, len(grid) - 1, g)
+                    for g in (FillDeadline(), 0.004)
+                ),
+                key=lambda r: r["max_rate"],
+            )
     name = max(rates, key=lambda k: rates[k]["max_rate"])
-    fam = "lagrange"
-    (row,) = cell["families"][fam]["best"]
+    (row,) = cell["families"]["lagrange"]["best"]
     assert row["name"].split(" N=")[0] == name
     assert row["bisected"] and row["max_rate"] == pytest.approx(
         rates[name]["max_rate"], rel=1e-12
     )
-    assert grid[2] <= row["max_rate"] < grid[3]
+    assert grid[BEST[case]] <= row["max_rate"] < grid[BEST[case] + 1]
+    assert row["deadline"] == ("4 ms" if case == "deadline" else "fill")
     assert cell["picks"]["best coded"] == row["name"]
 
 
