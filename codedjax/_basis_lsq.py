@@ -51,6 +51,16 @@ class DenseLs(NamedTuple):
     rss: jax.Array | None  # real [F]: the payload's residual sum of squares (or None)
 
 
+# Refinement steps of the one-mask semi-normal route's decoding matrix. Two: one
+# left the decoded values of a mask at cond 374 (M = 40, N = 30, D = 22) 8 to 10
+# times the QR route's error (eager and jitted) and twice their predicted error on
+# an Intel CPU (AVX-512), though not on an AMD one; each step shrinks the error by
+# about cond^2 eps (<= 1/32 on this route) times a growth factor of the explicit
+# inverse, and two bring it to the QR route's or below
+# (``python -m tools.one_mask_refinement``).
+REFINEMENT_STEPS = 2
+
+
 def check_exact_cond(fname: str, exact_cond: object) -> bool:
     """The ``exact_cond`` option of a least-squares decoder: True or False."""
     if not isinstance(exact_cond, bool):
@@ -189,12 +199,8 @@ def _seminormal(sel, basis, evaluation, acc, y):
     x = _mm(hinv, bsh)  # H^{-1} B_S^H [D, M]
     a = _mm(evaluation, x)
     # the corrections are added to the computed A (the residual sees its
-    # rounding). Two steps: one left the decoded values of a mask at cond 374
-    # (M = 40, N = 30, D = 22) 7.6 times the QR route's error, twice their
-    # predicted error, on one CPU (Intel, AVX-512) though not on another (AMD):
-    # each step shrinks the error by about cond^2 eps (<= 1/32 here) times a
-    # growth factor of the explicit inverse; two left it at the QR route's
-    for _ in range(2):
+    # rounding); REFINEMENT_STEPS of them
+    for _ in range(REFINEMENT_STEPS):
         a = a + _mm(evaluation - _mm(a, basis), x)
     cond, upper = cond_bounds(h, hinv)
     eps = jnp.finfo(acc).eps

@@ -1,6 +1,6 @@
 """The one-mask least-squares decode: the batched kernel's cheap route for one mask.
 
-float32: corrected semi-normal equations (Cholesky of T_S^T T_S, one refinement step
+float32: corrected semi-normal equations (Cholesky of T_S^T T_S, two refinement steps
 through the rows) with a certified cond estimate; Householder QR for a mask whose
 upper bound on cond breaks cond^2 eps <= 1/32 (cond <= 512); ``exact_cond=True``:
 QR and the exact cond. Oracles: numpy float64 (lstsq, cond). Tolerances: a

@@ -1,0 +1,140 @@
+"""How many refinement steps the one-mask semi-normal decode needs, on this CPU.
+
+The one-mask ChebyLS decode (and the circle and random codes' least squares) in
+float32 solves the corrected semi-normal equations and refines its decoding
+matrix through the rows, ``codedjax._basis_lsq.REFINEMENT_STEPS`` times
+(docs/decoding.md). For 1 and 2 steps this prints, against the Householder QR
+route of the same decoder (``exact_cond=True``) and the float64 least squares of
+the same float32 answers:
+
+* the mask of ``tests/test_edge_inputs.py``'s edge-of-range test (M = 40, K = 8,
+  D = 22, N = 30, cond about 374): each route's error, the prediction and cond;
+* a sweep of random masks (N = 26, 27, 28, 30; ``--masks`` each, three payloads):
+  per cond bucket, the one-mask error over the QR route's (median and largest)
+  and the largest error over its own prediction (above 1: not covered).
+
+The payloads are Chebyshev series of degree D - 1 (exact polynomials), rounded
+once to float32. Results depend on the CPU (its BLAS and XLA's kernels); the
+figures in docs/decoding.md come from
+
+    python -m tools.one_mask_refinement
+
+(under a minute on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import codedjax as cj
+from codedjax import _basis_lsq
+
+M, K, D = 40, 8, 22
+BUCKETS = ((0, 50), (50, 150), (150, 300), (300, 512), (512, np.inf))
+
+
+def _cpu() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _payload(seed: int):
+    alpha, beta = cj.chebyshev_points(M), cj.chebyshev_points(K)
+    c = np.asarray(jax.random.normal(jax.random.key(seed), (D, 4)), np.float64)
+    t = np.polynomial.chebyshev.chebvander(np.asarray(alpha, np.float64), D - 1)
+    tb = np.polynomial.chebyshev.chebvander(np.asarray(beta, np.float64), D - 1)
+    return alpha, beta, t, (t @ c).astype(np.float32), tb @ c
+
+
+def _decoders(alpha, beta):
+    def one(y, mk):
+        return cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D)
+
+    def qr(y, mk):
+        return cj.chebyls_decode(y, mk, alpha, beta, num_coeffs=D, exact_cond=True)
+
+    return jax.jit(one), jax.jit(qr)
+
+
+def _err(r, ref) -> float:
+    return float(np.abs(np.asarray(r.value, np.float64) - ref).max())
+
+
+def edge_mask() -> None:
+    alpha, beta, t, y, ref = _payload(0)
+    mask = cj.sample_masks(
+        jax.random.key(1), num_workers=M, num_responses=30, shape=(2,)
+    )[0]
+    one, qr = _decoders(alpha, beta)
+    r, q = one(jnp.asarray(y), mask), qr(jnp.asarray(y), mask)
+    mk = np.asarray(mask)
+    c64 = np.linalg.lstsq(t[mk], y[mk].astype(np.float64), rcond=None)[0]
+    tb = np.polynomial.chebyshev.chebvander(np.asarray(beta, np.float64), D - 1)
+    print(
+        f"  edge mask: cond {float(q.cond):.0f}; error one-mask {_err(r, ref):.3g} "
+        f"(predicted {float(r.error):.3g}), QR route {_err(q, ref):.3g}, float64 "
+        f"lstsq of the float32 answers {np.abs(tb @ c64 - ref).max():.3g}"
+    )
+
+
+def sweep(num_masks: int) -> None:
+    rows = []
+    for n in (26, 27, 28, 30):
+        for seed in range(3):
+            alpha, beta, _, y, ref = _payload(seed)
+            one, qr = _decoders(alpha, beta)
+            y = jnp.asarray(y)
+            key = jax.random.key(100 + seed + n)
+            masks = cj.sample_masks(
+                key, num_workers=M, num_responses=n, shape=(num_masks,)
+            )
+            for mk in masks:
+                r, q = one(y, mk), qr(y, mk)
+                rows.append((float(q.cond), _err(r, ref), _err(q, ref), float(r.error)))
+    a = np.asarray(rows)
+    for lo, hi in BUCKETS:
+        s = (a[:, 0] >= lo) & (a[:, 0] < hi)
+        if not s.any():
+            continue
+        ratio, cover = a[s, 1] / a[s, 2], a[s, 1] / a[s, 3]
+        print(
+            f"  cond [{lo:g}, {hi:g}): {int(s.sum())} masks; one-mask / QR error "
+            f"median {np.median(ratio):.2f}, largest {ratio.max():.2f}; largest "
+            f"error / predicted {cover.max():.2f}"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m tools.one_mask_refinement",
+                                description=__doc__.split("\n")[0])  # fmt: skip
+    p.add_argument("--masks", type=int, default=64, help="masks per N and payload")
+    args = p.parse_args(argv)
+    if args.masks < 1:
+        p.error(f"--masks must be at least 1, got {args.masks}")
+    print(f"CPU: {_cpu()}; jax {jax.__version__}")
+    default = _basis_lsq.REFINEMENT_STEPS
+    try:
+        for steps in (1, 2):
+            _basis_lsq.REFINEMENT_STEPS = steps
+            jax.clear_caches()  # the programs are traced again with this count
+            print(f"{steps} refinement step(s):")
+            edge_mask()
+            sweep(args.masks)
+    finally:
+        _basis_lsq.REFINEMENT_STEPS = default
+        jax.clear_caches()
+
+
+if __name__ == "__main__":
+    main()
