@@ -11,7 +11,9 @@ the same float32 answers:
   D = 22, N = 30, cond about 374): each route's error, the prediction and cond;
 * a sweep of random masks (N = 26, 27, 28, 30; ``--masks`` each, three payloads):
   per cond bucket, the one-mask error over the QR route's (median and largest)
-  and the largest error over its own prediction (above 1: not covered).
+  and the largest error over its own prediction (above 1: not covered); and the
+  same for the batched kernel (``chebyls_decode_batched`` of each N's masks at
+  once: with 16 or more masks its semi-normal kernel, which keeps one step).
 
 The payloads are Chebyshev series of degree D - 1 (exact polynomials), rounded
 once to float32. Results depend on the CPU (its BLAS and XLA's kernels); the
@@ -88,8 +90,8 @@ def edge_mask() -> None:
     )
 
 
-def sweep(num_masks: int) -> None:
-    rows = []
+def sweep(num_masks: int, with_batched: bool) -> None:
+    rows, batched = [], []
     for n in (26, 27, 28, 30):
         for seed in range(3):
             alpha, beta, _, y, ref = _payload(seed)
@@ -99,20 +101,31 @@ def sweep(num_masks: int) -> None:
             masks = cj.sample_masks(
                 key, num_workers=M, num_responses=n, shape=(num_masks,)
             )
-            for mk in masks:
+            if with_batched:
+                b = cj.chebyls_decode_batched(y, masks, alpha, beta, num_coeffs=D)
+            for i, mk in enumerate(masks):
                 r, q = one(y, mk), qr(y, mk)
                 rows.append((float(q.cond), _err(r, ref), _err(q, ref), float(r.error)))
-    a = np.asarray(rows)
-    for lo, hi in BUCKETS:
-        s = (a[:, 0] >= lo) & (a[:, 0] < hi)
-        if not s.any():
+                if not with_batched:
+                    continue
+                rb = jax.tree_util.tree_map(lambda v, i=i: v[i], b)
+                batched.append(
+                    (float(q.cond), _err(rb, ref), _err(q, ref), float(rb.error))
+                )
+    for label, got in (("one-mask", rows), ("batched", batched)):
+        if not got:
             continue
-        ratio, cover = a[s, 1] / a[s, 2], a[s, 1] / a[s, 3]
-        print(
-            f"  cond [{lo:g}, {hi:g}): {int(s.sum())} masks; one-mask / QR error "
-            f"median {np.median(ratio):.2f}, largest {ratio.max():.2f}; largest "
-            f"error / predicted {cover.max():.2f}"
-        )
+        a = np.asarray(got)
+        for lo, hi in BUCKETS:
+            s = (a[:, 0] >= lo) & (a[:, 0] < hi)
+            if not s.any():
+                continue
+            ratio, cover = a[s, 1] / a[s, 2], a[s, 1] / a[s, 3]
+            print(
+                f"  {label}, cond [{lo:g}, {hi:g}): {int(s.sum())} masks; error / "
+                f"QR route's median {np.median(ratio):.2f}, largest "
+                f"{ratio.max():.2f}; largest error / predicted {cover.max():.2f}"
+            )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -130,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
             jax.clear_caches()  # the programs are traced again with this count
             print(f"{steps} refinement step(s):")
             edge_mask()
-            sweep(args.masks)
+            sweep(args.masks, with_batched=steps == 1)  # its kernel: one step
     finally:
         _basis_lsq.REFINEMENT_STEPS = default
         jax.clear_caches()
