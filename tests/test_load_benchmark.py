@@ -217,14 +217,8 @@ OPTIMISTIC = {
 BEST = {"demoted": 2, "reach": 2, "deadline": 3}
 
 
-@pytest.mark.parametrize("case", sorted(OPTIMISTIC))
-def test_a_screening_that_flatters_a_layout_never_picks_it(monkeypatch, case):
-    """The search's best of each family, and of the cell, is the brute-force best
-    by the check, when the screening's shorter runs rank a layout above where its
-    check puts it: the family's best is demoted (its next best is checked), and a
-    family outside the finalists whose screening reaches above the best checked
-    rate is checked too, and a best is checked at every deadline."""
-    caps = OPTIMISTIC[case]
+def _positioned(caps):
+    """``Cell.point`` with the p99 made up from ``caps`` (see OPTIMISTIC)."""
     real = Cell.point
 
     def point(self, lay, pol, rate, gd, q):
@@ -240,16 +234,29 @@ def test_a_screening_that_flatters_a_layout_never_picks_it(monkeypatch, case):
         return {**pt, "rate": float(rate), "ok": 1.0,
                 "latency_ms": {**pt["latency_ms"], "99": p99}}  # fmt: skip
 
-    def acc(cfg, lay, latency, target, base):  # every layout at its fewest N
-        plain = lay.scheme.family in ("uncoded", "replication")
-        return _made_up(None if plain else policy(lay).num_responses, base)
+    return point
 
+
+def _fewest(cfg, lay, latency, target, base):
+    """A made-up accuracy: every coded layout meets the target at its fewest N."""
+    plain = lay.scheme.family in ("uncoded", "replication")
+    return _made_up(None if plain else policy(lay).num_responses, base)
+
+
+@pytest.mark.parametrize("case", sorted(OPTIMISTIC))
+def test_a_screening_that_flatters_a_layout_never_picks_it(monkeypatch, case):
+    """The search's best of each family, and of the cell, is the brute-force best
+    by the check, when the screening's shorter runs rank a layout above where its
+    check puts it: the family's best is demoted (its next best is checked), and a
+    family outside the finalists whose screening reaches above the best checked
+    rate is checked too, and a best is checked at every deadline."""
+    acc = _fewest
     twos = (3, 4) if case == "demoted" else (4,)
     cands = functools.partial(_candidates, twos=twos)
     monkeypatch.setitem(DELAY_MODELS, DELAY, "shifted-exp:1ms,1ms; slow=0.05 factor=30")
     monkeypatch.setattr(search, "candidates", cands)
     monkeypatch.setattr(search, "accuracy", acc)
-    monkeypatch.setattr(Cell, "point", point)
+    monkeypatch.setattr(Cell, "point", _positioned(OPTIMISTIC[case]))
     cfg = dataclasses.replace(_cfg(), finalists=1)
     cell = run_cell(cfg, DELAY, 4, np.full(16, 1e-3), {}, False)
     grid = np.asarray(cell["grid"])
@@ -273,6 +280,50 @@ def test_a_screening_that_flatters_a_layout_never_picks_it(monkeypatch, case):
     )
     assert grid[BEST[case]] <= row["max_rate"] < grid[BEST[case] + 1]
     assert row["deadline"] == ("4 ms" if case == "deadline" else "fill")
+    assert cell["picks"]["best coded"] == row["name"]
+
+
+def test_the_cap_leaves_the_layouts_that_cannot_win_unmeasured(monkeypatch):
+    # BACC on 4 workers meets the target and is the cell's best (on 3 it
+    # sustains nothing, so its accuracy is never asked for); of the four
+    # Lagrange layouts, at most two accuracy measurements (one per scheme), the
+    # two graceful ones screen best and miss the target: the cap parks the two
+    # ChebyLS ones, whose brackets reach no higher than BACC's checked rate, so
+    # they are never measured
+    caps = {
+        ("bacc", 4): (3.5, 3.5, 400.0),
+        ("bacc", 3): (-0.5, -0.5, 400.0),  # passes no rate: never measured
+        ("graceful", 4): (2.5, 2.5, 400.0),
+        ("graceful", 3): (2.5, 2.5, 400.0),
+        ("chebyls", 4): (1.5, 1.5, 400.0),
+        ("chebyls", 3): (0.5, 0.5, 400.0),
+    }
+    measured: list[str] = []
+
+    def acc(cfg, lay, latency, target, base):
+        if lay.scheme.family in ("uncoded", "replication"):
+            return _fewest(cfg, lay, latency, target, base)
+        measured.append(f"{lay.scheme.name} {lay.group_workers}")
+        if lay.scheme.name == "graceful":
+            return _made_up(None, base, missed=True)
+        return _fewest(cfg, lay, latency, target, base)
+
+    cands = functools.partial(_candidates, twos=(3, 4))
+    monkeypatch.setitem(DELAY_MODELS, DELAY, "shifted-exp:1ms,1ms; slow=0.05 factor=30")
+    monkeypatch.setattr(search, "candidates", cands)
+    monkeypatch.setattr(search, "accuracy", acc)
+    monkeypatch.setattr(Cell, "point", _positioned(caps))
+    cfg = dataclasses.replace(_cfg(), accuracy_tries=1)
+    cell = run_cell(cfg, DELAY, 4, np.full(16, 1e-3), {}, False)
+    lag = cell["families"]["lagrange"]
+    assert sorted(m for m in measured if "bacc" not in m) == [
+        "graceful 3",
+        "graceful 4",
+    ]
+    assert lag["accuracy_measured"] == 2 and lag["capped"] == 2
+    assert lag["resumed"] == 0 and not lag["best"]
+    (row,) = cell["families"]["berrut"]["best"]
+    assert row["scheme"] == "bacc" and row["group_workers"] == 4
     assert cell["picks"]["best coded"] == row["name"]
 
 
