@@ -79,12 +79,20 @@ def _accuracy(cfg, lay, latency, target, base):
     return _made_up(None if n == "plain" else n, base, missed=n is None)
 
 
+def _tiny_search(mp, candidates=_candidates, accuracy=_accuracy, point=None):
+    """Patch the tiny cell in (``mp``: a MonkeyPatch): its delay model, its
+    candidate layouts, its made-up accuracy and, if given, made-up points."""
+    mp.setitem(DELAY_MODELS, DELAY, "shifted-exp:1ms,1ms; slow=0.05 factor=30")
+    mp.setattr(search, "candidates", candidates)
+    mp.setattr(search, "accuracy", accuracy)
+    if point is not None:
+        mp.setattr(Cell, "point", point)
+
+
 @pytest.fixture(scope="module")
 def tiny():
     mp = pytest.MonkeyPatch()
-    mp.setitem(DELAY_MODELS, DELAY, "shifted-exp:1ms,1ms; slow=0.05 factor=30")
-    mp.setattr(search, "candidates", _candidates)
-    mp.setattr(search, "accuracy", _accuracy)
+    _tiny_search(mp)
     try:
         cfg = _cfg()
         base = np.full(16, 1e-3)
@@ -134,9 +142,7 @@ def test_a_fixed_group_deadline_where_the_fill_wait_breaks_the_target(monkeypatc
     # group of 2 waits up to the FillDeadline's 50 ms to fill, above the 20 ms
     # p99 target, so the graceful layout sustains nothing with it and the search
     # must go on to the fixed 4 ms deadline (brute force: both deadlines)
-    monkeypatch.setitem(DELAY_MODELS, DELAY, "shifted-exp:1ms,1ms; slow=0.05 factor=30")
-    monkeypatch.setattr(search, "candidates", _candidates)
-    monkeypatch.setattr(search, "accuracy", _accuracy)
+    _tiny_search(monkeypatch)
     cfg = dataclasses.replace(_cfg(), grid_span=64.0)
     cell = run_cell(cfg, DELAY, 4, np.full(16, 1e-3), {}, False)
     (lag,) = cell["families"]["lagrange"]["best"]
@@ -168,9 +174,7 @@ def test_the_cap_on_accuracy_measurements_never_decides_the_cell(monkeypatch):
 
     cands = functools.partial(_candidates, twos=(3, 4), names=("chebyls", "graceful"))
 
-    monkeypatch.setitem(DELAY_MODELS, DELAY, "shifted-exp:1ms,1ms; slow=0.05 factor=30")
-    monkeypatch.setattr(search, "candidates", cands)
-    monkeypatch.setattr(search, "accuracy", acc)
+    _tiny_search(monkeypatch, cands, acc)
     cfg = dataclasses.replace(_cfg(), accuracy_tries=1)
     cell = run_cell(cfg, DELAY, 4, np.full(16, 1e-3), {}, False)
     lag = cell["families"]["lagrange"]
@@ -256,13 +260,9 @@ def test_a_screening_that_flatters_a_layout_never_picks_it(monkeypatch, case):
     check puts it: the family's best is demoted (its next best is checked), and a
     family outside the finalists whose screening reaches above the best checked
     rate is checked too, and a best is checked at every deadline."""
-    acc = _fewest
     twos = (3, 4) if "demoted" in case else (4,)
     cands = functools.partial(_candidates, twos=twos)
-    monkeypatch.setitem(DELAY_MODELS, DELAY, "shifted-exp:1ms,1ms; slow=0.05 factor=30")
-    monkeypatch.setattr(search, "candidates", cands)
-    monkeypatch.setattr(search, "accuracy", acc)
-    monkeypatch.setattr(Cell, "point", _positioned(OPTIMISTIC[case]))
+    _tiny_search(monkeypatch, cands, _fewest, _positioned(OPTIMISTIC[case]))
     cfg = dataclasses.replace(_cfg(), finalists=1)
     cell = run_cell(cfg, DELAY, 4, np.full(16, 1e-3), {}, False)
     grid = np.asarray(cell["grid"])
@@ -270,7 +270,7 @@ def test_a_screening_that_flatters_a_layout_never_picks_it(monkeypatch, case):
     rates = {}
     for lay in cands(cfg, 4):
         if lay.group_inputs == 2:
-            pol = policy(lay, acc(cfg, lay, None, None, 0.0)["num_responses"])
+            pol = policy(lay, _fewest(cfg, lay, None, None, 0.0)["num_responses"])
             rates[lay.name] = max(
                 (
                     brute.bisect(lay, pol, len(grid) - 1, g)
@@ -315,10 +315,7 @@ def test_the_cap_leaves_the_layouts_that_cannot_win_unmeasured(monkeypatch):
         return _fewest(cfg, lay, latency, target, base)
 
     cands = functools.partial(_candidates, twos=(3, 4))
-    monkeypatch.setitem(DELAY_MODELS, DELAY, "shifted-exp:1ms,1ms; slow=0.05 factor=30")
-    monkeypatch.setattr(search, "candidates", cands)
-    monkeypatch.setattr(search, "accuracy", acc)
-    monkeypatch.setattr(Cell, "point", _positioned(caps))
+    _tiny_search(monkeypatch, cands, acc, _positioned(caps))
     cfg = dataclasses.replace(_cfg(), accuracy_tries=1)
     cell = run_cell(cfg, DELAY, 4, np.full(16, 1e-3), {}, False)
     lag = cell["families"]["lagrange"]
