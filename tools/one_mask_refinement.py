@@ -27,7 +27,6 @@ figures in docs/decoding.md come from
 from __future__ import annotations
 
 import argparse
-import platform
 
 import jax
 import jax.numpy as jnp
@@ -35,20 +34,10 @@ import numpy as np
 
 import codedjax as cj
 from codedjax import _basis_lsq
+from runkit import environment
 
 M, K, D = 40, 8, 22
 BUCKETS = ((0, 50), (50, 150), (150, 300), (300, 512), (512, np.inf))
-
-
-def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 ALPHA, BETA = cj.chebyshev_points(M), cj.chebyshev_points(K)
@@ -137,7 +126,8 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if args.masks < 1:
         p.error(f"--masks must be at least 1, got {args.masks}")
-    print(f"CPU: {_cpu()}; jax {jax.__version__}")
+    env = environment()
+    print(f"CPU: {env['device_name']}; jax {env['jax_version']}")
     default = _basis_lsq.REFINEMENT_STEPS
     try:
         for steps in (1, 2):
