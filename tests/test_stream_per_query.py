@@ -371,3 +371,62 @@ def test_approximate_and_circle_codes_are_answered_as_simulated(code):
     np.testing.assert_allclose(run.latency, sim.latency, rtol=0, atol=1e-9)
     np.testing.assert_array_equal(run.ok, sim.ok)
     assert (sim.latency >= 0).all()
+
+
+class _Watched:
+    """A code that records, at each decode, which query its answers are (the
+    queries are i + 0 in every entry, f = affine) and whether that query's
+    future was done then; and counts its encodes."""
+
+    def __init__(self, code, futs):
+        self._code, self._futs = code, futs
+        self.seen: list = []
+        self.encodes = 0
+
+    def __getattr__(self, name):
+        return getattr(self._code, name)
+
+    def encode(self, x):
+        self.encodes += 1
+        return self._code.encode(x)
+
+    def decode_answers(self, answers):
+        y = np.asarray(answers.y)[np.asarray(answers.mask)]
+        i = int(round((float(y[0, 0]) + 1) / 2))
+        self.seen.append((i, i < len(self._futs) and self._futs[i].done()))
+        return self._code.decode_answers(answers)
+
+
+@pytest.mark.parametrize("kind", ["sim", "threads"])
+def test_an_own_answer_is_settled_before_its_groups_decode_and_no_row_is_encoded(
+    kind,
+):
+    """A query a replica answers is answered at once: its future is done before
+    the decode that decides its group (which costs the serving thread a
+    compiled call) runs; a group whose every row went out on arrival is not
+    encoded again at its close (a code with coded rows is, once a group)."""
+    inj = Injector(latency=cj.ShiftedExponential(0.001, 0.001), seed=1)
+    base = {"sim": SimulatedCluster, "threads": ThreadCluster}[kind]
+    qs = np.repeat(np.arange(8, dtype=np.float32)[:, None], 4, axis=1)
+    for code, coded in ((cj.replication_code(num_inputs=1, num_workers=3), False),
+                        (SYS, True)):  # fmt: skip
+        futs: list = []
+        watched = _Watched(code, futs)
+        server = Server(watched, affine, backend=base(injector=inj),
+                        policy=FirstDecodable(deadline=1.0))  # fmt: skip
+        with StreamingServer(server, group_deadline=0.05, example=qs[0]) as front:
+            watched.seen.clear()
+            futs.append(front.submit(qs[0]))
+            futs[0].result(10.0)  # (the frontend's one probe of the code)
+            before = watched.encodes
+            for q in qs[1 : code.num_inputs] if coded else qs[1:]:
+                futs.append(front.submit(q))
+            got = [f.result(10.0) for f in futs]
+        assert all(g.ok for g in got)
+        if coded:  # the first group, its K queries in: encoded at its close
+            assert watched.encodes - before == 1
+            continue
+        assert watched.encodes == before
+        assert sorted(i for i, _ in watched.seen) == list(range(len(qs)))
+        assert all(done for _, done in watched.seen), watched.seen
+        assert all(g.result is None and g.error == 0 for g in got)

@@ -107,6 +107,9 @@ class Engine(StreamedRequests):
         self.one_shot = result is None  # one round: its ServeResult the result
         self.decisions = Decisions()
         self.frontend: Any = None
+        # the frontend's settle(): called in a step when an own worker's answer
+        # has answered a query, before the group's decision is taken
+        self.on_answers: Callable[[], None] | None = None
         self.closed = False
         self.input_spec: tuple | None = None
         self.warm = False
@@ -358,6 +361,13 @@ class Engine(StreamedRequests):
                 self.answer_own(r, before, r.num_ok)
             return
         if added:
+            if q is not None:
+                # the batch's first answer is never cut: a query it answers as
+                # its own worker's is answered now, before the decision's
+                # decode (answer_own skips it below)
+                self.answer_own(r, before, before + 1)
+                if self._answers and self.on_answers is not None:
+                    self.on_answers()
             n = self.decisions.decide(
                 st.policy, st.code, r, before, added, self.cluster.now(),
                 lambda n: self.decode(r, st, n),

@@ -188,12 +188,13 @@ class StreamingServer:
         self._error: BaseException | None = None
         self.rejected = 0
         engine.frontend = self
+        engine.on_answers = self._sender.settle
         if example is not None:
             try:
                 x = self._check_query("StreamingServer", example)
                 engine.warmup(np.stack([x] * self.num_inputs), fname)
             except BaseException:
-                engine.frontend = None  # the server stays usable on its own
+                engine.frontend = engine.on_answers = None  # usable on its own
                 raise
         self._thread = None
         self._config = captured_config()
@@ -436,7 +437,7 @@ class StreamingServer:
             err = RuntimeError("StreamingServer.close: closed before its answer")
             self._fail(err, stop=False)
         self._closed = True
-        self._engine.frontend = None
+        self._engine.frontend = self._engine.on_answers = None
         self.server.close()
 
     def __enter__(self) -> StreamingServer:

@@ -148,6 +148,18 @@ class Sender:
             RuntimeError: an internal error: a query answered twice, or not at
                 all by its group's end.
         """
+        self.settle()
+        self._end_groups(done)
+
+    def settle(self) -> None:
+        """Settles the queries the engine has answered since the last call
+        (each once), at this moment: the engine calls it in a step as soon
+        as an answer of a query's own worker has answered it, before the
+        group's decision (its decode) is taken.
+
+        Raises:
+            RuntimeError: an internal error: a query answered twice.
+        """
         now = self.cluster.now()
         for r, a in self.engine.take_answers():
             g = self.groups.get(r.rid)
@@ -160,6 +172,12 @@ class Sender:
             q.answered = True
             size = len(g.queries)
             self.ledger.settle(q, result=query_result(r.rid, a, q, size, now))
+
+    def _end_groups(self, done: list) -> None:
+        """The groups that ended (``done``: ``(request, result or
+        exception)``): a group's own error fails its queries not answered yet;
+        a group answered together (a pipeline) is answered now."""
+        now = self.cluster.now()
         for r, res in done:
             g = self.groups.pop(r.rid, None)
             if g is None:
