@@ -25,7 +25,7 @@ from ._latency import PersistentSlowdown as PersistentSlowdown
 from ._latency import RandomSlowdown as RandomSlowdown
 from ._latency import ShiftedExponential as ShiftedExponential
 from ._latency import Uniform as Uniform
-from ._latency import parse_latency as parse_latency
+from ._latency_text import parse_latency as parse_latency
 
 # straggler models
 from ._sampling import Arrivals as Arrivals

@@ -124,6 +124,7 @@ RANK = {
     "_batching": 1,
     "_chebyshev": 1,
     "_latency": 1,
+    "_latency_text": 1.1,
     "_sampling": 2,
     "_batched_linalg": 1,
     "_lagrange_lsq": 2,
