@@ -75,6 +75,8 @@ class Engine(StreamedRequests):
         num_workers: M.
         frontend: the ``StreamingServer`` that owns the engine, or None (then
             :meth:`run` may serve).
+        on_answers: called in a step when own workers' answers have answered
+            queries, before the decision's decode (the frontend's settle).
         input_spec: ``(shape, dtype)`` of the first request (None before it);
             every request must match it.
         warm: the warm-up has run.
@@ -107,8 +109,6 @@ class Engine(StreamedRequests):
         self.one_shot = result is None  # one round: its ServeResult the result
         self.decisions = Decisions()
         self.frontend: Any = None
-        # the frontend's settle(): called in a step when an own worker's answer
-        # has answered a query, before the group's decision is taken
         self.on_answers: Callable[[], None] | None = None
         self.closed = False
         self.input_spec: tuple | None = None
@@ -260,17 +260,6 @@ class Engine(StreamedRequests):
         return Request(self._next_id - 1, index, self.cluster.now(), x0,
                        len(self.stages))  # fmt: skip
 
-    def track(self, r: Request) -> None:
-        """Request ``r`` (its task id set) is in flight from now."""
-        self._active[r.task] = r
-
-    def discard(self, r: Request) -> None:
-        """Forgets request ``r`` after its own error (the caller reports it);
-        its workers are freed."""
-        if self._active.get(r.task) is r:
-            del self._active[r.task]
-        self._release(r.task)
-
     def step(self, fname: str, until: float | None = None) -> list:
         """Ends the requests whose deadline has passed (after taking every
         answer already in hand: it may have waited while this thread was late
@@ -362,12 +351,7 @@ class Engine(StreamedRequests):
             return
         if added:
             if q is not None:
-                # the batch's first answer is never cut: a query it answers as
-                # its own worker's is answered now, before the decision's
-                # decode (answer_own skips it below)
-                self.answer_own(r, before, before + 1)
-                if self._answers and self.on_answers is not None:
-                    self.on_answers()
+                self.answer_first(r, before)
             n = self.decisions.decide(
                 st.policy, st.code, r, before, added, self.cluster.now(),
                 lambda n: self.decode(r, st, n),

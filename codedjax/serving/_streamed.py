@@ -83,6 +83,17 @@ class StreamedRequests:
         self.track(r)
         return r
 
+    def track(self, r: Request) -> None:
+        """Request ``r`` (its task id set) is in flight from now."""
+        self._active[r.task] = r
+
+    def discard(self, r: Request) -> None:
+        """Forgets request ``r`` after its own error (the caller reports it);
+        its workers are freed."""
+        if self._active.get(r.task) is r:
+            del self._active[r.task]
+        self._release(r.task)
+
     def send_query(self, r: Request, slot: int, x) -> bool:
         """Sends query ``slot`` of ``r`` (``x`` [...]) to its own workers now
         (:attr:`arrival_dispatch`); False when it has none (its row goes out
@@ -181,6 +192,15 @@ class StreamedRequests:
                 if q.live[slot] and not q.done[slot]:
                     value = plan.copy_of(r.y[w], part)
                     self._answer(r, slot, value, True, SUCCESS, 0.0, None)
+
+    def answer_first(self, r: Request, before: int) -> None:
+        """Case (a) for the first successful answer of a batch that came after
+        the close (answer ``before`` of the round, never cut by the decision):
+        its query is answered and settled now (:attr:`on_answers`), before the
+        policy's decision and its decode."""
+        self.answer_own(r, before, before + 1)
+        if self._answers and self.on_answers is not None:
+            self.on_answers()
 
     def answer_gained(self, r: Request, st) -> None:
         """Case (b): under a policy that decodes at the first ``ok`` (from its
