@@ -288,7 +288,8 @@ def _run(cfg: DeviceTableConfig, cmd: runkit.Invocation) -> dict:
     if page is not None:  # report.md is the page (its kept commentary too)
         shutil.copyfile(page, report)
     else:
-        runkit.write_page(report, title=title, body=body, command=cmd.command)
+        runkit.write_page(report, title=title, body=body, command=cmd.command,
+                          recorded=cmd.recorded)  # fmt: skip
     with open(report) as f:
         print(f.read())
     return summary

@@ -175,7 +175,8 @@ def _run(config: BenchConfig, cmd: runkit.Invocation) -> dict[str, list[dict]]:
         records = run(config)
     report_page(cmd, title="Speed on CPU: the benchmark cases")
     if config.readme:
-        write_block(config.readme, body=speed_table(records), command=cmd.command)
+        write_block(config.readme, body=speed_table(records), command=cmd.command,
+                    recorded=cmd.recorded)  # fmt: skip
     return {"records": records}
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -34,7 +35,7 @@ from .arguments import (
     config_overrides,
     make_config,
 )
-from .pages import add_page_option, write_page
+from .pages import add_page_option, recorded_at, write_page
 
 __all__ = [
     "Invocation",
@@ -124,14 +125,22 @@ class Invocation:
         """``--results-page``: the ``docs/results/`` page to write, or None."""
         return getattr(self.args, "results_page", None)
 
+    @functools.cached_property
+    def recorded(self) -> str:
+        """The run's "Recorded at" line (``runkit.pages.recorded_at``), taken
+        once, before its first page: every file the run writes gets the same
+        (a later one would see the earlier pages as uncommitted changes)."""
+        return recorded_at()
+
     def write_page(self, *, title: str, body: str, intro: str = "") -> str | None:
         """Writes the ``--results-page`` page (:func:`runkit.write_page`) with
-        this command line in its header; returns its path (None: not asked)."""
+        this command line and :attr:`recorded` in its header; returns its path
+        (None: not asked)."""
         if not self.results_page:
             return None
         write_page(
             self.results_page, title=title, body=body, command=self.command,
-            intro=intro,
+            intro=intro, recorded=self.recorded,
         )  # fmt: skip
         return self.results_page
 

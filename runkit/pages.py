@@ -137,7 +137,13 @@ def page_text(
 
 
 def write_page(
-    path: str, *, title: str, body: str, command: str | None = None, intro: str = ""
+    path: str,
+    *,
+    title: str,
+    body: str,
+    command: str | None = None,
+    intro: str = "",
+    recorded: str | None = None,
 ) -> str:
     """Write the results page ``path`` (markdown) and return its text.
 
@@ -147,6 +153,9 @@ def write_page(
         body: the figures (markdown), placed between :data:`BEGIN` and :data:`END`.
         command: the command line (default: this process's, :func:`command_line`).
         intro: a paragraph placed before the figures (what the table shows).
+        recorded: the "Recorded at" line (default: :func:`recorded_at` now); a
+            run that writes several files passes one, taken before the first
+            (after it the tree holds that file's change).
 
     Raises:
         ValueError: ``path`` is not a ``.md`` file name.
@@ -159,7 +168,7 @@ def write_page(
         title=title,
         body=body,
         command=command_line() if command is None else command,
-        recorded=recorded_at(),
+        recorded=recorded_at() if recorded is None else recorded,
         intro=intro,
         kept=_commentary(path),
     )
@@ -169,11 +178,13 @@ def write_page(
     return text
 
 
-def write_block(path: str, *, body: str, command: str | None = None) -> str:
+def write_block(
+    path: str, *, body: str, command: str | None = None, recorded: str | None = None
+) -> str:
     """Rewrites only the figures of a document that is not a results page (the
     README's speed table): the text between :data:`BEGIN` and :data:`END` in
-    ``path`` becomes the command, :func:`recorded_at` and ``body``; everything
-    else is kept. Returns the new text.
+    ``path`` becomes the command, ``recorded`` (default :func:`recorded_at`) and
+    ``body``; everything else is kept. Returns the new text.
 
     Raises:
         ValueError: ``path`` is not an existing ``.md`` file holding both
@@ -197,7 +208,8 @@ def write_block(path: str, *, body: str, command: str | None = None) -> str:
             f"in that order"
         )
     cmd = command_line() if command is None else command
-    block = f"\n\n`{cmd}`: {recorded_at()}.\n\n{body.strip(chr(10))}\n\n"
+    rec = recorded_at() if recorded is None else recorded
+    block = f"\n\n`{cmd}`: {rec}.\n\n{body.strip(chr(10))}\n\n"
     new = head + BEGIN + block + END + tail
     with open(path, "w") as f:
         f.write(new)

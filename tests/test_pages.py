@@ -155,3 +155,30 @@ def test_block_rewrites_only_the_figures_of_a_document(tmp_path):
         pages.write_block(str(path), body="x", command="c")
     with pytest.raises(ValueError, match="write_block: path must name an existing"):
         pages.write_block(str(tmp_path / "none.md"), body="x", command="c")
+
+
+def test_a_run_writing_a_page_and_a_block_records_one_header(tmp_path, monkeypatch):
+    """A run's first page dirties the tree; the block the same run writes after
+    it (the README's speed table) must not say "with uncommitted changes" when
+    the page does not: both take the run's one ``Invocation.recorded``."""
+    page, readme = tmp_path / "page.md", tmp_path / "README.md"
+    readme.write_text(f"# R\n\n{pages.BEGIN}\nold\n{pages.END}\n")
+    written: list = []
+    monkeypatch.setattr(pages, "_dirty", lambda: bool(written))
+    real = pages.write_page
+
+    def write_page(*args, **kw):
+        written.append(args[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(runkit.command, "write_page", write_page)
+    inv = runkit.parse_command(None, ["--out", str(tmp_path), "--results-page",
+                                      str(page)], prog="p", description="d")  # fmt: skip
+    inv.write_page(title="T", body="| 1 |")
+    assert pages.recorded_at().startswith("commit `") and written
+    assert "uncommitted" in pages.recorded_at()  # what a second look would say
+    text = pages.write_block(str(readme), body="| 2 |", command=inv.command,
+                             recorded=inv.recorded)  # fmt: skip
+    head = page.read_text().splitlines()[3].removeprefix("- Recorded at: ")
+    assert head == inv.recorded and "uncommitted" not in head
+    assert f": {inv.recorded}." in text
