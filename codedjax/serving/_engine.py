@@ -138,12 +138,9 @@ class Engine(StreamedRequests):
 
     def check_input(self, fname: str, x: Any) -> jax.Array:
         """A request x [K, ...] checked (floating, K rows, shaped like the first
-        request, whose shape and dtype become :attr:`input_spec`).
-
-        Raises:
-            TypeError: x not floating.
-            ValueError: x not [K, ...], or shaped unlike the first request.
-        """
+        request, whose shape and dtype become :attr:`input_spec`): TypeError
+        for x not floating, ValueError for x not [K, ...] or shaped unlike the
+        first request."""
         x, self.input_spec = check_request(fname, x, self.num_inputs, self.input_spec)
         return x
 
@@ -259,6 +256,16 @@ class Engine(StreamedRequests):
         self._next_id += 1
         return Request(self._next_id - 1, index, self.cluster.now(), x0,
                        len(self.stages))  # fmt: skip
+
+    def track(self, r: Request) -> None:
+        """Request ``r`` (its task id set) is in flight from now."""
+        self._active[r.task] = r
+
+    def discard(self, r: Request) -> None:
+        """Forgets request ``r`` after its own error; its workers are freed."""
+        if self._active.get(r.task) is r:
+            del self._active[r.task]
+        self._release(r.task)
 
     def step(self, fname: str, until: float | None = None) -> list:
         """Ends the requests whose deadline has passed (after taking every

@@ -83,17 +83,6 @@ class StreamedRequests:
         self.track(r)
         return r
 
-    def track(self, r: Request) -> None:
-        """Request ``r`` (its task id set) is in flight from now."""
-        self._active[r.task] = r
-
-    def discard(self, r: Request) -> None:
-        """Forgets request ``r`` after its own error (the caller reports it);
-        its workers are freed."""
-        if self._active.get(r.task) is r:
-            del self._active[r.task]
-        self._release(r.task)
-
     def send_query(self, r: Request, slot: int, x) -> bool:
         """Sends query ``slot`` of ``r`` (``x`` [...]) to its own workers now
         (:attr:`arrival_dispatch`); False when it has none (its row goes out
