@@ -172,8 +172,8 @@ def test_a_run_writing_a_page_and_a_block_records_one_header(tmp_path, monkeypat
         return real(*args, **kw)
 
     monkeypatch.setattr(runkit.command, "write_page", write_page)
-    inv = runkit.parse_command(None, ["--out", str(tmp_path), "--results-page",
-                                      str(page)], prog="p", description="d")  # fmt: skip
+    argv = ["--out", str(tmp_path), "--results-page", str(page)]
+    inv = runkit.parse_command(None, argv, prog="p", description="d")
     inv.write_page(title="T", body="| 1 |")
     assert pages.recorded_at().startswith("commit `") and written
     assert "uncommitted" in pages.recorded_at()  # what a second look would say
