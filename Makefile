@@ -62,7 +62,7 @@ results: $(STAMP) results-make-run
 		--results-page $(PAGES)/ray.md
 	$(PY) -m models.serve_dcn --no-progress --out $(OUT)/serve_dcn_full \
 		--results-page $(PAGES)/serve-dcn.md
-	$(PY) -m benchmarks.load --out $(OUT)/load --results-page $(PAGES)/load.md
+	$(PY) -m benchmarks.load --bisection 6 --out $(OUT)/load --results-page $(PAGES)/load.md
 	OPENBLAS_NUM_THREADS=1 $(PY) -m benchmarks.run --out $(OUT)/bench \
 		--results-page $(PAGES)/benchmarks.md
 	OPENBLAS_NUM_THREADS=1 $(PY) -m benchmarks.decode --out $(OUT)/bench_decode \
